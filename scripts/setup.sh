@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every dependency of tda from Debian and PyPI, builds, and prepares the bundled
+# default data. Safe to re-run. Usage: ./scripts/setup.sh   (as root, or with sudo available)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+APT_PKGS=(build-essential cmake pkg-config git
+          nlohmann-json3-dev libspdlog-dev libcxxopts-dev catch2 libopenblas-dev libpcre2-dev
+          libopenmpi-dev openmpi-bin
+          python3 python3-venv python3-pip python3-numpy python3-matplotlib python3-torch)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[setup] apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python tools (tiktoken for the data script and tokenizer oracle, entmax for its oracle).
+# Debian's CPU torch comes in through --system-site-packages; PyPI's torch is never pulled.
+if [ ! -x .venv/bin/python ]; then
+  /usr/bin/python3 -m venv --system-site-packages .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check 'tiktoken>=0.5'
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps 'entmax>=1.1'
+
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+
+# The bundled default corpus, tokenized into llm.c shards.
+.venv/bin/python scripts/prepare_default_data.py
+echo "[setup] done: ./$BUILD_DIR/tda train --config configs/tiny/softmax.json"

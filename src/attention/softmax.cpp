@@ -1,0 +1,84 @@
+// `softmax`: causal scaled dot-product attention (Vaswani et al. 2017) with RoPE on q and k.
+// c_attn rows: [q (C) | k (C) | v (C)], head h at columns h*D within each.
+// Saved per layer: rotated q, k and v in (B,H,T,D), the output o and the row LSE.
+#include <cmath>
+
+#include "attention/registry.h"
+
+namespace tda {
+
+namespace {
+
+class SoftmaxAttention final : public AttentionVariant {
+ public:
+  SoftmaxAttention(const ModelConfig& m, const AttentionConfig&)
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()) {}
+  std::string kind() const override { return "softmax"; }
+  int proj_width() const override { return 3 * C_; }
+  size_t act_floats(int B, int T) const override {
+    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;
+  }
+  size_t scratch_floats(int B, int T) const override { return 4 * size_t(B) * T * C_; }
+
+  void forward(const AttnContext& c, const float* proj, float* y, float* act,
+               const std::vector<float*>&) override {
+    Buffers s = buffers(act, c.B, c.T);
+    const int W = proj_width();
+    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+    AttnArgs a = args(c, s);
+    c.ops.attention_forward(a);
+    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
+  }
+
+  void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
+                const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
+    Buffers s = buffers(act, c.B, c.T);
+    const size_t n = size_t(c.B) * c.T * C_;
+    float *dout = scratch, *dq = scratch + n, *dk = scratch + 2 * n, *dv = scratch + 3 * n;
+    const int W = proj_width();
+    c.ops.split_heads(dout, dy, C_, 0, c.B, c.T, H_, D_);
+    AttnArgs a = args(c, s);
+    a.dout = dout;
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
+    c.ops.attention_backward(a);
+    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+  }
+
+ private:
+  struct Buffers {
+    float *q, *k, *v, *o, *lse;
+  };
+  Buffers buffers(float* act, int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return Buffers{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
+  }
+  AttnArgs args(const AttnContext& c, const Buffers& s) const {
+    AttnArgs a;
+    a.math = AttnMath::kSoftmax;
+    a.B = c.B;
+    a.H = H_;
+    a.T = c.T;
+    a.Dqk = D_;
+    a.Dv = D_;
+    a.scale = 1.0f / std::sqrt(float(D_));
+    a.q = s.q;
+    a.k = s.k;
+    a.v = s.v;
+    a.out = s.o;
+    a.stats = s.lse;
+    return a;
+  }
+  int C_, H_, D_;
+};
+
+}  // namespace
+
+TDA_REGISTER_ATTENTION("softmax", SoftmaxAttention);
+
+}  // namespace tda

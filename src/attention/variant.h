@@ -1,0 +1,62 @@
+// The attention seam. A variant owns everything between the block's fused input projection
+// (c_attn: x -> proj, width proj_width()) and the output projection (c_proj): RoPE, any
+// normalisation of q/k, the streaming kernel, gates and output norms, and its own learnable
+// tensors. The model knows nothing mechanism-specific.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "core/config.h"
+
+namespace tda {
+
+struct ParamSpec {
+  enum class Init { kNormal, kZeros, kOnes, kConst, kUniform };
+  std::string name;  // suffix under transformer.h.<l>.attn.
+  std::vector<int64_t> shape;
+  Init init = Init::kNormal;
+  float a = 0.02f;     // std (normal), value (const), half-width (uniform)
+  bool decay = false;  // weight decay: matrices yes, scalars/vectors/gains no
+};
+
+struct AttnContext {
+  Ops& ops;
+  int B, T;
+  int layer, n_layer;
+  long step;          // optimizer step (some variants anneal with it)
+  const float* cos;   // RoPE tables (T_max, head_dim/2)
+  const float* sin;
+  int pos0;           // absolute position of the first token (KV-cache decoding)
+};
+
+class AttentionVariant {
+ public:
+  virtual ~AttentionVariant() = default;
+  virtual std::string kind() const = 0;
+  // Rows of the fused c_attn weight (e.g. 3*d_model for q|k|v).
+  virtual int proj_width() const = 0;
+  // Extra learnable tensors of one layer, created and saved with the model.
+  virtual std::vector<ParamSpec> extra_params(int layer) const {
+    (void)layer;
+    return {};
+  }
+  // Floats saved per layer between forward and backward, and backward scratch (shared).
+  virtual size_t act_floats(int B, int T) const = 0;
+  virtual size_t scratch_floats(int B, int T) const = 0;
+  // proj (B*T, proj_width) -> y (B*T, d_model). `extra` are this layer's extra tensors in the
+  // order of extra_params().
+  virtual void forward(const AttnContext& c, const float* proj, float* y, float* act,
+                       const std::vector<float*>& extra) = 0;
+  // dy (B*T, d_model) -> dproj (B*T, proj_width) overwritten; dextra accumulated (+=).
+  virtual void backward(const AttnContext& c, const float* proj, const float* dy, float* dproj,
+                        float* act, const std::vector<float*>& extra,
+                        const std::vector<float*>& dextra, float* scratch) = 0;
+};
+
+std::unique_ptr<AttentionVariant> make_attention(const ModelConfig& m, const AttentionConfig& a);
+std::vector<std::string> attention_kinds();
+
+}  // namespace tda

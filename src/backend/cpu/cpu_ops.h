@@ -1,0 +1,43 @@
+// fp32 CPU backend: OpenBLAS for matmuls, OpenMP loops for everything else. Each op's forward
+// and backward live side by side in one file named after the op.
+#pragma once
+#include "backend/ops.h"
+
+namespace tda {
+
+class CpuOps final : public Ops {
+ public:
+  const char* name() const override { return "cpu"; }
+  void matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) override;
+  void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
+                       int N, int C, int OC, bool accumulate_dx) override;
+  void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
+                       float eps) override;
+  void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
+                        const float* rstd, int N, int C) override;
+  void gelu_forward(float* y, const float* x, size_t n) override;
+  void gelu_backward(float* dx, const float* x, const float* dy, size_t n) override;
+  void add(float* y, const float* a, const float* b, size_t n) override;
+  void add_inplace(float* y, const float* a, size_t n) override;
+  void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) override;
+  void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N, int C) override;
+  void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
+                    const float* sin, int B, int T, int H, int D, int pos0) override;
+  void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
+                     const float* sin, int B, int T, int H, int D, int pos0) override;
+  void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H, int D) override;
+  void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H, int D) override;
+  void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
+                    const int32_t* targets, int N, int C, int V_padded, int V_real,
+                    float grad_scale) override;
+  void lm_head_logits(float* logits, const float* x, const float* W, int C, int V) override;
+  void attention_forward(const AttnArgs& a) override;
+  void attention_backward(const AttnArgs& a) override;
+  double sum_squares(const float* x, size_t n) override;
+  void scale(float* x, size_t n, float s) override;
+  void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
+             float beta2, float eps, float wd, int t) override;
+  void zero(float* x, size_t n) override;
+};
+
+}  // namespace tda

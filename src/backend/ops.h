@@ -1,0 +1,102 @@
+// The ops interface: every numeric operation the model needs, on buffers owned by one backend.
+// The model (src/model) and the attention variants (src/attention) only call these; the CPU
+// backend (backend/cpu) implements them in fp32 and is the reference for every other backend.
+//
+// Conventions: row-major; a weight W of a linear layer is (out, in) as in PyTorch, so
+// y = x W^T. Backward functions ACCUMULATE into weight gradients (gradient accumulation over
+// micro-batches) and OVERWRITE input gradients unless the name says otherwise.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace tda {
+
+// Arguments of the streaming attention kernels. One struct for all mechanisms; each mechanism
+// sets the fields it uses. Tensors are (B, H, T, D) contiguous. Per-row statistics `stats`
+// are (B, H, T, n_stats) where n_stats is mechanism-specific (softmax: 1, the log-sum-exp).
+enum class AttnMath { kSoftmax };
+
+struct AttnArgs {
+  AttnMath math = AttnMath::kSoftmax;
+  int B = 0, H = 0, T = 0, Dqk = 0, Dv = 0;
+  float scale = 0.f;  // score scale, 1/sqrt(Dqk) for dot-product kinds
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;    // (B, H, T, Dv)
+  float* stats = nullptr;  // per-row statistics saved by forward for backward
+  // backward
+  const float* dout = nullptr;
+  float* dq = nullptr;
+  float* dk = nullptr;
+  float* dv = nullptr;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual const char* name() const = 0;
+
+  // y(N,OC) = x(N,C) W(OC,C)^T
+  virtual void matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) = 0;
+  // dx(N,C) = dy W (overwrite, or add when accumulate_dx); dW(OC,C) += dy^T x.
+  // dx or dW may be null to skip that product.
+  virtual void matmul_backward(float* dx, float* dW, const float* dy, const float* x,
+                               const float* W, int N, int C, int OC, bool accumulate_dx) = 0;
+
+  // RMSNorm over the last dim C: y = w * x / rms(x), rstd(N) = 1/sqrt(mean(x^2)+eps) saved.
+  virtual void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
+                               float eps) = 0;
+  // dx += ..., dw += ...  (dx accumulates: the residual stream's gradient flows through it)
+  virtual void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x,
+                                const float* w, const float* rstd, int N, int C) = 0;
+
+  // GELU, tanh approximation (GPT-2).
+  virtual void gelu_forward(float* y, const float* x, size_t n) = 0;
+  virtual void gelu_backward(float* dx, const float* x, const float* dy, size_t n) = 0;
+
+  virtual void add(float* y, const float* a, const float* b, size_t n) = 0;
+  virtual void add_inplace(float* y, const float* a, size_t n) = 0;
+
+  // y(N,C) = wte[tokens]; dwte[tokens] += dy
+  virtual void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) = 0;
+  virtual void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
+                                  int C) = 0;
+
+  // Rotary embedding on one head slice per (b, t, h): x points at row (b*T + t) of a (B*T, row)
+  // matrix, head h occupies columns [col0 + h*D, col0 + (h+1)*D). Result written to
+  // out (B, H, T, D). cos/sin are (T_max, D/2) tables; pairs are (c, c + D/2) (GPT-NeoX style).
+  virtual void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
+                            const float* sin, int B, int T, int H, int D, int pos0) = 0;
+  // Transpose rotation: dx (B*T, row) columns of the head slice = R^T dout. Overwrites.
+  virtual void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
+                             const float* sin, int B, int T, int H, int D, int pos0) = 0;
+  // Plain head split/merge between (B*T, row)[col0 + h*D + d] and (B, H, T, D).
+  virtual void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H,
+                           int D) = 0;
+  virtual void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H,
+                           int D) = 0;
+
+  // Fused LM head + cross-entropy over the real vocabulary (padded logits excluded), chunked
+  // over rows so that no (N, V) logits buffer exists. losses(N) are per-token losses.
+  // If dx != null: dx(N,C) = dlogits W and dW += dlogits^T x with dlogits = grad_scale*(p - y).
+  virtual void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
+                            const int32_t* targets, int N, int C, int V_padded, int V_real,
+                            float grad_scale) = 0;
+  // Logits of one row (for sampling): logits(V_padded) = x(C) W^T.
+  virtual void lm_head_logits(float* logits, const float* x, const float* W, int C, int V) = 0;
+
+  // Streaming attention (no T x T buffer).
+  virtual void attention_forward(const AttnArgs& a) = 0;
+  virtual void attention_backward(const AttnArgs& a) = 0;
+
+  // Optimizer pieces.
+  virtual double sum_squares(const float* x, size_t n) = 0;
+  virtual void scale(float* x, size_t n, float s) = 0;
+  // AdamW with decoupled weight decay; step t >= 1 for bias correction.
+  virtual void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
+                     float beta2, float eps, float wd, int t) = 0;
+  virtual void zero(float* x, size_t n) = 0;
+};
+
+}  // namespace tda

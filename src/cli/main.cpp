@@ -1,0 +1,45 @@
+// tda: one binary, one subcommand per file in this folder. Errors a user can fix are reported
+// as a single line on stderr with a non-zero exit.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "cli/command.h"
+#include "core/error.h"
+
+namespace tda {
+std::map<std::string, Command>& commands() {
+  static std::map<std::string, Command> c;
+  return c;
+}
+}  // namespace tda
+
+static void usage() {
+  std::fprintf(stderr, "usage: tda <command> [options]   (tda <command> --help)\n\ncommands:\n");
+  for (const auto& kv : tda::commands())
+    std::fprintf(stderr, "  %-10s %s\n", kv.first.c_str(), kv.second.help.c_str());
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  auto it = tda::commands().find(argv[1]);
+  if (it == tda::commands().end()) {
+    std::fprintf(stderr, "tda: unknown command '%s'\n", argv[1]);
+    usage();
+    return 2;
+  }
+  std::string prog = std::string("tda ") + argv[1];
+  argv[1] = const_cast<char*>(prog.c_str());
+  try {
+    return it->second.run(argc - 1, argv + 1);
+  } catch (const tda::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,232 @@
+#include "core/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace tda {
+
+// The paper's GPT-2-162M recipe is configs/gpt2_162m/base.json; these defaults are the same
+// numbers so that a minimal config is still the paper's model.
+const json& config_defaults() {
+  static const json d = json::parse(R"({
+    "model": {"n_layer": 12, "d_model": 768, "n_head": 12, "seq_len": 1024,
+              "vocab_size": 50304, "real_vocab_size": 50257,
+              "rope_theta": 10000.0, "rope_ntk_factor": 1.0, "norm_eps": 1e-5},
+    "attention": {"kind": "softmax", "beta": 1.0, "kappa": 1.0, "power": 2, "learn_beta": true,
+                  "lambda_init": 0.5, "gate_shape": "elementwise", "ssmax_s_init": 0.43,
+                  "ssmax_bias": false, "entmax_solver": "sort", "entmax_iters": 30,
+                  "lssa_scale_base": "head_dim", "rela_norm": "gated_rmsnorm", "rela_eps": 1e-6,
+                  "head_norm_eps": 1e-5, "dex_anneal_steps": 715},
+    "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
+             "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true},
+    "train": {"total_batch_tokens": 524288, "micro_batch": 16, "max_steps": 19073,
+              "val_every": 250, "val_batches": 20, "checkpoint_every": 5000,
+              "keep_checkpoints": 3, "sample_every": 0, "sample_tokens": 64, "log_every": 1,
+              "threads": 0, "seed": 1337, "dtype": "fp32", "device": "cpu"},
+    "optim": {"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 715, "weight_decay": 0.1,
+              "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "grad_clip": 1.0},
+    "dist": {"zero_stage": 0}
+  })");
+  return d;
+}
+
+namespace {
+
+json read_json_file(const std::string& path) {
+  std::ifstream f(path);
+  TDA_CHECK(f.good(), "config: cannot open '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw Error("config: '" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
+std::string dir_of(const std::string& path) {
+  auto p = path.find_last_of('/');
+  return p == std::string::npos ? std::string(".") : path.substr(0, p);
+}
+
+// Child keys override base keys, recursively for objects.
+void merge_into(json& dst, const json& src) {
+  for (auto it = src.begin(); it != src.end(); ++it) {
+    if (it.value().is_object() && dst.contains(it.key()) && dst[it.key()].is_object())
+      merge_into(dst[it.key()], it.value());
+    else
+      dst[it.key()] = it.value();
+  }
+}
+
+json load_with_bases(const std::string& path, int depth) {
+  TDA_CHECK(depth < 16, "config: 'base' chain too deep at '" + path + "'");
+  json j = read_json_file(path);
+  TDA_CHECK(j.is_object(), "config: '" + path + "' must hold a JSON object");
+  if (!j.contains("base")) return j;
+  TDA_CHECK(j["base"].is_string(), "config: '" + path + "': key 'base' must be a string");
+  std::string base = j["base"].get<std::string>();
+  if (base.empty() || base[0] != '/') base = dir_of(path) + "/" + base;
+  json merged = load_with_bases(base, depth + 1);
+  j.erase("base");
+  merge_into(merged, j);
+  return merged;
+}
+
+const char* type_name(const json& v) {
+  if (v.is_boolean()) return "boolean";
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number()) return "number";
+  if (v.is_string()) return "string";
+  if (v.is_object()) return "object";
+  return v.type_name();
+}
+
+// Every key of `user` must exist in `defaults` with a compatible type.
+void validate(const json& user, const json& defaults, const std::string& prefix,
+              const std::string& origin) {
+  for (auto it = user.begin(); it != user.end(); ++it) {
+    std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    TDA_CHECK(defaults.contains(it.key()), origin + ": unknown config key '" + key + "'");
+    const json& want = defaults[it.key()];
+    const json& got = it.value();
+    bool ok = (want.is_object() && got.is_object()) || (want.is_boolean() && got.is_boolean()) ||
+              (want.is_string() && got.is_string()) ||
+              (want.is_number_integer() && got.is_number_integer()) ||
+              (want.is_number_float() && got.is_number());
+    TDA_CHECK(ok, origin + ": config key '" + key + "' must be " + type_name(want) + ", got " +
+                      type_name(got) + " (" + got.dump() + ")");
+    if (want.is_object()) validate(got, want, key, origin);
+  }
+}
+
+void apply_override(json& j, const std::string& kv) {
+  auto eq = kv.find('=');
+  TDA_CHECK(eq != std::string::npos && eq > 0, "--set '" + kv + "': expected key.path=value");
+  std::string path = kv.substr(0, eq), text = kv.substr(eq + 1);
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::parse_error&) {
+    value = text;  // bare words are strings: --set attention.kind=tda
+  }
+  json* node = &j;
+  size_t start = 0;
+  while (true) {
+    size_t dot = path.find('.', start);
+    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (dot == std::string::npos) {
+      (*node)[part] = value;
+      break;
+    }
+    node = &(*node)[part];
+    TDA_CHECK(node->is_object() || node->is_null(), "--set '" + kv + "': '" + part + "' is not an object");
+    start = dot + 1;
+  }
+}
+
+template <class T>
+T get(const json& j, const char* section, const char* key) {
+  return j.at(section).at(key).get<T>();
+}
+
+}  // namespace
+
+Config config_from_json(const json& user, const std::string& origin) {
+  TDA_CHECK(user.is_object(), origin + ": config must be a JSON object");
+  validate(user, config_defaults(), "", origin);
+  json r = config_defaults();
+  merge_into(r, user);
+  Config c;
+  c.raw = r;
+  auto& m = c.model;
+  m.n_layer = get<int>(r, "model", "n_layer");
+  m.d_model = get<int>(r, "model", "d_model");
+  m.n_head = get<int>(r, "model", "n_head");
+  m.seq_len = get<int>(r, "model", "seq_len");
+  m.vocab_size = get<int>(r, "model", "vocab_size");
+  m.real_vocab_size = get<int>(r, "model", "real_vocab_size");
+  m.rope_theta = get<double>(r, "model", "rope_theta");
+  m.rope_ntk_factor = get<double>(r, "model", "rope_ntk_factor");
+  m.norm_eps = get<double>(r, "model", "norm_eps");
+  auto& a = c.attention;
+  a.kind = get<std::string>(r, "attention", "kind");
+  a.beta = get<double>(r, "attention", "beta");
+  a.kappa = get<double>(r, "attention", "kappa");
+  a.power = get<int>(r, "attention", "power");
+  a.learn_beta = get<bool>(r, "attention", "learn_beta");
+  a.lambda_init = get<double>(r, "attention", "lambda_init");
+  a.gate_shape = get<std::string>(r, "attention", "gate_shape");
+  a.ssmax_s_init = get<double>(r, "attention", "ssmax_s_init");
+  a.ssmax_bias = get<bool>(r, "attention", "ssmax_bias");
+  a.entmax_solver = get<std::string>(r, "attention", "entmax_solver");
+  a.entmax_iters = get<int>(r, "attention", "entmax_iters");
+  a.lssa_scale_base = get<std::string>(r, "attention", "lssa_scale_base");
+  a.rela_norm = get<std::string>(r, "attention", "rela_norm");
+  a.rela_eps = get<double>(r, "attention", "rela_eps");
+  a.head_norm_eps = get<double>(r, "attention", "head_norm_eps");
+  a.dex_anneal_steps = get<int>(r, "attention", "dex_anneal_steps");
+  c.data.train = get<std::string>(r, "data", "train");
+  c.data.val = get<std::string>(r, "data", "val");
+  c.data.shuffle = get<bool>(r, "data", "shuffle");
+  auto& t = c.train;
+  t.total_batch_tokens = get<long>(r, "train", "total_batch_tokens");
+  t.micro_batch = get<int>(r, "train", "micro_batch");
+  t.max_steps = get<int>(r, "train", "max_steps");
+  t.val_every = get<int>(r, "train", "val_every");
+  t.val_batches = get<int>(r, "train", "val_batches");
+  t.checkpoint_every = get<int>(r, "train", "checkpoint_every");
+  t.keep_checkpoints = get<int>(r, "train", "keep_checkpoints");
+  t.sample_every = get<int>(r, "train", "sample_every");
+  t.sample_tokens = get<int>(r, "train", "sample_tokens");
+  t.log_every = get<int>(r, "train", "log_every");
+  t.threads = get<int>(r, "train", "threads");
+  t.seed = get<unsigned long long>(r, "train", "seed");
+  t.dtype = get<std::string>(r, "train", "dtype");
+  t.device = get<std::string>(r, "train", "device");
+  auto& o = c.optim;
+  o.lr = get<double>(r, "optim", "lr");
+  o.min_lr = get<double>(r, "optim", "min_lr");
+  o.warmup_steps = get<int>(r, "optim", "warmup_steps");
+  o.weight_decay = get<double>(r, "optim", "weight_decay");
+  o.beta1 = get<double>(r, "optim", "beta1");
+  o.beta2 = get<double>(r, "optim", "beta2");
+  o.eps = get<double>(r, "optim", "eps");
+  o.grad_clip = get<double>(r, "optim", "grad_clip");
+  c.dist.zero_stage = get<int>(r, "dist", "zero_stage");
+
+  // Semantic checks: values that parse but cannot run.
+  auto positive = [&](long v, const char* key) {
+    TDA_CHECK(v > 0, origin + ": config key '" + key + "' must be > 0, got " + std::to_string(v));
+  };
+  positive(m.n_layer, "model.n_layer");
+  positive(m.d_model, "model.d_model");
+  positive(m.n_head, "model.n_head");
+  positive(m.seq_len, "model.seq_len");
+  positive(t.micro_batch, "train.micro_batch");
+  positive(t.total_batch_tokens, "train.total_batch_tokens");
+  TDA_CHECK(m.d_model % m.n_head == 0, origin + ": model.d_model must be divisible by model.n_head");
+  TDA_CHECK(m.head_dim() % 2 == 0, origin + ": head dim (d_model/n_head) must be even for RoPE");
+  TDA_CHECK(m.vocab_size >= m.real_vocab_size,
+            origin + ": model.vocab_size must be >= model.real_vocab_size");
+  long tokens_per_micro = long(t.micro_batch) * m.seq_len;
+  TDA_CHECK(t.total_batch_tokens % tokens_per_micro == 0,
+            origin + ": train.total_batch_tokens (" + std::to_string(t.total_batch_tokens) +
+                ") must be a multiple of micro_batch*seq_len (" + std::to_string(tokens_per_micro) + ")");
+  TDA_CHECK(t.dtype == "fp32" || t.dtype == "bf16",
+            origin + ": train.dtype must be \"fp32\" or \"bf16\", got \"" + t.dtype + "\"");
+  TDA_CHECK(t.device == "cpu" || t.device == "cuda",
+            origin + ": train.device must be \"cpu\" or \"cuda\", got \"" + t.device + "\"");
+  TDA_CHECK(c.dist.zero_stage == 0 || c.dist.zero_stage == 1, origin + ": dist.zero_stage must be 0 or 1");
+  return c;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  json j = load_with_bases(path, 0);
+  for (const auto& kv : overrides) apply_override(j, kv);
+  return config_from_json(j, path);
+}
+
+}  // namespace tda

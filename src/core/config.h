@@ -1,0 +1,68 @@
+// Run configuration: JSON files with `base` inheritance, checked against one table of defaults
+// (config.cpp). Unknown keys and wrong types are errors naming the key path.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace tda {
+
+using json = nlohmann::json;
+
+struct ModelConfig {
+  int n_layer, d_model, n_head, seq_len, vocab_size, real_vocab_size;
+  double rope_theta, rope_ntk_factor, norm_eps;
+  int head_dim() const { return d_model / n_head; }
+};
+
+// Every mechanism option lives here; each variant reads the ones it uses.
+struct AttentionConfig {
+  std::string kind;
+  double beta, kappa, lambda_init, ssmax_s_init, rela_eps, head_norm_eps;
+  int power, entmax_iters, dex_anneal_steps;
+  bool learn_beta, ssmax_bias;
+  std::string gate_shape, entmax_solver, lssa_scale_base, rela_norm;
+};
+
+struct DataConfig {
+  std::string train, val;
+  bool shuffle;
+};
+
+struct TrainConfig {
+  long total_batch_tokens;
+  int micro_batch, max_steps, val_every, val_batches, checkpoint_every, keep_checkpoints;
+  int sample_every, sample_tokens, log_every, threads;
+  unsigned long long seed;
+  std::string dtype, device;
+};
+
+struct OptimConfig {
+  double lr, min_lr, weight_decay, beta1, beta2, eps, grad_clip;
+  int warmup_steps;
+};
+
+struct DistConfig {
+  int zero_stage;
+};
+
+struct Config {
+  json raw;  // the resolved config (defaults + files + overrides), saved with every run
+  ModelConfig model;
+  AttentionConfig attention;
+  DataConfig data;
+  TrainConfig train;
+  OptimConfig optim;
+  DistConfig dist;
+};
+
+// The defaults table: every legal key, with its default value and therefore its type.
+const json& config_defaults();
+
+// Load a config file (following `base` chains), apply `key.path=value` overrides, validate.
+// Relative data paths stay relative to the working directory, as the user typed them.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// Build a Config from an already-resolved JSON object (e.g. the one saved in a checkpoint).
+Config config_from_json(const json& resolved, const std::string& origin);
+
+}  // namespace tda

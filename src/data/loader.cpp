@@ -1,0 +1,90 @@
+#include "data/loader.h"
+
+#include <numeric>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/rng.h"
+#include "data/shard.h"
+
+namespace tda {
+
+DataLoader::DataLoader(const std::string& pattern, int B, int T, int vocab_size, bool shuffle,
+                       uint64_t seed, int rank, int world)
+    : B_(B), T_(T), vocab_(vocab_size), rank_(rank), world_(world), shuffle_(shuffle), seed_(seed) {
+  files_ = glob_paths(pattern, "data");
+  // Check every header up front so a bad or too-small data set is reported at start, not
+  // mid-run; token ids are checked when a shard is loaded.
+  int64_t total = 0;
+  for (const auto& f : files_) {
+    size_t n = read_shard_header(f);
+    int64_t s = n > 0 ? int64_t(n - 1) / T_ : 0;
+    shard_samples_.push_back(s);
+    total += s;
+  }
+  TDA_CHECK(total >= int64_t(B_) * world_,
+            "data: '" + pattern + "' holds " + std::to_string(total) + " samples of " +
+                std::to_string(T_ + 1) + " tokens, fewer than one batch (" +
+                std::to_string(int64_t(B_) * world_) + ")");
+  reset();
+}
+
+int64_t DataLoader::samples_per_epoch() const {
+  return std::accumulate(shard_samples_.begin(), shard_samples_.end(), int64_t(0));
+}
+
+void DataLoader::reset() { set_position(LoaderPosition{}); }
+
+void DataLoader::set_position(const LoaderPosition& p) {
+  pos_ = p;
+  loaded_epoch_ = loaded_shard_ = -1;
+  load_shard();
+}
+
+void DataLoader::load_shard() {
+  if (loaded_epoch_ != pos_.epoch) {
+    shard_order_.resize(files_.size());
+    std::iota(shard_order_.begin(), shard_order_.end(), 0);
+    if (shuffle_) {
+      Rng rng(seed_ ^ (0x5AD0ull * uint64_t(pos_.epoch + 1)));
+      shuffle_indices(shard_order_, rng);
+    }
+  }
+  int64_t file = shard_order_[size_t(pos_.shard)];
+  if (loaded_epoch_ != pos_.epoch || loaded_shard_ != pos_.shard) {
+    tokens_ = read_shard(files_[size_t(file)], vocab_);
+    order_.resize(size_t(shard_samples_[size_t(file)]));
+    std::iota(order_.begin(), order_.end(), 0);
+    if (shuffle_) {
+      Rng rng(seed_ ^ (0x5A3Dull * uint64_t(pos_.epoch + 1)) ^ (uint64_t(file + 1) << 32));
+      shuffle_indices(order_, rng);
+    }
+  }
+  loaded_epoch_ = pos_.epoch;
+  loaded_shard_ = pos_.shard;
+}
+
+void DataLoader::next(int32_t* inputs, int32_t* targets) {
+  // A global batch is world*B consecutive samples in visiting order; this rank takes its slice.
+  // A global batch never straddles shards: if the rest of a shard is too short, move on.
+  const int64_t global = int64_t(B_) * world_;
+  while (pos_.cursor + global > int64_t(order_.size())) {
+    pos_.cursor = 0;
+    if (++pos_.shard >= int64_t(files_.size())) {
+      pos_.shard = 0;
+      ++pos_.epoch;
+    }
+    load_shard();
+  }
+  for (int b = 0; b < B_; ++b) {
+    int64_t sample = order_[size_t(pos_.cursor + int64_t(rank_) * B_ + b)];
+    const uint16_t* src = tokens_.data() + sample * T_;
+    for (int t = 0; t < T_; ++t) {
+      inputs[b * T_ + t] = src[t];
+      targets[b * T_ + t] = src[t + 1];
+    }
+  }
+  pos_.cursor += global;
+}
+
+}  // namespace tda

@@ -1,0 +1,46 @@
+// Batches of (inputs, targets) from token shards.
+//
+// A shard of n tokens holds floor((n-1)/T) samples; sample s covers tokens [s*T, s*T+T] (T+1
+// tokens: T inputs and T shifted targets). Training order is reproducible: epoch e visits the
+// shards in a permutation seeded by (seed, e) and the samples of each shard in a permutation
+// seeded by (seed, e, shard). Rank r of W takes every W-th group of B samples, so W ranks with
+// micro-batch B see exactly the samples one rank with micro-batch W*B would, in the same order.
+// The position (epoch, shard, sample cursor) is all a checkpoint needs to resume exactly.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tda {
+
+struct LoaderPosition {
+  int64_t epoch = 0, shard = 0, cursor = 0;  // cursor counts samples consumed in this shard
+};
+
+class DataLoader {
+ public:
+  DataLoader(const std::string& pattern, int B, int T, int vocab_size, bool shuffle, uint64_t seed,
+             int rank = 0, int world = 1);
+  // Fills inputs/targets (B*T each) with the next micro-batch of this rank.
+  void next(int32_t* inputs, int32_t* targets);
+  void reset();  // back to the first sample (validation restarts every evaluation)
+  LoaderPosition position() const { return pos_; }
+  void set_position(const LoaderPosition& p);
+  int64_t samples_per_epoch() const;
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  void load_shard();  // (re)builds tokens_ and order_ for pos_.epoch / pos_.shard
+  std::vector<std::string> files_;
+  int B_, T_, vocab_, rank_, world_;
+  bool shuffle_;
+  uint64_t seed_;
+  LoaderPosition pos_;
+  std::vector<int64_t> shard_order_;
+  int64_t loaded_epoch_ = -1, loaded_shard_ = -1;
+  std::vector<uint16_t> tokens_;
+  std::vector<int64_t> order_;
+  std::vector<int64_t> shard_samples_;
+};
+
+}  // namespace tda

@@ -1,0 +1,58 @@
+#include "data/shard.h"
+
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "core/fs.h"
+
+namespace tda {
+
+std::vector<uint16_t> read_shard(const std::string& path, int vocab_size) {
+  size_t n = read_shard_header(path);
+  std::vector<char> bytes = read_file_bytes(path);
+  TDA_CHECK(bytes.size() == kShardHeaderBytes + 2 * n, path + ": shard changed while reading");
+  std::vector<uint16_t> tokens(n);
+  if (n) std::memcpy(tokens.data(), bytes.data() + kShardHeaderBytes, 2 * n);
+  for (size_t i = 0; i < n; ++i)
+    TDA_CHECK(tokens[i] < vocab_size, path + ": token id " + std::to_string(tokens[i]) + " >= vocab " +
+                                          std::to_string(vocab_size) + " at offset " +
+                                          std::to_string(kShardHeaderBytes + 2 * i));
+  return tokens;
+}
+
+size_t read_shard_header(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  TDA_CHECK(f.good(), path + ": cannot open shard");
+  size_t size = size_t(f.tellg());
+  TDA_CHECK(size >= kShardHeaderBytes,
+            path + ": truncated shard: " + std::to_string(size) + " bytes, header needs 1024");
+  int32_t header[256];
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(header), kShardHeaderBytes);
+  TDA_CHECK(header[0] == kShardMagic, path + ": bad magic " + std::to_string(header[0]) +
+                                          " at offset 0 (expected 20240520, an llm.c .bin shard)");
+  TDA_CHECK(header[1] == kShardVersion,
+            path + ": unsupported version " + std::to_string(header[1]) + " at offset 4 (expected 1)");
+  TDA_CHECK(header[2] >= 0, path + ": negative token count at offset 8");
+  size_t n = size_t(header[2]);
+  size_t want = kShardHeaderBytes + 2 * n;
+  TDA_CHECK(size == want, path + ": header says " + std::to_string(n) + " tokens (" +
+                              std::to_string(want) + " bytes) but the file has " +
+                              std::to_string(size) + " bytes (truncated or corrupt)");
+  return n;
+}
+
+void write_shard(const std::string& path, const uint16_t* tokens, size_t n) {
+  TDA_CHECK(n <= size_t(INT32_MAX), path + ": too many tokens for one shard");
+  int32_t header[256] = {};
+  header[0] = kShardMagic;
+  header[1] = kShardVersion;
+  header[2] = int32_t(n);
+  std::string out(reinterpret_cast<const char*>(header), kShardHeaderBytes);
+  out.append(reinterpret_cast<const char*>(tokens), 2 * n);
+  write_file_durable(path, out);
+}
+
+}  // namespace tda

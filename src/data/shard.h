@@ -1,0 +1,22 @@
+// llm.c token shards: a 256 x int32 header (magic 20240520, version 1, token count, rest 0)
+// followed by `token count` uint16 tokens. Shards written by llm.c's scripts load unchanged.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tda {
+
+constexpr int32_t kShardMagic = 20240520;
+constexpr int32_t kShardVersion = 1;
+constexpr size_t kShardHeaderBytes = 256 * sizeof(int32_t);
+
+// Reads and validates a shard: magic, version, token count vs file size, every token < vocab.
+// Errors name the file and the byte offset of the problem.
+std::vector<uint16_t> read_shard(const std::string& path, int vocab_size);
+// Checks magic, version and size against the header without reading the tokens; returns the
+// token count. Cheap enough to run over every shard at start-up.
+size_t read_shard_header(const std::string& path);
+void write_shard(const std::string& path, const uint16_t* tokens, size_t n);
+
+}  // namespace tda

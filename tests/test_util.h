@@ -1,0 +1,40 @@
+// Small helpers shared by the tests.
+#pragma once
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace tda {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/tda_test_XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+inline void write_text(const std::string& path, const std::string& s) {
+  std::ofstream(path) << s;
+}
+
+inline std::string source_dir() { return TDA_SOURCE_DIR; }
+
+// Runs the tda binary with arguments; returns the exit code, stdout+stderr in *out.
+inline int run_tda(const std::string& args, std::string* out = nullptr) {
+  std::string cmd = std::string(TDA_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.append(buf, n);
+  int st = ::pclose(p);
+  if (out) *out = o;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+}  // namespace tda
