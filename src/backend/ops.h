@@ -12,24 +12,88 @@
 namespace tda {
 
 // Arguments of the streaming attention kernels. One struct for all mechanisms; each mechanism
-// sets the fields it uses. Tensors are (B, H, T, D) contiguous. Per-row statistics `stats`
-// are (B, H, T, n_stats) where n_stats is mechanism-specific (softmax: 1, the log-sum-exp).
-enum class AttnMath { kSoftmax };
+// sets the fields it uses (src/attention/policies.h holds the per-mechanism math). Tensors are
+// (B, H, T, D) contiguous unless qk_bh_stride says otherwise. Per-row statistics `stats` are
+// (B, H, T, n_stats) with n_stats = attn_n_stats(math).
+//   kSoftmax      a = softmax_j(scale q.k)                      stats: LSE
+//   kEntmax15     a = entmax_1.5(scale q.k) (sort or bisection)  stats: tau (z/2 frame), norm
+//   kSoftplus     a = softplus(s) / sum_j softplus(s)           stats: F = sum_j softplus(s)
+//   kRelu         a = max(s, 0)                                  stats: none
+//   kThreshold    a = max(s - tau_i, 0)^p                        stats: none
+//   kDiffSoftmax  out = A1 V - lambda A2 V, out2 = A2 V          stats: LSE1, LSE2
+//   kDiffRelu     a = max(s1,0) - lambda max(s2,0)               stats: none
+//   kDiffThreshold a = max(s1-tau,0)^p - lambda max(s2-tau,0)^p  stats: none
+enum class AttnMath {
+  kSoftmax,
+  kEntmax15,
+  kSoftplus,
+  kRelu,
+  kThreshold,
+  kDiffSoftmax,
+  kDiffRelu,
+  kDiffThreshold
+};
+
+inline int attn_n_stats(AttnMath m) {
+  switch (m) {
+    case AttnMath::kSoftmax:
+    case AttnMath::kSoftplus:
+      return 1;
+    case AttnMath::kEntmax15:
+    case AttnMath::kDiffSoftmax:
+      return 2;
+    default:
+      return 0;
+  }
+}
+inline bool attn_two_views(AttnMath m) {
+  return m == AttnMath::kDiffSoftmax || m == AttnMath::kDiffRelu ||
+         m == AttnMath::kDiffThreshold;
+}
 
 struct AttnArgs {
   AttnMath math = AttnMath::kSoftmax;
   int B = 0, H = 0, T = 0, Dqk = 0, Dv = 0;
-  float scale = 0.f;  // score scale, 1/sqrt(Dqk) for dot-product kinds
+  float scale = 0.f;  // score scale, 1/sqrt(Dqk) for dot-product kinds (1 for cosine kinds)
   const float* q = nullptr;
   const float* k = nullptr;
   const float* v = nullptr;
+  // Second view (differential kinds): same shape and stride as q, k.
+  const float* q2 = nullptr;
+  const float* k2 = nullptr;
+  // Distance between consecutive (b, h) slices of q, k, q2, k2 in floats; 0 means T * Dqk.
+  // Lets the Diff layout (components 2h and 2h+1 of one buffer) be read without a copy.
+  size_t qk_bh_stride = 0;
+  // Threshold kinds: tau_i per query position (T), shared by batch and heads; power p.
+  const float* tau = nullptr;
+  int power = 2;
+  float lambda = 0.f;  // weight of view 2 (already clamped / re-parameterised by the variant)
+  // Entmax: threshold solver (false = exact sort, true = bisection with `entmax_iters` steps).
+  bool entmax_bisect = false;
+  int entmax_iters = 30;
   float* out = nullptr;    // (B, H, T, Dv)
+  float* out2 = nullptr;   // kDiffSoftmax: A2 V (B, H, T, Dv), needed for D2 and dlambda
   float* stats = nullptr;  // per-row statistics saved by forward for backward
+  // Optional diagnostics (forward): survivors per row (B, H, T, 1 or 3 for two views:
+  // [view1, view2, both]); tiles skipped because every weight in them is zero, and tiles seen.
+  float* survivors = nullptr;
+  long long* tiles_skipped = nullptr;
+  long long* tiles_total = nullptr;
+  bool no_skip = false;  // disable tile skipping (tests compare against it)
   // backward
   const float* dout = nullptr;
   float* dq = nullptr;
   float* dk = nullptr;
   float* dv = nullptr;
+  float* dq2 = nullptr;  // same layout as q2
+  float* dk2 = nullptr;
+  // Per-row partials of scalar gradients (B, H, T), written (not accumulated) by backward; the
+  // variant reduces them in a fixed order so the result is deterministic.
+  float* drow_tau = nullptr;     // dL/dtau_i = -sum_j (ds1_ij + ds2_ij)     (threshold kinds)
+  float* drow_lambda = nullptr;  // dL/dlambda contribution of row i          (two-view kinds)
+  // Test hook: drop one term of the backward (normalised kinds: the row constant D_i / c_i;
+  // rectifiers: the factor p of p r^(p-1), replaced by 1.5). Used only by negative controls.
+  bool debug_drop_term = false;
 };
 
 class Ops {

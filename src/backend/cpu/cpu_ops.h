@@ -5,6 +5,10 @@
 
 namespace tda {
 
+// Entmax needs whole rows (its threshold is a root over the row): attention_entmax.cpp.
+void cpu_entmax_forward(const AttnArgs& a);
+void cpu_entmax_backward(const AttnArgs& a);
+
 class CpuOps final : public Ops {
  public:
   const char* name() const override { return "cpu"; }

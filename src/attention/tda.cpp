@@ -1,0 +1,140 @@
+// `tda`: Threshold Differential Attention (attention-variants.md §11).
+//   view t in {1,2}: q^t, k^t with RoPE, L2-normalised;  s^t_ij = q~^t_i.k~^t_j
+//   a^t_ij = max(s^t_ij - tau_i, 0)^p  (same tau_i = max(beta,0) c_i, same beta for both views)
+//   lambda_c = clamp(lambda, 0, 1);  o_i = sum_j (a^1_ij - lambda_c a^2_ij) v_j  (one shared V)
+//   y_i = HeadRMSNorm_d(o_i; gamma, eps)
+// c_attn rows: [q1 (C) | k1 (C) | q2 (C) | k2 (C) | v (C)]: each view keeps all H heads of d
+// (ASSUMED, as the released code: q1, q2, k1, k2, v of one shape). Parameters: lambda (1,
+// init lambda_init = 0.5, ASSUMED per layer), beta (1, if learn_beta), gamma (d, shared).
+// dlambda = -sum_ij e_ij a2_ij passes only for 0 <= lambda <= 1 (torch.clamp semantics).
+#include <algorithm>
+#include <cmath>
+
+#include "attention/common.h"
+#include "attention/registry.h"
+
+namespace tda {
+
+namespace {
+
+using namespace attn_util;
+
+class TdaAttention final : public AttentionVariant {
+ public:
+  TdaAttention(const ModelConfig& m, const AttentionConfig& a)
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
+  std::string kind() const override { return "tda"; }
+  int proj_width() const override { return 5 * C_; }
+  // Order: lambda, [beta], gamma.
+  std::vector<ParamSpec> extra_params(int) const override {
+    std::vector<ParamSpec> p;
+    p.push_back({"lambda", {1}, ParamSpec::Init::kConst, float(cfg_.lambda_init), false});
+    if (cfg_.learn_beta) p.push_back({"beta", {1}, ParamSpec::Init::kConst, float(cfg_.beta), false});
+    p.push_back({"gamma", {D_}, ParamSpec::Init::kOnes, 0.f, false});
+    return p;
+  }
+  size_t act_floats(int B, int T) const override {
+    const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
+    return 6 * n + 5 * nr + size_t(T);
+  }
+  size_t scratch_floats(int B, int T) const override {
+    return 8 * size_t(B) * T * C_ + 2 * size_t(B) * H_ * T + size_t(T);
+  }
+
+  void forward(const AttnContext& c, const float* proj, float* y, float* act,
+               const std::vector<float*>& extra) override {
+    Buf s = buffers(act, c.B, c.T);
+    const int W = proj_width();
+    const size_t nr = size_t(c.B) * H_ * c.T;
+    float* qk[4] = {s.q1, s.k1, s.q2, s.k2};
+    float* nrm[4] = {s.q1n, s.k1n, s.q2n, s.k2n};
+    for (int t = 0; t < 4; ++t) {
+      c.ops.rope_forward(qk[t], proj, W, t * C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+      l2norm_forward(qk[t], nrm[t], nr, D_);
+    }
+    c.ops.split_heads(s.v, proj, W, 4 * C_, c.B, c.T, H_, D_);
+    threshold_c(s.tau, c.T, cfg_.kappa, D_);
+    const float beta = std::max(beta_value(extra), 0.f);
+    for (int i = 0; i < c.T; ++i) s.tau[i] *= beta;
+    AttnArgs a = args(c, s, extra);
+    c.ops.attention_forward(a);
+    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
+    c.ops.rmsnorm_forward(y, s.rstd, y, extra[gi()], c.B * c.T * H_, D_, float(cfg_.head_norm_eps));
+  }
+
+  void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
+                const std::vector<float*>& extra, const std::vector<float*>& dextra,
+                float* scratch) override {
+    Buf s = buffers(act, c.B, c.T);
+    const size_t n = size_t(c.B) * c.T * C_, nr = size_t(c.B) * H_ * c.T;
+    float *om = scratch, *dom = om + n, *g = dom + n, *dv = g + n;
+    float* dqk[4] = {dv + n, dv + 2 * n, dv + 3 * n, dv + 4 * n};  // dq1, dk1, dq2, dk2
+    float *dtau = dv + 5 * n, *dlam = dtau + nr, *cc = dlam + nr;
+    const int W = proj_width();
+    c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, H_, D_);
+    c.ops.zero(dom, n);
+    c.ops.rmsnorm_backward(dom, dextra[gi()], dy, om, extra[gi()], s.rstd, c.B * c.T * H_, D_);
+    c.ops.split_heads(g, dom, C_, 0, c.B, c.T, H_, D_);
+    AttnArgs a = args(c, s, extra);
+    a.dout = g;
+    a.dq = dqk[0];
+    a.dk = dqk[1];
+    a.dq2 = dqk[2];
+    a.dk2 = dqk[3];
+    a.dv = dv;
+    a.drow_tau = dtau;
+    a.drow_lambda = dlam;
+    c.ops.attention_backward(a);
+    // dlambda = -sum e a2, through clamp(lambda, 0, 1) with inclusive bounds
+    const float lam = extra[0][0];
+    if (lam >= 0.f && lam <= 1.f) dextra[0][0] += float(serial_sum(dlam, nr));
+    // dbeta = sum_i c_i dL/dtau_i (both views share tau), only while beta > 0
+    if (cfg_.learn_beta && beta_value(extra) > 0.f) {
+      threshold_c(cc, c.T, cfg_.kappa, D_);
+      dextra[1][0] += float(weighted_row_sum(dtau, cc, c.B * H_, c.T));
+    }
+    const float* qk[4] = {s.q1, s.k1, s.q2, s.k2};
+    const float* nrm[4] = {s.q1n, s.k1n, s.q2n, s.k2n};
+    for (int t = 0; t < 4; ++t) {
+      l2norm_backward(dqk[t], qk[t], nrm[t], nr, D_);
+      c.ops.rope_backward(dproj, dqk[t], W, t * C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    }
+    c.ops.merge_heads(dproj, dv, W, 4 * C_, c.B, c.T, H_, D_);
+  }
+
+ private:
+  struct Buf {
+    float *q1, *k1, *q2, *k2, *v, *o, *q1n, *k1n, *q2n, *k2n, *rstd, *tau;
+  };
+  Buf buffers(float* act, int B, int T) const {
+    const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
+    float* p = act + 6 * n;
+    return Buf{act,  act + n,       act + 2 * n,   act + 3 * n,   act + 4 * n,   act + 5 * n,
+               p,    p + nr,        p + 2 * nr,    p + 3 * nr,    p + 4 * nr,    p + 5 * nr};
+  }
+  int gi() const { return cfg_.learn_beta ? 2 : 1; }  // index of gamma in extra
+  float beta_value(const std::vector<float*>& extra) const {
+    return cfg_.learn_beta ? extra[1][0] : float(cfg_.beta);
+  }
+  AttnArgs args(const AttnContext& c, const Buf& s, const std::vector<float*>& extra) const {
+    AttnArgs a = make_args(AttnMath::kDiffThreshold, c.B, H_, c.T, D_, D_, 1.0f);
+    a.q = s.q1;
+    a.k = s.k1;
+    a.q2 = s.q2;
+    a.k2 = s.k2;
+    a.v = s.v;
+    a.out = s.o;
+    a.tau = s.tau;
+    a.power = cfg_.power;
+    a.lambda = std::min(std::max(extra[0][0], 0.f), 1.f);  // lambda_c = clamp(lambda, 0, 1)
+    return a;
+  }
+  int C_, H_, D_;
+  AttentionConfig cfg_;
+};
+
+}  // namespace
+
+TDA_REGISTER_ATTENTION("tda", TdaAttention);
+
+}  // namespace tda

@@ -1,0 +1,164 @@
+// Causal 1.5-entmax attention (Peters, Niculae, Martins 2019), one query row at a time.
+// The threshold tau_i is a root over the whole visible row, so the row is materialised in an
+// O(T) per-thread scratch (never T x T). z_ij = scale q_i.k_j for j <= i.
+//   forward:  p_ij = max(z_ij/2 - tau_i, 0)^2 / norm_i;  o_i = sum_j p_ij v_j (support only)
+//             tau_i: exact sort-based solver (default) or bisection (entmax_bisect);
+//             saved per row: stats = (tau_i, norm_i); norm = 1 for the exact solver.
+//   backward: e_ij = g_i.v_j;  sqrt(p) on the support;  c_i = sum_j sqrt(p_ij) e_ij / sum sqrt(p)
+//             dz_ij = sqrt(p_ij) (e_ij - c_i);  dq_i = scale sum_j dz_ij k_j;
+//             dk_j = scale sum_i dz_ij q_i;  dv_j = sum_i p_ij g_i
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "attention/policies.h"
+#include "backend/cpu/cpu_ops.h"
+
+namespace tda {
+
+namespace {
+
+inline float dot(const float* a, const float* b, int n) {
+  float s = 0.f;
+  for (int d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// Exact 1.5-entmax threshold of z[0..n) in the z/2 frame (the entmax package's entmax15):
+//   u = (z - max z)/2 sorted descending; M_k, Q_k = running means of u, u^2 over the top k;
+//   delta_k = (1 - k (Q_k - M_k^2)) / k;  tau_k = M_k - sqrt(max(delta_k, 0));
+//   k* = #{k : tau_k <= u_(k)};  tau = max z / 2 + tau_{k*}
+float entmax15_tau_sort(const float* z, int n, std::vector<float>& buf) {
+  float zmax = -INFINITY;
+  for (int j = 0; j < n; ++j) zmax = std::max(zmax, z[j]);
+  buf.resize(size_t(n));
+  for (int j = 0; j < n; ++j) buf[size_t(j)] = 0.5f * (z[j] - zmax);
+  std::sort(buf.begin(), buf.end(), std::greater<float>());
+  double sum = 0, sum2 = 0, tau_star = 0;
+  int support = 0;
+  for (int k = 1; k <= n; ++k) {
+    const double u = buf[size_t(k - 1)];
+    sum += u;
+    sum2 += u * u;
+    const double M = sum / k, Q = sum2 / k;
+    const double delta = (1.0 - k * (Q - M * M)) / k;
+    const double tau = M - std::sqrt(std::max(delta, 0.0));
+    if (tau <= u) {  // the condition holds for a prefix of k: the last one is k*
+      support = k;
+      tau_star = tau;
+    }
+  }
+  (void)support;
+  return 0.5f * zmax + float(tau_star);
+}
+
+struct RowSolve {
+  float tau, norm;
+};
+
+RowSolve solve_row(const AttnArgs& a, const float* z, int n, std::vector<float>& buf) {
+  if (a.entmax_bisect) {
+    float norm = 1.f;
+    const float tau = attn::Entmax15::bisect(z, n, a.entmax_iters, &norm);
+    return {tau, norm};
+  }
+  return {entmax15_tau_sort(z, n, buf), 1.f};
+}
+
+// z_j = scale q_i.k_j for j <= i
+void row_scores(float* z, const float* qi, const float* k, int i, int D, float scale) {
+  for (int j = 0; j <= i; ++j) z[j] = scale * dot(qi, k + size_t(j) * D, D);
+}
+
+}  // namespace
+
+void cpu_entmax_forward(const AttnArgs& a) {
+  const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
+  const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
+#pragma omp parallel
+  {
+    std::vector<float> z(static_cast<size_t>(T)), buf;
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int bh = 0; bh < a.B * a.H; ++bh)
+      for (int i = 0; i < T; ++i) {
+        const float* q = a.q + bh * sqk;
+        const float* k = a.k + bh * sqk;
+        const float* v = a.v + size_t(bh) * T * Dv;
+        const size_t row = size_t(bh) * T + i;
+        row_scores(z.data(), q + size_t(i) * Dk, k, i, Dk, a.scale);
+        const RowSolve rs = solve_row(a, z.data(), i + 1, buf);
+        float* o = a.out + row * Dv;
+        std::fill(o, o + Dv, 0.f);
+        int surv = 0;
+        for (int j = 0; j <= i; ++j) {
+          const float p = attn::Entmax15::prob(z[size_t(j)], rs.tau, rs.norm);
+          if (p == 0.f) continue;  // structural zero: no value product
+          ++surv;
+          const float* vj = v + size_t(j) * Dv;
+          for (int d = 0; d < Dv; ++d) o[d] += p * vj[d];
+        }
+        a.stats[row * 2] = rs.tau;
+        a.stats[row * 2 + 1] = rs.norm;
+        if (a.survivors) a.survivors[row] = float(surv);
+      }
+  }
+}
+
+void cpu_entmax_backward(const AttnArgs& a) {
+  const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
+  const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
+#pragma omp parallel
+  {
+    std::vector<float> z(static_cast<size_t>(T)), e(static_cast<size_t>(T));
+    // One (b, h) per thread: dk and dv are owned by it (fixed summation order).
+#pragma omp for schedule(dynamic)
+    for (int bh = 0; bh < a.B * a.H; ++bh) {
+      const float* q = a.q + bh * sqk;
+      const float* k = a.k + bh * sqk;
+      const float* v = a.v + size_t(bh) * T * Dv;
+      const float* go = a.dout + size_t(bh) * T * Dv;
+      float* dq = a.dq + bh * sqk;
+      float* dk = a.dk + bh * sqk;
+      float* dv = a.dv + size_t(bh) * T * Dv;
+      std::fill(dq, dq + size_t(T) * Dk, 0.f);
+      std::fill(dk, dk + size_t(T) * Dk, 0.f);
+      std::fill(dv, dv + size_t(T) * Dv, 0.f);
+      for (int i = 0; i < T; ++i) {
+        const size_t row = size_t(bh) * T + i;
+        const float tau = a.stats[row * 2], norm = a.stats[row * 2 + 1];
+        const float* qi = q + size_t(i) * Dk;
+        const float* gi = go + size_t(i) * Dv;
+        row_scores(z.data(), qi, k, i, Dk, a.scale);
+        // c_i = sum_j sqrt(p_ij) e_ij / sum_j sqrt(p_ij), over the support only
+        float G = 0.f, Ge = 0.f;
+        for (int j = 0; j <= i; ++j) {
+          const float p = attn::Entmax15::prob(z[size_t(j)], tau, norm);
+          z[size_t(j)] = p;  // z now holds p
+          if (p == 0.f) continue;
+          e[size_t(j)] = dot(gi, v + size_t(j) * Dv, Dv);
+          const float sp = std::sqrt(p);
+          G += sp;
+          Ge += sp * e[size_t(j)];
+        }
+        const float c = a.debug_drop_term ? 0.f : Ge / G;  // G > 0: the support is never empty
+        float* dqi = dq + size_t(i) * Dk;
+        for (int j = 0; j <= i; ++j) {
+          const float p = z[size_t(j)];
+          if (p == 0.f) continue;  // off the support sqrt(p) = 0: dz = 0 and no dv term
+          const float dz = std::sqrt(p) * (e[size_t(j)] - c) * a.scale;
+          const float* kj = k + size_t(j) * Dk;
+          float* dkj = dk + size_t(j) * Dk;
+          for (int d = 0; d < Dk; ++d) {
+            dqi[d] += dz * kj[d];
+            dkj[d] += dz * qi[d];
+          }
+          float* dvj = dv + size_t(j) * Dv;
+          for (int d = 0; d < Dv; ++d) dvj[d] += p * gi[d];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tda
