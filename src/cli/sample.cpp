@@ -1,0 +1,44 @@
+// tda sample --checkpoint DIR --prompt "..." [--tokens N] [--temperature T] [--top-k K] [--greedy]
+#include <cxxopts.hpp>
+#include <iostream>
+
+#include "backend/cpu/cpu_ops.h"
+#include "cli/command.h"
+#include "train/checkpoint.h"
+#include "train/sampler.h"
+
+namespace tda {
+namespace {
+
+int cmd_sample(int argc, char** argv) {
+  cxxopts::Options opts(argv[0], "Generate text from a checkpoint");
+  opts.add_options()("checkpoint", "checkpoint directory", cxxopts::value<std::string>())(
+      "prompt", "prompt text", cxxopts::value<std::string>()->default_value("\n"))(
+      "tokens", "new tokens", cxxopts::value<int>()->default_value("100"))(
+      "temperature", "sampling temperature (0 = greedy)", cxxopts::value<double>()->default_value("1.0"))(
+      "top-k", "sample from the k most likely tokens (0 = all)", cxxopts::value<int>()->default_value("40"))(
+      "greedy", "greedy decoding")("seed", "RNG seed", cxxopts::value<uint64_t>()->default_value("1337"))(
+      "h,help", "show help");
+  auto r = opts.parse(argc, argv);
+  if (r.count("help") || !r.count("checkpoint")) {
+    std::cout << opts.help() << "\n";
+    return r.count("help") ? 0 : 2;
+  }
+  const std::string dir = r["checkpoint"].as<std::string>();
+  Config cfg = config_from_json(read_checkpoint_state(dir).config, dir + "/state.json");
+  CpuOps ops;
+  GPT2 model(cfg.model, cfg.attention, ops);
+  load_checkpoint(dir, model, nullptr, nullptr);
+  SampleOptions so;
+  so.max_new_tokens = r["tokens"].as<int>();
+  so.temperature = r.count("greedy") ? 0.0 : r["temperature"].as<double>();
+  so.top_k = r["top-k"].as<int>();
+  so.seed = r["seed"].as<uint64_t>();
+  std::cout << sample_text(model, r["prompt"].as<std::string>(), so) << std::endl;
+  return 0;
+}
+
+RegisterCommand reg("sample", "generate text from a checkpoint", cmd_sample);
+
+}  // namespace
+}  // namespace tda

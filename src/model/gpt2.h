@@ -1,0 +1,88 @@
+// GPT-2 as in the TDA paper: token embedding, pre-norm blocks (RMSNorm -> attention -> residual,
+// RMSNorm -> GELU MLP -> residual), RoPE inside attention, final RMSNorm, untied LM head over a
+// vocabulary padded to a multiple of 128 (padded logits never enter the loss). No biases.
+//
+// All parameters live in one contiguous buffer (as llm.c): the optimizer, grad norm, all-reduce
+// and checkpoints see one array. Tensor names are those of the HF export (docs/checkpoints.md).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attention/variant.h"
+#include "backend/ops.h"
+#include "core/config.h"
+
+namespace tda {
+
+struct ParamTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t offset = 0, numel = 0;
+  ParamSpec::Init init = ParamSpec::Init::kNormal;
+  float init_a = 0.02f;
+  bool decay = false;
+};
+
+class GPT2 {
+ public:
+  GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops);
+
+  // GPT-2 init: N(0, 0.02); residual output projections N(0, 0.02/sqrt(2 n_layer)); norm gains 1;
+  // attention extras as their variant declares. Deterministic in `seed`.
+  void init_weights(uint64_t seed);
+
+  // Sizes activations for micro-batches of B x T (T <= seq_len). Allocates once; no allocation
+  // happens in forward/backward afterwards.
+  void set_batch(int B, int T);
+
+  // Mean loss over the B*T targets. With `train`, also computes the LM head's gradients with
+  // d(loss)/d(logit) scaled by grad_scale (so micro-batches accumulate to a mean), leaving the
+  // rest of the backward to backward().
+  double forward(const int32_t* inputs, const int32_t* targets, bool train, float grad_scale);
+  void backward();
+  // Logits (V_padded) at position `pos` of sequence 0 after a forward pass without targets.
+  void forward_logits(const int32_t* inputs, int T, float* logits);
+
+  void zero_grad();
+  float* params() { return params_.data(); }
+  float* grads() { return grads_.data(); }
+  size_t num_params() const { return params_.size(); }
+  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  const ParamTensor& tensor(const std::string& name) const;
+  const ModelConfig& config() const { return m_; }
+  const AttentionVariant& attention() const { return *attn_; }
+  void set_step(long step) { step_ = step; }  // for variants that anneal with training
+  // FLOPs of one training step per token (forward + backward), counted in docs/perf.md.
+  double train_flops_per_token(int T) const;
+
+ private:
+  struct Layer {
+    size_t ln1, c_attn, c_proj, ln2, c_fc, mlp_proj;  // offsets into params_/grads_
+    std::vector<size_t> extra;
+  };
+  size_t add_tensor(const std::string& name, std::vector<int64_t> shape, ParamSpec::Init init,
+                    float a, bool decay);
+  void forward_trunk(const int32_t* inputs);
+  std::vector<float*> extras(std::vector<float>& buf, const Layer& L);
+
+  ModelConfig m_;
+  Ops& ops_;
+  std::unique_ptr<AttentionVariant> attn_;
+  std::vector<ParamTensor> tensors_;
+  size_t wte_ = 0, lnf_ = 0, lm_head_ = 0;
+  std::vector<Layer> layers_;
+  std::vector<float> params_, grads_;
+  std::vector<float> rope_cos_, rope_sin_;
+  long step_ = 0;
+
+  // Activations for the current (B, T).
+  int B_ = 0, T_ = 0;
+  std::vector<int32_t> inputs_, targets_;
+  std::vector<float> resid_;          // (L+1, N, C): input of each block, then the final stream
+  std::vector<float> ln1_, rstd1_, proj_, attn_act_, atty_, xmid_, ln2_, rstd2_, fc_, fcg_;
+  std::vector<float> lnf_out_, rstdf_, losses_, dlnf_;
+  std::vector<float> dres_, dproj_, dbuf_, dfc_, attn_scratch_;
+};
+
+}  // namespace tda

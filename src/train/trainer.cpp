@@ -1,0 +1,225 @@
+#include "train/trainer.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "train/sampler.h"
+#include "train/schedule.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace tda {
+
+namespace {
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+std::string fmt_duration(double s) {
+  long t = long(s);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+}  // namespace
+
+Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::move(opt)) {
+  TDA_CHECK(cfg_.train.device == "cpu",
+            "train.device \"" + cfg_.train.device + "\": this build has only the cpu backend");
+  if (cfg_.train.threads > 0) {
+    omp_set_num_threads(cfg_.train.threads);
+    openblas_set_num_threads(cfg_.train.threads);
+  }
+  ops_ = std::make_unique<CpuOps>();
+  if (!opt_.comm) {
+    own_comm_ = std::make_unique<LocalCommunicator>();
+    opt_.comm = own_comm_.get();
+  }
+  comm_ = opt_.comm;
+  const auto& m = cfg_.model;
+  const auto& t = cfg_.train;
+  const long per_micro = long(t.micro_batch) * m.seq_len * comm_->world();
+  TDA_CHECK(t.total_batch_tokens % per_micro == 0,
+            "train.total_batch_tokens (" + std::to_string(t.total_batch_tokens) +
+                ") must be a multiple of micro_batch*seq_len*ranks (" + std::to_string(per_micro) + ")");
+  accum_ = int(t.total_batch_tokens / per_micro);
+
+  model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_);
+  model_->init_weights(t.seed);
+  model_->set_batch(t.micro_batch, m.seq_len);
+  m_.assign(model_->num_params(), 0.f);
+  v_.assign(model_->num_params(), 0.f);
+  inputs_.resize(size_t(t.micro_batch) * m.seq_len);
+  targets_.resize(inputs_.size());
+  train_loader_ = std::make_unique<DataLoader>(cfg_.data.train, t.micro_batch, m.seq_len,
+                                               m.real_vocab_size, cfg_.data.shuffle, t.seed,
+                                               comm_->rank(), comm_->world());
+  val_loader_ = std::make_unique<DataLoader>(cfg_.data.val, t.micro_batch, m.seq_len,
+                                             m.real_vocab_size, false, t.seed, comm_->rank(),
+                                             comm_->world());
+  state_.config = cfg_.raw;
+
+  std::string resume = opt_.resume;
+  if (resume == "auto") resume = latest_checkpoint(opt_.out_dir);
+  if (!resume.empty()) {
+    state_ = load_checkpoint(resume, *model_, m_.data(), v_.data());
+    state_.config = cfg_.raw;
+    train_loader_->set_position(state_.loader);
+    if (comm_->rank() == 0) spdlog::info("resumed from {} at step {}", resume, state_.step);
+  }
+  if (comm_->rank() == 0) {
+    make_dirs(opt_.out_dir);
+    write_file_durable(opt_.out_dir + "/config.json", cfg_.raw.dump(2));
+    metrics_ = std::fopen((opt_.out_dir + "/metrics.jsonl").c_str(), resume.empty() ? "w" : "a");
+    TDA_CHECK(metrics_, opt_.out_dir + "/metrics.jsonl: cannot open for writing");
+  }
+}
+
+Trainer::~Trainer() {
+  if (metrics_) std::fclose(metrics_);
+}
+
+void Trainer::log_json(const json& j) {
+  if (!metrics_) return;
+  std::fputs((j.dump() + "\n").c_str(), metrics_);
+  std::fflush(metrics_);
+}
+
+StepMetrics Trainer::train_step() {
+  auto t0 = std::chrono::steady_clock::now();
+  const auto& t = cfg_.train;
+  const auto& o = cfg_.optim;
+  const int N = t.micro_batch * cfg_.model.seq_len;
+  model_->set_batch(t.micro_batch, cfg_.model.seq_len);  // sampling may have resized it
+  model_->set_step(state_.step);
+  model_->zero_grad();
+  double loss = 0.0;
+  const float grad_scale = 1.0f / float(N * accum_ * comm_->world());
+  for (int micro = 0; micro < accum_; ++micro) {
+    train_loader_->next(inputs_.data(), targets_.data());
+    loss += model_->forward(inputs_.data(), targets_.data(), true, grad_scale);
+    model_->backward();
+  }
+  loss = comm_->all_reduce_sum(loss / accum_) / comm_->world();
+  TDA_CHECK(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) + " at step " +
+                                     std::to_string(state_.step) +
+                                     "; checkpoints written before this step are intact");
+  comm_->all_reduce_sum(model_->grads(), model_->num_params());
+
+  // Global-norm clipping, then AdamW per tensor (weight decay on matrices only).
+  double norm = std::sqrt(ops_->sum_squares(model_->grads(), model_->num_params()));
+  TDA_CHECK(std::isfinite(norm), "training diverged: gradient norm is not finite at step " +
+                                     std::to_string(state_.step));
+  if (o.grad_clip > 0 && norm > o.grad_clip)
+    ops_->scale(model_->grads(), model_->num_params(), float(o.grad_clip / (norm + 1e-6)));
+  const double lr = learning_rate(state_.step, o.lr, o.min_lr, o.warmup_steps, t.max_steps);
+  for (const auto& ten : model_->tensors()) {
+    ops_->adamw(model_->params() + ten.offset, model_->grads() + ten.offset, m_.data() + ten.offset,
+                v_.data() + ten.offset, ten.numel, float(lr), float(o.beta1), float(o.beta2),
+                float(o.eps), ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
+  }
+  state_.step += 1;
+  state_.last_train_loss = loss;
+  state_.loader = train_loader_->position();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return StepMetrics{state_.step, loss, lr, norm, ms, double(t.total_batch_tokens) / (ms / 1000.0)};
+}
+
+double Trainer::evaluate() {
+  const auto& t = cfg_.train;
+  model_->set_batch(t.micro_batch, cfg_.model.seq_len);
+  val_loader_->reset();
+  double sum = 0.0;
+  for (int i = 0; i < t.val_batches; ++i) {
+    val_loader_->next(inputs_.data(), targets_.data());
+    sum += model_->forward(inputs_.data(), targets_.data(), false, 0.f);
+  }
+  return comm_->all_reduce_sum(sum / std::max(1, t.val_batches)) / comm_->world();
+}
+
+void Trainer::save(bool final_save) {
+  if (comm_->rank() != 0) return;
+  std::string dir = opt_.out_dir + "/checkpoints/" + checkpoint_dir_name(state_.step);
+  save_checkpoint(dir, *model_, m_.data(), v_.data(), state_);
+  prune_checkpoints(opt_.out_dir, cfg_.train.keep_checkpoints);
+  log_json({{"type", "checkpoint"}, {"step", state_.step}, {"dir", dir}, {"final", final_save}});
+  spdlog::info("checkpoint {}", dir);
+}
+
+void Trainer::maybe_sample() {
+  const auto& t = cfg_.train;
+  if (t.sample_every <= 0 || state_.step % t.sample_every != 0 || comm_->rank() != 0) return;
+  SampleOptions so;
+  so.max_new_tokens = t.sample_tokens;
+  so.top_k = 40;
+  so.temperature = 1.0;
+  so.seed = t.seed + uint64_t(state_.step);
+  std::string text = sample_text(*model_, "\n", so);
+  log_json({{"type", "sample"}, {"step", state_.step}, {"text", text}});
+  spdlog::info("sample at step {}:\n{}", state_.step, text);
+}
+
+int Trainer::run() {
+  const auto& t = cfg_.train;
+  const int last = opt_.max_steps_override >= 0 ? std::min(opt_.max_steps_override, t.max_steps)
+                                                : t.max_steps;
+  g_stop_signal.store(0);
+  auto old_int = std::signal(SIGINT, on_stop_signal);
+  auto old_term = std::signal(SIGTERM, on_stop_signal);
+  if (comm_->rank() == 0)
+    spdlog::info("model {} params | attention {} | {} grad-accum steps x {} ranks x {}x{} tokens",
+                 model_->num_params(), cfg_.attention.kind, accum_, comm_->world(), t.micro_batch,
+                 cfg_.model.seq_len);
+  auto start = std::chrono::steady_clock::now();
+  const int first = state_.step;
+  int code = 0;
+  while (state_.step < last) {
+    if (t.val_every > 0 && state_.step % t.val_every == 0) {
+      double vl = evaluate();
+      val_history_.push_back(vl);
+      state_.last_val_loss = vl;
+      log_json({{"type", "val"}, {"step", state_.step}, {"val_loss", vl}});
+      if (comm_->rank() == 0) spdlog::info("step {:6d} | val loss {:.4f}", state_.step, vl);
+    }
+    StepMetrics sm = train_step();
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double eta = elapsed / (state_.step - first) * (last - state_.step);
+    log_json({{"type", "train"}, {"step", sm.step}, {"loss", sm.loss}, {"lr", sm.lr},
+              {"grad_norm", sm.grad_norm}, {"ms", sm.ms}, {"tokens_per_s", sm.tokens_per_s}});
+    if (comm_->rank() == 0 && (sm.step % std::max(1, t.log_every) == 0 || sm.step == last))
+      spdlog::info("step {:6d}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | eta {}",
+                   sm.step, last, sm.loss, sm.lr, sm.grad_norm, sm.ms, sm.tokens_per_s,
+                   fmt_duration(eta));
+    maybe_sample();
+    if (g_stop_signal.load() != 0) {
+      if (comm_->rank() == 0) spdlog::warn("signal {} received: checkpointing at step {}", g_stop_signal.load(), state_.step);
+      log_json({{"type", "event"}, {"event", "interrupted"}, {"step", state_.step}});
+      save(true);
+      std::signal(SIGINT, old_int);
+      std::signal(SIGTERM, old_term);
+      return 0;
+    }
+    if (t.checkpoint_every > 0 && state_.step % t.checkpoint_every == 0 && state_.step < last) save(false);
+  }
+  if (t.val_every > 0 && state_.step > first) {
+    double vl = evaluate();
+    val_history_.push_back(vl);
+    state_.last_val_loss = vl;
+    log_json({{"type", "val"}, {"step", state_.step}, {"val_loss", vl}});
+    if (comm_->rank() == 0) spdlog::info("step {:6d} | val loss {:.4f}", state_.step, vl);
+  }
+  if (state_.step > first) save(true);
+  std::signal(SIGINT, old_int);
+  std::signal(SIGTERM, old_term);
+  return code;
+}
+
+}  // namespace tda

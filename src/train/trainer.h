@@ -1,0 +1,64 @@
+// The training loop: gradient accumulation to a token budget per step, AdamW with decoupled
+// weight decay on matrices only, warmup + cosine LR, global-norm clipping, validation every
+// N steps, metrics.jsonl, checkpoints, SIGINT/SIGTERM handling, NaN/Inf detection.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "core/config.h"
+#include "data/loader.h"
+#include "dist/communicator.h"
+#include "model/gpt2.h"
+#include "train/checkpoint.h"
+
+namespace tda {
+
+struct TrainOptions {
+  std::string out_dir = "runs/default";
+  std::string resume;            // "" (fresh), "auto" (newest in out_dir, if any), or a directory
+  int max_steps_override = -1;   // stop after this many steps (tests: N then resume to 2N)
+  Communicator* comm = nullptr;  // null: single process
+};
+
+struct StepMetrics {
+  int step;
+  double loss, lr, grad_norm, ms, tokens_per_s;
+};
+
+class Trainer {
+ public:
+  Trainer(const Config& cfg, TrainOptions opt);
+  ~Trainer();
+  // Trains until max_steps (or an interrupt). Returns the process exit code.
+  int run();
+  // One optimizer step (all micro-batches); public for the benchmark.
+  StepMetrics train_step();
+  double evaluate();  // mean validation loss over val_batches
+  GPT2& model() { return *model_; }
+  int grad_accum_steps() const { return accum_; }
+  int step() const { return state_.step; }
+  const std::vector<double>& val_history() const { return val_history_; }
+
+ private:
+  void save(bool final_save);
+  void log_json(const json& j);
+  void maybe_sample();
+
+  Config cfg_;
+  TrainOptions opt_;
+  std::unique_ptr<Ops> ops_;
+  std::unique_ptr<Communicator> own_comm_;
+  Communicator* comm_;
+  std::unique_ptr<GPT2> model_;
+  std::unique_ptr<DataLoader> train_loader_, val_loader_;
+  std::vector<float> m_, v_;
+  std::vector<int32_t> inputs_, targets_;
+  TrainState state_;
+  int accum_ = 1;
+  std::vector<double> val_history_;
+  FILE* metrics_ = nullptr;
+};
+
+}  // namespace tda
