@@ -1,0 +1,117 @@
+// `dex`: Differential Extension applied from scratch (Kong, Jang, Kwak 2025; attention-variants.md
+// §8; the whole from-scratch recipe is ASSUMED).
+//   o_i = softmax attention output of head h;  o'_i = o_i - lambda(t) f_D(o_i),  f_D(o) = o M^T
+//   lambda(t) = (1 - alpha_t)(t / T_a) lambda_init(l) + alpha_t lambda_learn,  alpha_t = min(1, t/T_a)
+//   T_a = dex_anneal_steps (715, ASSUMED), t = optimizer step, lambda_init the Diff schedule.
+// Parameters: dex_W (d x d, stored as a Linear weight M = W_D^T so that f_D(o) = o W_D = o M^T;
+// init 0, a matrix: weight decay), dex_lambda (1, init 0, no clamp). Shared by the heads.
+// W_D = 0 with lambda = 0 is stationary; the annealed lambda_init term moves training off it.
+// Backward (g' = dL/do'):  do = g' - lambda g' M;  dM += -lambda g'^T o;
+//   dlambda = -sum <g', o M^T>;  dlambda_learn = alpha_t dlambda.
+// c_attn rows: [q (C) | k (C) | v (C)]. Saved: q, k, v, o, f_D(o), LSE.
+#include <algorithm>
+#include <cmath>
+
+#include "attention/common.h"
+#include "attention/registry.h"
+
+namespace tda {
+
+namespace {
+
+using namespace attn_util;
+
+class DexAttention final : public AttentionVariant {
+ public:
+  DexAttention(const ModelConfig& m, const AttentionConfig& a)
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), anneal_(a.dex_anneal_steps) {}
+  std::string kind() const override { return "dex"; }
+  int proj_width() const override { return 3 * C_; }
+  std::vector<ParamSpec> extra_params(int) const override {
+    return {{"dex_W", {D_, D_}, ParamSpec::Init::kZeros, 0.f, true},
+            {"dex_lambda", {1}, ParamSpec::Init::kZeros, 0.f, false}};
+  }
+  size_t act_floats(int B, int T) const override {
+    return 6 * size_t(B) * T * C_ + size_t(B) * H_ * T;
+  }
+  size_t scratch_floats(int B, int T) const override { return 5 * size_t(B) * T * C_; }
+
+  void forward(const AttnContext& c, const float* proj, float* y, float* act,
+               const std::vector<float*>& extra) override {
+    Buf s = buffers(act, c.B, c.T);
+    const int W = proj_width();
+    const size_t n = size_t(c.B) * c.T * C_;
+    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+    AttnArgs a = args(c, s);
+    c.ops.attention_forward(a);
+    // f = o M^T over all (b, h, t) rows of d; o' = o - lambda f, written into y (merged)
+    c.ops.matmul_forward(s.f, s.o, extra[0], c.B * H_ * c.T, D_, D_);
+    const float lam = lambda(c, extra);
+    float* tmp = s.stage;
+    for (size_t i = 0; i < n; ++i) tmp[i] = s.o[i] - lam * s.f[i];
+    c.ops.merge_heads(y, tmp, C_, 0, c.B, c.T, H_, D_);
+  }
+
+  void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
+                const std::vector<float*>& extra, const std::vector<float*>& dextra,
+                float* scratch) override {
+    Buf s = buffers(act, c.B, c.T);
+    const size_t n = size_t(c.B) * c.T * C_;
+    float *gp = scratch, *gs = gp + n, *dq = gs + n, *dk = dq + n, *dv = dk + n;
+    const int W = proj_width(), N = c.B * H_ * c.T;
+    const float lam = lambda(c, extra);
+    c.ops.split_heads(gp, dy, C_, 0, c.B, c.T, H_, D_);
+    // dlambda = -sum <g', f>, serial in double (fixed order)
+    double dl = 0;
+    for (size_t i = 0; i < n; ++i) dl -= double(gp[i]) * s.f[i];
+    dextra[1][0] += float(alpha(c) * dl);
+    // gs = -lambda g';  do = g' + gs M (matmul_backward's dx = dy W);  dM += gs^T o
+    for (size_t i = 0; i < n; ++i) gs[i] = -lam * gp[i];
+    c.ops.matmul_backward(dq, dextra[0], gs, s.o, extra[0], N, D_, D_, false);
+    for (size_t i = 0; i < n; ++i) gp[i] += dq[i];
+    AttnArgs a = args(c, s);
+    a.dout = gp;
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
+    c.ops.attention_backward(a);
+    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+  }
+
+ private:
+  struct Buf {
+    float *q, *k, *v, *o, *f, *stage, *lse;
+  };
+  Buf buffers(float* act, int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, act + 5 * n, act + 6 * n};
+  }
+  float alpha(const AttnContext& c) const {
+    return anneal_ > 0 ? std::min(1.f, float(c.step) / float(anneal_)) : 1.f;
+  }
+  float lambda(const AttnContext& c, const std::vector<float*>& extra) const {
+    const float al = alpha(c);
+    const float ramp = anneal_ > 0 ? float(c.step) / float(anneal_) : 0.f;
+    return (1.f - al) * ramp * diff_lambda_init(c.layer) + al * extra[1][0];
+  }
+  AttnArgs args(const AttnContext& c, const Buf& s) const {
+    AttnArgs a = make_args(AttnMath::kSoftmax, c.B, H_, c.T, D_, D_, 1.0f / std::sqrt(float(D_)));
+    a.q = s.q;
+    a.k = s.k;
+    a.v = s.v;
+    a.out = s.o;
+    a.stats = s.lse;
+    return a;
+  }
+  int C_, H_, D_, anneal_;
+};
+
+}  // namespace
+
+TDA_REGISTER_ATTENTION("dex", DexAttention);
+
+}  // namespace tda

@@ -1,0 +1,141 @@
+// `diff_softmax` (Differential Transformer, Ye et al. 2024; attention-variants.md §7) and
+// `diff_rela` (the same construction with ReLU weights; §9, ASSUMED layout).
+// Heads: H' = H/2. q and k have C columns = 2H' components of d' = C/H; components 2h and 2h+1
+// are head h's (q1, q2) and (k1, k2). v has H' heads of width 2d'.
+//   diff_softmax: A^t = softmax_j(q^t_i.k^t_j / sqrt(d'));  diff_rela: a^t = max(q^t.k^t/sqrt(d'), 0)
+//   lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init,  lambda_init = 0.8 - 0.6 exp(-0.3 layer)
+//   o^_i = sum_j (a^1_ij - lambda a^2_ij) v_j  (2d');  y_i = (1 - lambda_init) HeadRMSNorm(o^_i)
+// Parameters: lambda_q1, lambda_k1, lambda_q2, lambda_k2 (d', N(0, 0.1^2)), gamma (2d', ones);
+// shared by the heads of a layer. Norm eps = head_norm_eps (1e-5).
+// Backward: g^ = (1 - lambda_init) RMSNorm-backward(dy);  the kernel returns per-row dlambda;
+//   dlq1 = dlambda e^{lq1.lk1} lk1,  dlk1 = dlambda e^{lq1.lk1} lq1,  dlq2 = -dlambda e^{lq2.lk2} lk2, ...
+#pragma once
+#include <cmath>
+#include <string>
+
+#include "attention/common.h"
+#include "attention/variant.h"
+#include "core/error.h"
+
+namespace tda {
+
+namespace attn_diff {
+
+using namespace attn_util;
+
+class DiffAttention : public AttentionVariant {
+ public:
+  DiffAttention(const ModelConfig& m, const AttentionConfig& a, bool relu)
+      : C_(m.d_model), Hp_(m.n_head / 2), D_(m.head_dim()), eps_(float(a.head_norm_eps)),
+        relu_(relu) {
+    TDA_CHECK(m.n_head % 2 == 0, std::string("config: attention.kind ") + kind() +
+                                     " needs an even model.n_head (heads are paired)");
+  }
+  std::string kind() const override { return relu_ ? "diff_rela" : "diff_softmax"; }
+  int proj_width() const override { return 3 * C_; }
+  std::vector<ParamSpec> extra_params(int) const override {
+    using I = ParamSpec::Init;
+    return {{"lambda_q1", {D_}, I::kNormal, 0.1f, false}, {"lambda_k1", {D_}, I::kNormal, 0.1f, false},
+            {"lambda_q2", {D_}, I::kNormal, 0.1f, false}, {"lambda_k2", {D_}, I::kNormal, 0.1f, false},
+            {"gamma", {2 * D_}, I::kOnes, 0.f, false}};
+  }
+  size_t act_floats(int B, int T) const override {
+    const size_t n = size_t(B) * T * C_, nr = size_t(B) * Hp_ * T;
+    return 5 * n + 3 * nr;  // q, k, v, o, o2; stats (2 per row), rstd
+  }
+  size_t scratch_floats(int B, int T) const override {
+    return 6 * size_t(B) * T * C_ + size_t(B) * Hp_ * T;
+  }
+
+  void forward(const AttnContext& c, const float* proj, float* y, float* act,
+               const std::vector<float*>& extra) override {
+    Buf s = buffers(act, c.B, c.T);
+    const int W = proj_width();
+    // (B, 2H', T, d'): component 2h is view 1 of head h, 2h+1 view 2
+    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
+    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
+    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, Hp_, 2 * D_);
+    AttnArgs a = args(c, s, extra);
+    c.ops.attention_forward(a);
+    // y = (1 - lambda_init) RMSNorm_{2d'}(o^): merged (token, head) rows of 2d'
+    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, Hp_, 2 * D_);
+    c.ops.rmsnorm_forward(y, s.rstd, y, extra[4], c.B * c.T * Hp_, 2 * D_, eps_);
+    const float f = 1.f - diff_lambda_init(c.layer);
+    for (size_t i = 0; i < size_t(c.B) * c.T * C_; ++i) y[i] *= f;
+  }
+
+  void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
+                const std::vector<float*>& extra, const std::vector<float*>& dextra,
+                float* scratch) override {
+    Buf s = buffers(act, c.B, c.T);
+    const size_t n = size_t(c.B) * c.T * C_, nr = size_t(c.B) * Hp_ * c.T;
+    float *om = scratch, *dom = om + n, *g = dom + n, *dq = g + n, *dk = dq + n, *dv = dk + n;
+    float* dlam = dv + n;
+    const int W = proj_width();
+    const float f = 1.f - diff_lambda_init(c.layer);
+    c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, Hp_, 2 * D_);
+    for (size_t i = 0; i < n; ++i) g[i] = f * dy[i];  // g holds (1 - lambda_init) dy for now
+    c.ops.zero(dom, n);
+    c.ops.rmsnorm_backward(dom, dextra[4], g, om, extra[4], s.rstd, c.B * c.T * Hp_, 2 * D_);
+    c.ops.split_heads(g, dom, C_, 0, c.B, c.T, Hp_, 2 * D_);
+    AttnArgs a = args(c, s, extra);
+    a.dout = g;
+    a.dq = dq;
+    a.dq2 = dq + size_t(c.T) * D_;
+    a.dk = dk;
+    a.dk2 = dk + size_t(c.T) * D_;
+    a.dv = dv;
+    a.drow_lambda = dlam;
+    c.ops.attention_backward(a);
+    // lambda re-parameterisation: lambda = e1 - e2 + lambda_init, e_t = exp(lq_t . lk_t)
+    const float dl = float(serial_sum(dlam, nr));
+    const float e1 = std::exp(vdot(extra[0], extra[1])), e2 = std::exp(vdot(extra[2], extra[3]));
+    for (int d = 0; d < D_; ++d) {
+      dextra[0][d] += dl * e1 * extra[1][d];
+      dextra[1][d] += dl * e1 * extra[0][d];
+      dextra[2][d] -= dl * e2 * extra[3][d];
+      dextra[3][d] -= dl * e2 * extra[2][d];
+    }
+    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
+    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
+    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, Hp_, 2 * D_);
+  }
+
+ private:
+  struct Buf {
+    float *q, *k, *v, *o, *o2, *stats, *rstd;
+  };
+  Buf buffers(float* act, int B, int T) const {
+    const size_t n = size_t(B) * T * C_, nr = size_t(B) * Hp_ * T;
+    float* p = act + 5 * n;
+    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, p, p + 2 * nr};
+  }
+  float vdot(const float* a, const float* b) const {
+    float s = 0.f;
+    for (int d = 0; d < D_; ++d) s += a[d] * b[d];
+    return s;
+  }
+  AttnArgs args(const AttnContext& c, const Buf& s, const std::vector<float*>& extra) const {
+    AttnArgs a = make_args(relu_ ? AttnMath::kDiffRelu : AttnMath::kDiffSoftmax, c.B, Hp_, c.T, D_,
+                           2 * D_, 1.0f / std::sqrt(float(D_)));
+    a.q = s.q;
+    a.q2 = s.q + size_t(c.T) * D_;
+    a.k = s.k;
+    a.k2 = s.k + size_t(c.T) * D_;
+    a.qk_bh_stride = 2 * size_t(c.T) * D_;  // head h = components 2h, 2h+1 of (B, 2H', T, d')
+    a.v = s.v;
+    a.out = s.o;
+    a.out2 = s.o2;
+    a.stats = s.stats;
+    a.power = 1;
+    a.lambda = std::exp(vdot(extra[0], extra[1])) - std::exp(vdot(extra[2], extra[3])) +
+               diff_lambda_init(c.layer);
+    return a;
+  }
+  int C_, Hp_, D_;
+  float eps_;
+  bool relu_;
+};
+
+}  // namespace attn_diff
+}  // namespace tda

@@ -1,0 +1,92 @@
+// `entmax`: 1.5-entmax attention (Peters, Niculae, Martins 2019; attention-variants.md §4).
+//   z_ij = q_i.k_j / sqrt(d) (j <= i);  p_ij = max(z_ij/2 - tau_i, 0)^2, tau_i with sum_j p_ij = 1
+//   o_i = sum_j p_ij v_j.  Exact zeros wherever z_ij/2 <= tau_i.
+// Options: entmax_solver "sort" (exact, default) | "bisect" (entmax_iters steps, default 30,
+// ASSUMED; >= 24 reach fp32 precision), then renormalised as the entmax package does.
+// c_attn rows: [q (C) | k (C) | v (C)]. No parameters. Saved: q, k, v, o, (tau_i, norm_i).
+#include <cmath>
+
+#include "attention/common.h"
+#include "attention/registry.h"
+#include "core/error.h"
+
+namespace tda {
+
+namespace {
+
+using namespace attn_util;
+
+class EntmaxAttention final : public AttentionVariant {
+ public:
+  EntmaxAttention(const ModelConfig& m, const AttentionConfig& a)
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {
+    TDA_CHECK(a.entmax_solver == "sort" || a.entmax_solver == "bisect",
+              "config: attention.entmax_solver must be \"sort\" or \"bisect\", got \"" +
+                  a.entmax_solver + "\"");
+    TDA_CHECK(a.entmax_iters > 0, "config: attention.entmax_iters must be > 0");
+  }
+  std::string kind() const override { return "entmax"; }
+  int proj_width() const override { return 3 * C_; }
+  size_t act_floats(int B, int T) const override {
+    return 4 * size_t(B) * T * C_ + 2 * size_t(B) * H_ * T;
+  }
+  size_t scratch_floats(int B, int T) const override { return 4 * size_t(B) * T * C_; }
+
+  void forward(const AttnContext& c, const float* proj, float* y, float* act,
+               const std::vector<float*>&) override {
+    Buf s = buffers(act, c.B, c.T);
+    const int W = proj_width();
+    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+    AttnArgs a = args(c, s);
+    c.ops.attention_forward(a);
+    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
+  }
+
+  void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
+                const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
+    Buf s = buffers(act, c.B, c.T);
+    const size_t n = size_t(c.B) * c.T * C_;
+    float *g = scratch, *dq = g + n, *dk = dq + n, *dv = dk + n;
+    const int W = proj_width();
+    c.ops.split_heads(g, dy, C_, 0, c.B, c.T, H_, D_);
+    AttnArgs a = args(c, s);
+    a.dout = g;
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
+    c.ops.attention_backward(a);
+    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+  }
+
+ private:
+  struct Buf {
+    float *q, *k, *v, *o, *stats;
+  };
+  Buf buffers(float* act, int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
+  }
+  AttnArgs args(const AttnContext& c, const Buf& s) const {
+    AttnArgs a = make_args(AttnMath::kEntmax15, c.B, H_, c.T, D_, D_, 1.0f / std::sqrt(float(D_)));
+    a.q = s.q;
+    a.k = s.k;
+    a.v = s.v;
+    a.out = s.o;
+    a.stats = s.stats;
+    a.entmax_bisect = cfg_.entmax_solver == "bisect";
+    a.entmax_iters = cfg_.entmax_iters;
+    return a;
+  }
+  int C_, H_, D_;
+  AttentionConfig cfg_;
+};
+
+}  // namespace
+
+TDA_REGISTER_ATTENTION("entmax", EntmaxAttention);
+
+}  // namespace tda

@@ -1,0 +1,116 @@
+// `gated_softmax`: softmax attention with a sigmoid gate on each head's output (G1; Qiu et al.
+// 2025; attention-variants.md §2).
+//   o_i = softmax attention output;  z_i = x_i W_theta (fused into c_attn);  y_i = o_i * sigmoid(z_i)
+//   gate_shape "elementwise" (default, ASSUMED): one gate per channel, z has C columns;
+//   "headwise": one gate per head, z has H columns broadcast over the head's d channels.
+// c_attn rows: [q (C) | k (C) | v (C) | z (C or H)]; W_theta lives in c_attn (init like W_Q,
+// no bias: ASSUMED). No extra tensors.
+// Backward (gam = sigmoid(z)): g = dy * gam into the softmax backward;
+//   dz = dy * o * gam (1 - gam)   (headwise: summed over the head's channels)
+#include <cmath>
+
+#include "attention/common.h"
+#include "attention/registry.h"
+#include "core/error.h"
+
+namespace tda {
+
+namespace {
+
+using namespace attn_util;
+
+class GatedSoftmaxAttention final : public AttentionVariant {
+ public:
+  GatedSoftmaxAttention(const ModelConfig& m, const AttentionConfig& a)
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), headwise_(a.gate_shape == "headwise") {
+    TDA_CHECK(a.gate_shape == "elementwise" || a.gate_shape == "headwise",
+              "config: attention.gate_shape must be \"elementwise\" or \"headwise\", got \"" +
+                  a.gate_shape + "\"");
+  }
+  std::string kind() const override { return "gated_softmax"; }
+  int proj_width() const override { return 3 * C_ + (headwise_ ? H_ : C_); }
+  size_t act_floats(int B, int T) const override {
+    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;
+  }
+  size_t scratch_floats(int B, int T) const override { return 5 * size_t(B) * T * C_; }
+
+  void forward(const AttnContext& c, const float* proj, float* y, float* act,
+               const std::vector<float*>&) override {
+    Buf s = buffers(act, c.B, c.T);
+    const int W = proj_width();
+    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+    AttnArgs a = args(c, s);
+    c.ops.attention_forward(a);
+    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
+    const int N = c.B * c.T;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; ++n)
+      for (int ch = 0; ch < C_; ++ch)
+        y[size_t(n) * C_ + ch] *= sigmoid(proj[size_t(n) * W + 3 * C_ + gate_col(ch)]);
+  }
+
+  void backward(const AttnContext& c, const float* proj, const float* dy, float* dproj, float* act,
+                const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
+    Buf s = buffers(act, c.B, c.T);
+    const size_t n = size_t(c.B) * c.T * C_;
+    float *om = scratch, *g = om + n, *dq = g + n, *dk = dq + n, *dv = dk + n;
+    const int W = proj_width(), N = c.B * c.T;
+    c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, H_, D_);
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < N; ++t) {
+      const float* z = proj + size_t(t) * W + 3 * C_;
+      float* dz = dproj + size_t(t) * W + 3 * C_;
+      if (headwise_)
+        for (int h = 0; h < H_; ++h) dz[h] = 0.f;
+      for (int ch = 0; ch < C_; ++ch) {
+        const size_t idx = size_t(t) * C_ + ch;
+        const float gam = sigmoid(z[gate_col(ch)]);
+        const float d = dy[idx] * om[idx] * gam * (1.f - gam);  // dz = dy o gam (1 - gam)
+        if (headwise_)
+          dz[ch / D_] += d;
+        else
+          dz[ch] = d;
+        om[idx] = dy[idx] * gam;  // om now holds g = dy * gam (merged layout)
+      }
+    }
+    c.ops.split_heads(g, om, C_, 0, c.B, c.T, H_, D_);
+    AttnArgs a = args(c, s);
+    a.dout = g;
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
+    c.ops.attention_backward(a);
+    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+  }
+
+ private:
+  struct Buf {
+    float *q, *k, *v, *o, *lse;
+  };
+  Buf buffers(float* act, int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
+  }
+  int gate_col(int ch) const { return headwise_ ? ch / D_ : ch; }
+  AttnArgs args(const AttnContext& c, const Buf& s) const {
+    AttnArgs a = make_args(AttnMath::kSoftmax, c.B, H_, c.T, D_, D_, 1.0f / std::sqrt(float(D_)));
+    a.q = s.q;
+    a.k = s.k;
+    a.v = s.v;
+    a.out = s.o;
+    a.stats = s.lse;
+    return a;
+  }
+  int C_, H_, D_;
+  bool headwise_;
+};
+
+}  // namespace
+
+TDA_REGISTER_ATTENTION("gated_softmax", GatedSoftmaxAttention);
+
+}  // namespace tda

@@ -1,0 +1,104 @@
+// `lssa`: length-scaled softplus attention, dense first stage only (Gao & Spratling 2025;
+// attention-variants.md §5).
+//   c_i = log(n_i) / log(base), n_i = i + 1;  f_ij = softplus(c_i s_ij);  a_ij = f_ij / sum_j f_ij
+// base: lssa_scale_base "head_dim" (default, ASSUMED: log_d n) | "seq_len" (model.seq_len, the
+// training length: scale 1 at the last training position).
+// The scale is folded into the query, q'_i = c_i q_i, so the kernel runs the plain
+// l1-normalised softplus policy; backward dq_i = c_i dq'_i. No parameters.
+// c_attn rows: [q (C) | k (C) | v (C)]. Saved: q', k, v, o, F_i.
+#include <cmath>
+
+#include "attention/common.h"
+#include "attention/registry.h"
+#include "core/error.h"
+
+namespace tda {
+
+namespace {
+
+using namespace attn_util;
+
+class LssaAttention final : public AttentionVariant {
+ public:
+  LssaAttention(const ModelConfig& m, const AttentionConfig& a)
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()) {
+    TDA_CHECK(a.lssa_scale_base == "head_dim" || a.lssa_scale_base == "seq_len",
+              "config: attention.lssa_scale_base must be \"head_dim\" or \"seq_len\", got \"" +
+                  a.lssa_scale_base + "\"");
+    log_base_ = std::log(float(a.lssa_scale_base == "head_dim" ? D_ : m.seq_len));
+  }
+  std::string kind() const override { return "lssa"; }
+  int proj_width() const override { return 3 * C_; }
+  size_t act_floats(int B, int T) const override {
+    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;
+  }
+  size_t scratch_floats(int B, int T) const override { return 4 * size_t(B) * T * C_; }
+
+  void forward(const AttnContext& c, const float* proj, float* y, float* act,
+               const std::vector<float*>&) override {
+    Buf s = buffers(act, c.B, c.T);
+    const int W = proj_width();
+    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+    scale_rows(s.q, c.B, c.T);  // q' = c_i q
+    AttnArgs a = args(c, s);
+    c.ops.attention_forward(a);
+    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
+  }
+
+  void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
+                const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
+    Buf s = buffers(act, c.B, c.T);
+    const size_t n = size_t(c.B) * c.T * C_;
+    float *g = scratch, *dq = g + n, *dk = dq + n, *dv = dk + n;
+    const int W = proj_width();
+    c.ops.split_heads(g, dy, C_, 0, c.B, c.T, H_, D_);
+    AttnArgs a = args(c, s);
+    a.dout = g;
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
+    c.ops.attention_backward(a);
+    scale_rows(dq, c.B, c.T);  // dq = c_i dq'
+    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+  }
+
+ private:
+  struct Buf {
+    float *q, *k, *v, *o, *F;
+  };
+  Buf buffers(float* act, int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
+  }
+  // x_i *= c_i = log(i+1) / log(base) for every (b, h) row i of a (B, H, T, D) tensor
+  void scale_rows(float* x, int B, int T) const {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int bh = 0; bh < B * H_; ++bh)
+      for (int i = 0; i < T; ++i) {
+        const float ci = std::log(float(i + 1)) / log_base_;
+        float* r = x + (size_t(bh) * T + i) * D_;
+        for (int d = 0; d < D_; ++d) r[d] *= ci;
+      }
+  }
+  AttnArgs args(const AttnContext& c, const Buf& s) const {
+    AttnArgs a = make_args(AttnMath::kSoftplus, c.B, H_, c.T, D_, D_, 1.0f / std::sqrt(float(D_)));
+    a.q = s.q;
+    a.k = s.k;
+    a.v = s.v;
+    a.out = s.o;
+    a.stats = s.F;
+    return a;
+  }
+  int C_, H_, D_;
+  float log_base_;
+};
+
+}  // namespace
+
+TDA_REGISTER_ATTENTION("lssa", LssaAttention);
+
+}  // namespace tda

@@ -1,0 +1,124 @@
+// `ssmax`: Scalable-Softmax (Nakanishi 2025; attention-variants.md §3).
+//   z_ij = f_hi s_ij,  f_hi = s_h log(n_i) (+ b_h with ssmax_bias),  n_i = i + 1;  a = softmax_j(z)
+// Implemented by prescaling the rotated query, q'_i = f_hi q_i, and running the softmax kernel.
+// Backward from the kernel's dq': dq_i = f_hi dq'_i;  ds_h = sum_{b,i} log(n_i) <q_i, dq'_i>;
+//   db_h = sum_{b,i} <q_i, dq'_i>.
+// Parameters: s (H; init ssmax_s_init = 0.43, ASSUMED), b (H; init 0, only with ssmax_bias).
+// c_attn rows: [q (C) | k (C) | v (C)].
+#include <cmath>
+
+#include "attention/common.h"
+#include "attention/registry.h"
+
+namespace tda {
+
+namespace {
+
+using namespace attn_util;
+
+class SsmaxAttention final : public AttentionVariant {
+ public:
+  SsmaxAttention(const ModelConfig& m, const AttentionConfig& a)
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
+  std::string kind() const override { return "ssmax"; }
+  int proj_width() const override { return 3 * C_; }
+  std::vector<ParamSpec> extra_params(int) const override {
+    std::vector<ParamSpec> p{{"ssmax_s", {H_}, ParamSpec::Init::kConst, float(cfg_.ssmax_s_init), false}};
+    if (cfg_.ssmax_bias) p.push_back({"ssmax_b", {H_}, ParamSpec::Init::kZeros, 0.f, false});
+    return p;
+  }
+  size_t act_floats(int B, int T) const override {
+    return 5 * size_t(B) * T * C_ + size_t(B) * H_ * T;
+  }
+  size_t scratch_floats(int B, int T) const override { return 4 * size_t(B) * T * C_; }
+
+  void forward(const AttnContext& c, const float* proj, float* y, float* act,
+               const std::vector<float*>& extra) override {
+    Buf s = buffers(act, c.B, c.T);
+    const int W = proj_width();
+    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int bh = 0; bh < c.B * H_; ++bh)
+      for (int i = 0; i < c.T; ++i) {
+        const float f = factor(extra, bh % H_, i);  // q'_i = (s_h log(i+1) + b_h) q_i
+        const size_t off = (size_t(bh) * c.T + i) * D_;
+        for (int d = 0; d < D_; ++d) s.qs[off + d] = f * s.q[off + d];
+      }
+    AttnArgs a = args(c, s);
+    c.ops.attention_forward(a);
+    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
+  }
+
+  void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
+                const std::vector<float*>& extra, const std::vector<float*>& dextra,
+                float* scratch) override {
+    Buf s = buffers(act, c.B, c.T);
+    const size_t n = size_t(c.B) * c.T * C_;
+    float *g = scratch, *dq = g + n, *dk = dq + n, *dv = dk + n;
+    const int W = proj_width();
+    c.ops.split_heads(g, dy, C_, 0, c.B, c.T, H_, D_);
+    AttnArgs a = args(c, s);
+    a.dout = g;
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
+    c.ops.attention_backward(a);
+    // Scalar gradients: one head per iteration, rows summed serially in double (fixed order).
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < H_; ++h) {
+      double ds = 0, db = 0;
+      for (int b = 0; b < c.B; ++b)
+        for (int i = 0; i < c.T; ++i) {
+          const size_t off = ((size_t(b) * H_ + h) * c.T + i) * D_;
+          double qd = 0;
+          for (int d = 0; d < D_; ++d) qd += double(s.q[off + d]) * dq[off + d];
+          ds += std::log(double(i + 1)) * qd;
+          db += qd;
+        }
+      dextra[0][h] += float(ds);
+      if (cfg_.ssmax_bias) dextra[1][h] += float(db);
+    }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int bh = 0; bh < c.B * H_; ++bh)
+      for (int i = 0; i < c.T; ++i) {
+        const float f = factor(extra, bh % H_, i);  // dq = f dq'
+        const size_t off = (size_t(bh) * c.T + i) * D_;
+        for (int d = 0; d < D_; ++d) dq[off + d] *= f;
+      }
+    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+  }
+
+ private:
+  struct Buf {
+    float *q, *qs, *k, *v, *o, *lse;
+  };
+  Buf buffers(float* act, int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, act + 5 * n};
+  }
+  float factor(const std::vector<float*>& extra, int h, int i) const {
+    const float b = cfg_.ssmax_bias ? extra[1][h] : 0.f;
+    return extra[0][h] * std::log(float(i + 1)) + b;  // n_i = i + 1 (paper), log 1 = 0 at i = 0
+  }
+  AttnArgs args(const AttnContext& c, const Buf& s) const {
+    AttnArgs a = make_args(AttnMath::kSoftmax, c.B, H_, c.T, D_, D_, 1.0f / std::sqrt(float(D_)));
+    a.q = s.qs;
+    a.k = s.k;
+    a.v = s.v;
+    a.out = s.o;
+    a.stats = s.lse;
+    return a;
+  }
+  int C_, H_, D_;
+  AttentionConfig cfg_;
+};
+
+}  // namespace
+
+TDA_REGISTER_ATTENTION("ssmax", SsmaxAttention);
+
+}  // namespace tda
