@@ -74,7 +74,7 @@ TEST_CASE("GPT-2 is causal: later tokens do not change earlier losses", "[model]
   CHECK(a == b);
 }
 
-TEST_CASE("init follows GPT-2: std 0.02, residual projections scaled, gains 1", "[model]") {
+TEST_CASE("init follows GPT-2 (std 0.02 and scaled residual projections and unit gains)", "[model]") {
   Config cfg = config_from_json({{"model", {{"n_layer", 4}, {"d_model", 128}, {"n_head", 2}, {"seq_len", 16}}},
                                  {"train", {{"micro_batch", 1}, {"total_batch_tokens", 16}}}},
                                 "test");

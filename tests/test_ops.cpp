@@ -72,7 +72,7 @@ TEST_CASE("matmul backward matches finite differences", "[ops]") {
   for (size_t i = 0; i < dW.size(); ++i) CHECK(dW[i] == Approx(2 * dW1[i]));
 }
 
-TEST_CASE("rope backward is the transpose rotation; rope preserves norms", "[ops]") {
+TEST_CASE("rope backward is the transpose rotation and rope preserves norms", "[ops]") {
   CpuOps ops;
   const int B = 2, T = 9, H = 3, D = 8, row = 40, col0 = 4, half = D / 2;
   std::vector<float> cosv(T * half), sinv(T * half);
@@ -104,7 +104,7 @@ TEST_CASE("rope backward is the transpose rotation; rope preserves norms", "[ops
   CHECK(fd_directional(x.data(), x.size(), dx.data(), loss, 17).rel_err < kTol);
 }
 
-TEST_CASE("fused LM head + cross-entropy: loss and gradients, padded vocab excluded", "[ops]") {
+TEST_CASE("fused LM head + cross-entropy loss and gradients exclude the padded vocab", "[ops]") {
   CpuOps ops;
   const int N = 6, C = 10, Vp = 24, Vr = 19;
   auto x = random_vec(N * C, 18), W = random_vec(Vp * C, 19);
@@ -138,7 +138,7 @@ TEST_CASE("fused LM head + cross-entropy: loss and gradients, padded vocab exclu
     for (int c = 0; c < C; ++c) CHECK(dW[v * C + c] == 0.f);  // padded rows get no gradient
 }
 
-TEST_CASE("AdamW matches the scalar definition; decay only where asked", "[ops]") {
+TEST_CASE("AdamW matches the scalar definition", "[ops]") {
   CpuOps ops;
   std::vector<float> p = {1.f, -2.f}, g = {0.5f, 0.25f}, m = {0.1f, 0.f}, v = {0.01f, 0.f};
   const float lr = 0.1f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;

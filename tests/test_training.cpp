@@ -149,7 +149,7 @@ TEST_CASE("bad input: one-line errors and non-zero exit", "[training][badinput]"
   one_line_error("sample --checkpoint " + ck + " --tokens 2", "has shape [7,7], expected [512,128]");
 }
 
-TEST_CASE("NaN loss stops training with a clear error; earlier checkpoints stay intact", "[training][badinput]") {
+TEST_CASE("NaN loss stops training with a clear error and earlier checkpoints stay intact", "[training][badinput]") {
   REQUIRE(data_present());
   TempDir dir;
   std::string out;
@@ -169,7 +169,7 @@ TEST_CASE("NaN loss stops training with a clear error; earlier checkpoints stay 
   CHECK(read_file_bytes(ck + "/model.safetensors") == before);
 }
 
-TEST_CASE("SIGTERM finishes the step, checkpoints and exits 0", "[training]") {
+TEST_CASE("SIGTERM finishes the step then checkpoints and exits 0", "[training]") {
   REQUIRE(data_present());
   TempDir dir;
   pid_t pid = fork();
