@@ -141,7 +141,7 @@ TEST_CASE("tokenizer: heap merge equals the scan merge", "[tokenizer]") {
     vocab.insert(s, hash_bytes(s.data(), s.size()), &id, 1);
   }
   PairRanks ranks;
-  ranks.reserve(400000);
+  ranks.reserve(110000);
   for (int32_t id = 0; id < 50256; ++id) {
     const std::string& s = token_bytes[size_t(id)];
     StringTable::Span l, r;

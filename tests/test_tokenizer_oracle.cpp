@@ -113,29 +113,12 @@ TEST_CASE("tokenizer oracle: invalid UTF-8 matches decode(errors='replace')", "[
     return;
   }
   // Random mixes of ASCII words, valid multi-byte characters and broken sequences.
-  const char* frags[] = {"word",
-                         " ",
-                         "  ",
-                         "\n",
-                         "'s",
-                         "12",
-                         "\xC3\xA9",
-                         "\xE6\x97\xA5",
-                         "\xF0\x9F\x98\x80",
-                         "\x80",
-                         "\xBF",
-                         "\xC0",
-                         "\xC1\x81",
-                         "\xE2\x82",
-                         "\xED\xA0\x80",
-                         "\xF0\x9F",
-                         "\xF4\x90\x80\x80",
-                         "\xF8\x88\x80\x80",
-                         "\xFF",
-                         "\xFE",
-                         "\xE0\x80\x80",
-                         "\xEF\xBF\xBD",
-                         "<|endoftext|>"};
+  // clang-format off
+  const char* frags[] = {"word", " ", "  ", "\n", "\t", "'s", "12", "\x01", "\xC3\xA9",
+                         "\xE6\x97\xA5", "\xF0\x9F\x98\x80", "\x80", "\xBF", "\xC0", "\xC1\x81", "\xE2\x82",
+                         "\xED\xA0\x80", "\xF0\x9F", "\xF4\x90\x80\x80", "\xF8\x88\x80\x80", "\xFF",
+                         "\xFE", "\xE0\x80\x80", "\xEF\xBF\xBD", "<|endoftext|>"};
+  // clang-format on
   std::mt19937 rng(1234);
   std::string text;
   for (int i = 0; i < 20000; ++i) text += frags[rng() % (sizeof frags / sizeof *frags)];

@@ -66,48 +66,76 @@ uint64_t hash_bytes(const char* p, size_t n) {
 StringTable::StringTable(size_t expected) {
   size_t cap = 16;
   while (cap < expected * 2) cap <<= 1;
-  slots_.assign(cap, Slot{0, 0, UINT32_MAX, 0, 0});
+  slots_.assign(cap, Slot{});
 }
 
 void StringTable::clear() {
-  std::fill(slots_.begin(), slots_.end(), Slot{0, 0, UINT32_MAX, 0, 0});
+  std::fill(slots_.begin(), slots_.end(), Slot{});
   keys_.clear();
   vals_.clear();
   size_ = 0;
 }
 
+void StringTable::load_head(std::string_view key, uint64_t head[2]) {
+  char buf[16] = {};
+  std::memcpy(buf, key.data(), std::min<size_t>(key.size(), 16));
+  std::memcpy(head, buf, 16);
+}
+
 bool StringTable::find(std::string_view key, uint64_t hash, Span* out) const {
+  uint64_t head[2];
+  load_head(key, head);
   size_t mask = slots_.size() - 1;
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
-    if (s.key_len == UINT32_MAX) return false;
-    if (s.hash == hash && s.key_len == key.size() &&
-        std::memcmp(keys_.data() + s.key_off, key.data(), key.size()) == 0) {
-      *out = Span{vals_.data() + s.val_off, s.val_len};
+    if (s.key_len == 0) return false;
+    if (s.hash == uint32_t(hash >> 32) && s.key_len == key.size() && s.head[0] == head[0] &&
+        s.head[1] == head[1] &&
+        (key.size() <= 16 ||
+         std::memcmp(keys_.data() + s.key_off, key.data() + 16, key.size() - 16) == 0)) {
+      *out = s.val_len == 1 ? Span{reinterpret_cast<const int32_t*>(&s.val), 1}
+                            : Span{vals_.data() + s.val, s.val_len};
       return true;
     }
   }
 }
 
 void StringTable::insert(std::string_view key, uint64_t hash, const int32_t* vals, uint32_t n) {
+  if (key.empty() || key.size() > kMaxKey || n > kMaxKey) return;
   if ((size_ + 1) * 2 > slots_.size()) grow();
   size_t mask = slots_.size() - 1;
   size_t i = hash & mask;
-  while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & mask;
-  slots_[i] = Slot{hash, uint32_t(keys_.size()), uint32_t(key.size()), uint32_t(vals_.size()), n};
-  keys_.append(key.data(), key.size());
-  vals_.insert(vals_.end(), vals, vals + n);
+  while (slots_[i].key_len != 0) i = (i + 1) & mask;
+  Slot& s = slots_[i];
+  s.hash = uint32_t(hash >> 32);
+  s.key_len = uint16_t(key.size());
+  load_head(key, s.head);
+  s.key_off = uint32_t(keys_.size());
+  if (key.size() > 16) keys_.append(key.data() + 16, key.size() - 16);
+  s.val_len = uint16_t(n);
+  if (n == 1) {
+    s.val = uint32_t(vals[0]);
+  } else {
+    s.val = uint32_t(vals_.size());
+    vals_.insert(vals_.end(), vals, vals + n);
+  }
   ++size_;
 }
 
 void StringTable::grow() {
-  std::vector<Slot> old(slots_.size() * 2, Slot{0, 0, UINT32_MAX, 0, 0});
+  // Slots carry only the high hash half, so re-place them by rehashing the stored key bytes.
+  std::vector<Slot> old(slots_.size() * 2, Slot{});
   old.swap(slots_);
   size_t mask = slots_.size() - 1;
+  std::string key;
   for (const Slot& s : old) {
-    if (s.key_len == UINT32_MAX) continue;
-    size_t i = s.hash & mask;
-    while (slots_[i].key_len != UINT32_MAX) i = (i + 1) & mask;
+    if (s.key_len == 0) continue;
+    char head[16];
+    std::memcpy(head, s.head, 16);
+    key.assign(head, std::min<size_t>(s.key_len, 16));
+    if (s.key_len > 16) key.append(keys_.data() + s.key_off, s.key_len - 16u);
+    size_t i = hash_bytes(key.data(), key.size()) & mask;
+    while (slots_[i].key_len != 0) i = (i + 1) & mask;
     slots_[i] = s;
   }
 }
@@ -117,20 +145,24 @@ void StringTable::grow() {
 void PairRanks::reserve(size_t n) {
   size_t cap = 16;
   while (cap < n * 2) cap <<= 1;
-  keys_.assign(cap, kEmpty);
-  ranks_.assign(cap, -1);
+  slots_.assign(cap, Slot{});
   size_ = 0;
 }
 
 void PairRanks::insert(int32_t a, int32_t b, int32_t rank) {
-  uint64_t key = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
-  size_t mask = keys_.size() - 1;
-  size_t i = mix(key) & mask;
-  while (keys_[i] != kEmpty && keys_[i] != key) i = (i + 1) & mask;
-  if (keys_[i] == kEmpty) ++size_;
-  keys_[i] = key;
+  if ((size_ + 1) * 2 > slots_.size()) {  // keep the load factor <= 1/2
+    std::vector<Slot> old;
+    old.swap(slots_);
+    reserve(old.size());
+    for (const Slot& s : old)
+      if (s.a >= 0) insert(s.a, s.b, s.rank);
+  }
+  size_t mask = slots_.size() - 1;
+  size_t i = mix(a, b) & mask;
+  while (slots_[i].a >= 0 && !(slots_[i].a == a && slots_[i].b == b)) i = (i + 1) & mask;
+  if (slots_[i].a < 0) ++size_;
   // A pair can only concatenate to one byte string, hence to one rank.
-  ranks_[i] = rank;
+  slots_[i] = Slot{a, b, rank};
 }
 
 // ---- merging ----

@@ -18,27 +18,38 @@ int gpt2_unicode_to_byte(uint32_t cp);
 
 uint64_t hash_bytes(const char* p, size_t n);
 
-// Open-addressing hash table from byte strings to a span of int32 values, with keys and values
-// stored in flat arenas (no allocation per entry, lookups by string_view without a copy).
+// Open-addressing hash table from byte strings to a span of int32 values. Built for the encode
+// hot path, where a lookup is mostly a cache miss: a slot is 32 bytes (two per cache line) and
+// holds the first 16 key bytes inline, so a key of <= 16 bytes (nearly every piece) is compared
+// without touching the key arena, and a single value (a whole-token piece) lives in the slot.
 class StringTable {
  public:
   struct Span {
     const int32_t* data;
     uint32_t size;
   };
+  static constexpr size_t kMaxKey = 65535;  // insert() ignores longer keys
   explicit StringTable(size_t expected = 1024);
-  // Returns false (and leaves *out untouched) when the key is absent.
+  // Returns false (and leaves *out untouched) when the key is absent. *out stays valid until the
+  // next insert or clear.
   bool find(std::string_view key, uint64_t hash, Span* out) const;
   void insert(std::string_view key, uint64_t hash, const int32_t* vals, uint32_t n);
+  // Starts loading the slot a find(hash) would probe first.
+  void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]); }
   size_t size() const { return size_; }
-  size_t bytes() const { return keys_.size() + 4 * vals_.size() + sizeof(Slot) * slots_.size(); }
   void clear();
 
  private:
   struct Slot {
-    uint64_t hash;
-    uint32_t key_off, key_len, val_off, val_len;  // key_len == UINT32_MAX marks an empty slot
+    uint32_t hash;     // high half of the 64-bit hash (the low half picks the slot)
+    uint16_t key_len;  // 0 marks an empty slot (the empty key is never stored)
+    uint16_t val_len;  // a piece of <= 65535 bytes has <= 65535 tokens
+    uint32_t key_off;  // rest of a key longer than 16 bytes, in keys_
+    uint32_t val;      // the value itself when val_len == 1, else its offset in vals_
+    uint64_t head[2];  // first 16 key bytes, zero padded
   };
+  static_assert(sizeof(Slot) == 32, "two slots per cache line");
+  static void load_head(std::string_view key, uint64_t head[2]);
   void grow();
   std::vector<Slot> slots_;
   std::string keys_;
@@ -54,24 +65,26 @@ class PairRanks {
   void reserve(size_t n);
   void insert(int32_t a, int32_t b, int32_t rank);
   int32_t find(int32_t a, int32_t b) const {  // -1 if the pair never merges
-    uint64_t key = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
-    size_t mask = keys_.size() - 1;
-    for (size_t i = mix(key) & mask;; i = (i + 1) & mask) {
-      if (keys_[i] == key) return ranks_[i];
-      if (keys_[i] == kEmpty) return -1;
+    size_t mask = slots_.size() - 1;
+    for (size_t i = mix(a, b) & mask;; i = (i + 1) & mask) {
+      const Slot& s = slots_[i];
+      if (s.a == a && s.b == b) return s.rank;
+      if (s.a < 0) return -1;
     }
   }
   size_t size() const { return size_; }
 
  private:
-  static constexpr uint64_t kEmpty = ~uint64_t(0);
-  static uint64_t mix(uint64_t k) {
+  struct Slot {  // 12 bytes: key and value in one cache line
+    int32_t a = -1, b = -1, rank = -1;
+  };
+  static uint64_t mix(int32_t a, int32_t b) {
+    uint64_t k = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
     k ^= k >> 29;
     k *= 0xbf58476d1ce4e5b9ull;
     return k ^ (k >> 32);
   }
-  std::vector<uint64_t> keys_;
-  std::vector<int32_t> ranks_;
+  std::vector<Slot> slots_;
   size_t size_ = 0;
 };
 
