@@ -84,8 +84,8 @@ TEST_CASE("attention: entmax matches the entmax package (entmax15) forward and b
       }
       // fp32 kernel vs float64 oracle: scores carry ~1e-6 relative error, the support boundary
       // is exact in both, so agreement to 1e-4 of the largest entry is expected.
-      INFO((bisect ? "bisect " : "sort ") << names[t] << ": max abs err " << err << " of scale "
-                                          << scale);
+      INFO((bisect ? "bisect " : "sort ")
+           << names[t] << ": max abs err " << err << " of scale " << scale);
       CHECK(err <= 1e-4 * scale + 1e-6);
     }
   }

@@ -31,9 +31,9 @@ double kStep = 1e-3;
 constexpr double kRtol = 1e-2;
 constexpr double kAtol = 1e-3;
 
-const std::vector<std::string> kKinds = {"softmax", "gated_softmax", "ssmax",     "entmax",
-                                         "lssa",    "rela",          "diff_softmax", "dex",
-                                         "diff_rela", "tra",         "tda"};
+const std::vector<std::string> kKinds = {"softmax",   "gated_softmax", "ssmax",        "entmax",
+                                         "lssa",      "rela",          "diff_softmax", "dex",
+                                         "diff_rela", "tra",           "tda"};
 
 // Column groups (q/k pairs) whose token-0 rows we tie so that row 0 has no survivors:
 // s_00 = <q_0, k_0> with q_0 = -k_0 (RoPE is the identity at position 0).
@@ -53,8 +53,8 @@ std::vector<Group> groups(const AttnHarness& h) {
   std::vector<Group> g;
   const int C = h.cfg.model.d_model, W = h.var->proj_width();
   for (int c0 = 0; c0 < W; c0 += C)
-    g.push_back({"proj[" + std::to_string(c0) + ":" + std::to_string(std::min(W, c0 + C)) + ")",
-                 -1, c0, std::min(W, c0 + C)});
+    g.push_back({"proj[" + std::to_string(c0) + ":" + std::to_string(std::min(W, c0 + C)) + ")", -1,
+                 c0, std::min(W, c0 + C)});
   for (size_t p = 0; p < h.specs.size(); ++p) g.push_back({h.specs[p].name, int(p), 0, 0});
   return g;
 }
@@ -214,8 +214,7 @@ TEST_CASE("attention: threshold kinds with many empty rows keep exact, finite gr
   }
 }
 
-TEST_CASE("attention: outputs at or before i ignore proj rows after i (causality)",
-          "[attention]") {
+TEST_CASE("attention: outputs at or before i ignore proj rows after i (causality)", "[attention]") {
   for (const auto& kind : kKinds) {
     if (!registered(kind)) continue;
     Config cfg = attn_test_config(kind);

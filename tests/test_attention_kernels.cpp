@@ -227,7 +227,8 @@ TEST_CASE("attention kernels: dead tiles are skipped and change nothing", "[atte
       a.tiles_skipped = &skipped[ns];
       a.tiles_total = &total[ns];
       ops.attention_forward(a);
-      std::vector<float> dq(n), dk(n), dv(n), dq2(n), dk2(n), dtau(static_cast<size_t>(T)), dlam(static_cast<size_t>(T));
+      std::vector<float> dq(n), dk(n), dv(n), dq2(n), dk2(n), dtau(static_cast<size_t>(T)),
+          dlam(static_cast<size_t>(T));
       a.dout = c.R.data();
       a.dq = dq.data();
       a.dk = dk.data();
@@ -251,10 +252,10 @@ TEST_CASE("attention kernels: dead tiles are skipped and change nothing", "[atte
 
 TEST_CASE("attention: every config file loads and builds its variant", "[attention]") {
   for (const std::string dir : {"tiny", "gpt2_162m"})
-    for (const std::string kind :
-         {"softmax", "gated_softmax", "ssmax", "entmax", "lssa", "rela", "diff_softmax", "dex",
-          "diff_rela", "tra", "tda"}) {
-      const std::string path = std::string(TDA_SOURCE_DIR) + "/configs/" + dir + "/" + kind + ".json";
+    for (const std::string kind : {"softmax", "gated_softmax", "ssmax", "entmax", "lssa", "rela",
+                                   "diff_softmax", "dex", "diff_rela", "tra", "tda"}) {
+      const std::string path =
+          std::string(TDA_SOURCE_DIR) + "/configs/" + dir + "/" + kind + ".json";
       INFO(path);
       Config c = load_config(path);
       CHECK(c.attention.kind == kind);

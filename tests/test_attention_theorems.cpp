@@ -85,7 +85,9 @@ Run run_survivors(AttnMath m, int H, int T, int d, uint64_t seed) {
   return r;
 }
 
-bool verbose() { return std::getenv("TDA_TEST_VERBOSE") != nullptr; }
+bool verbose() {
+  return std::getenv("TDA_TEST_VERBOSE") != nullptr;
+}
 
 }  // namespace
 
@@ -94,7 +96,8 @@ TEST_CASE("attention theorem: TRA keeps <= kappa spurious survivors per row up t
   const int H = 4, T = 4096, d = 64;
   Run r = run_survivors(AttnMath::kThreshold, H, T, d, 2024);
   const std::vector<double> P = cos_tails(r.tau, d);
-  if (verbose()) std::printf("TRA  rows i in [lo, hi]   mean survivors   exact E   bound kappa=1\n");
+  if (verbose())
+    std::printf("TRA  rows i in [lo, hi]   mean survivors   exact E   bound kappa=1\n");
   for (int lo = 0; lo < T; lo = 2 * lo + 1) {
     const int hi = std::min(T - 1, 2 * lo);  // bins [0,0], [1,2], [3,6], ..., [2047, 4094], [4095]
     double obs = 0, expct = 0;
@@ -110,7 +113,7 @@ TEST_CASE("attention theorem: TRA keeps <= kappa spurious survivors per row up t
       std::printf("TRA  [%4d, %4d]            %.4f           %.4f    1\n", lo, hi, mean,
                   expct / nrows);
     INFO("rows [" << lo << ", " << hi << "]: mean " << mean << ", exact " << expct / nrows);
-    CHECK(mean <= 1.0);                                          // the theorem (kappa = 1)
+    CHECK(mean <= 1.0);                                         // the theorem (kappa = 1)
     CHECK(std::fabs(obs - expct) <= 4 * std::sqrt(expct) + 1);  // and the exact expectation
     if (hi == T - 1) break;
   }
@@ -121,8 +124,9 @@ TEST_CASE("attention theorem: TDA consensus survivors track kappa^2/(i+1)", "[at
   Run r = run_survivors(AttnMath::kDiffThreshold, H, T, d, 7);
   const std::vector<double> P = cos_tails(r.tau, d);
   if (verbose())
-    std::printf("TDA  rows i in [lo, hi]   consensus/row   exact E     kappa^2/(i+1)   "
-                "view1/row\n");
+    std::printf(
+        "TDA  rows i in [lo, hi]   consensus/row   exact E     kappa^2/(i+1)   "
+        "view1/row\n");
   for (int lo = 0; lo < T; lo = 2 * lo + 1) {
     const int hi = std::min(T - 1, 2 * lo);
     double obs = 0, expct = 0, bound = 0, v1 = 0;
@@ -140,10 +144,10 @@ TEST_CASE("attention theorem: TDA consensus survivors track kappa^2/(i+1)", "[at
     if (verbose())
       std::printf("TDA  [%4d, %4d]            %.5f         %.5f     %.5f         %.4f\n", lo, hi,
                   obs / nrows, expct / nrows, bound / nrows, v1 / nrows);
-    INFO("rows [" << lo << ", " << hi << "]: consensus " << obs << ", exact " << expct
-                  << ", bound " << bound);
-    CHECK(expct <= bound);                                       // the theorem, exactly
-    CHECK(obs <= bound + 4 * std::sqrt(bound) + 1);              // measured against the bound
+    INFO("rows [" << lo << ", " << hi << "]: consensus " << obs << ", exact " << expct << ", bound "
+                  << bound);
+    CHECK(expct <= bound);                                      // the theorem, exactly
+    CHECK(obs <= bound + 4 * std::sqrt(bound) + 1);             // measured against the bound
     CHECK(std::fabs(obs - expct) <= 4 * std::sqrt(expct) + 1);  // and against the expectation
     if (hi == T - 1) break;
   }

@@ -60,11 +60,21 @@ struct AttnHarness {
       std::vector<float> p(n);
       for (auto& x : p) {
         switch (s.init) {
-          case ParamSpec::Init::kNormal: x = s.a * rng.normal(); break;
-          case ParamSpec::Init::kZeros: x = 0.f; break;
-          case ParamSpec::Init::kOnes: x = 1.f; break;
-          case ParamSpec::Init::kConst: x = s.a; break;
-          case ParamSpec::Init::kUniform: x = s.a * (2.f * rng.uniform() - 1.f); break;
+          case ParamSpec::Init::kNormal:
+            x = s.a * rng.normal();
+            break;
+          case ParamSpec::Init::kZeros:
+            x = 0.f;
+            break;
+          case ParamSpec::Init::kOnes:
+            x = 1.f;
+            break;
+          case ParamSpec::Init::kConst:
+            x = s.a;
+            break;
+          case ParamSpec::Init::kUniform:
+            x = s.a * (2.f * rng.uniform() - 1.f);
+            break;
         }
       }
       params.push_back(p);

@@ -22,9 +22,13 @@ void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, 
 void threshold_c(float* c, int T, double kappa, int d);
 
 // Diff Transformer depth schedule, layer 0-indexed: lambda_init = 0.8 - 0.6 exp(-0.3 layer).
-inline float diff_lambda_init(int layer) { return 0.8f - 0.6f * std::exp(-0.3f * float(layer)); }
+inline float diff_lambda_init(int layer) {
+  return 0.8f - 0.6f * std::exp(-0.3f * float(layer));
+}
 
-inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+inline float sigmoid(float x) {
+  return 1.f / (1.f + std::exp(-x));
+}
 
 // sum_n x[n] in double, serially (fixed order).
 double serial_sum(const float* x, size_t n);

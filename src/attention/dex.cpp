@@ -1,8 +1,9 @@
 // `dex`: Differential Extension applied from scratch (Kong, Jang, Kwak 2025; attention-variants.md
 // §8; the whole from-scratch recipe is ASSUMED).
 //   o_i = softmax attention output of head h;  o'_i = o_i - lambda(t) f_D(o_i),  f_D(o) = o M^T
-//   lambda(t) = (1 - alpha_t)(t / T_a) lambda_init(l) + alpha_t lambda_learn,  alpha_t = min(1, t/T_a)
-//   T_a = dex_anneal_steps (715, ASSUMED), t = optimizer step, lambda_init the Diff schedule.
+//   lambda(t) = (1 - alpha_t)(t / T_a) lambda_init(l) + alpha_t lambda_learn,  alpha_t = min(1,
+//   t/T_a) T_a = dex_anneal_steps (715, ASSUMED), t = optimizer step, lambda_init the Diff
+//   schedule.
 // Parameters: dex_W (d x d, stored as a Linear weight M = W_D^T so that f_D(o) = o W_D = o M^T;
 // init 0, a matrix: weight decay), dex_lambda (1, init 0, no clamp). Shared by the heads.
 // W_D = 0 with lambda = 0 is stationary; the annealed lambda_init term moves training off it.

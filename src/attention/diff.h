@@ -2,13 +2,14 @@
 // `diff_rela` (the same construction with ReLU weights; §9, ASSUMED layout).
 // Heads: H' = H/2. q and k have C columns = 2H' components of d' = C/H; components 2h and 2h+1
 // are head h's (q1, q2) and (k1, k2). v has H' heads of width 2d'.
-//   diff_softmax: A^t = softmax_j(q^t_i.k^t_j / sqrt(d'));  diff_rela: a^t = max(q^t.k^t/sqrt(d'), 0)
-//   lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init,  lambda_init = 0.8 - 0.6 exp(-0.3 layer)
+//   diff_softmax: A^t = softmax_j(q^t_i.k^t_j / sqrt(d'));  diff_rela: a^t = max(q^t.k^t/sqrt(d'),
+//   0) lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init,  lambda_init = 0.8 - 0.6 exp(-0.3 layer)
 //   o^_i = sum_j (a^1_ij - lambda a^2_ij) v_j  (2d');  y_i = (1 - lambda_init) HeadRMSNorm(o^_i)
 // Parameters: lambda_q1, lambda_k1, lambda_q2, lambda_k2 (d', N(0, 0.1^2)), gamma (2d', ones);
 // shared by the heads of a layer. Norm eps = head_norm_eps (1e-5).
 // Backward: g^ = (1 - lambda_init) RMSNorm-backward(dy);  the kernel returns per-row dlambda;
-//   dlq1 = dlambda e^{lq1.lk1} lk1,  dlk1 = dlambda e^{lq1.lk1} lq1,  dlq2 = -dlambda e^{lq2.lk2} lk2, ...
+//   dlq1 = dlambda e^{lq1.lk1} lk1,  dlk1 = dlambda e^{lq1.lk1} lq1,  dlq2 = -dlambda e^{lq2.lk2}
+//   lk2, ...
 #pragma once
 #include <cmath>
 #include <string>
@@ -26,7 +27,10 @@ using namespace attn_util;
 class DiffAttention : public AttentionVariant {
  public:
   DiffAttention(const ModelConfig& m, const AttentionConfig& a, bool relu)
-      : C_(m.d_model), Hp_(m.n_head / 2), D_(m.head_dim()), eps_(float(a.head_norm_eps)),
+      : C_(m.d_model),
+        Hp_(m.n_head / 2),
+        D_(m.head_dim()),
+        eps_(float(a.head_norm_eps)),
         relu_(relu) {
     TDA_CHECK(m.n_head % 2 == 0, std::string("config: attention.kind ") + kind() +
                                      " needs an even model.n_head (heads are paired)");
@@ -35,8 +39,10 @@ class DiffAttention : public AttentionVariant {
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     using I = ParamSpec::Init;
-    return {{"lambda_q1", {D_}, I::kNormal, 0.1f, false}, {"lambda_k1", {D_}, I::kNormal, 0.1f, false},
-            {"lambda_q2", {D_}, I::kNormal, 0.1f, false}, {"lambda_k2", {D_}, I::kNormal, 0.1f, false},
+    return {{"lambda_q1", {D_}, I::kNormal, 0.1f, false},
+            {"lambda_k1", {D_}, I::kNormal, 0.1f, false},
+            {"lambda_q2", {D_}, I::kNormal, 0.1f, false},
+            {"lambda_k2", {D_}, I::kNormal, 0.1f, false},
             {"gamma", {2 * D_}, I::kOnes, 0.f, false}};
   }
   size_t act_floats(int B, int T) const override {

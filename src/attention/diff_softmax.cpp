@@ -6,7 +6,8 @@
 namespace tda {
 namespace {
 struct DiffSoftmaxAttention final : attn_diff::DiffAttention {
-  DiffSoftmaxAttention(const ModelConfig& m, const AttentionConfig& a) : DiffAttention(m, a, false) {}
+  DiffSoftmaxAttention(const ModelConfig& m, const AttentionConfig& a)
+      : DiffAttention(m, a, false) {}
 };
 }  // namespace
 TDA_REGISTER_ATTENTION("diff_softmax", DiffSoftmaxAttention);

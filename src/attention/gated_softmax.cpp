@@ -1,8 +1,8 @@
 // `gated_softmax`: softmax attention with a sigmoid gate on each head's output (G1; Qiu et al.
 // 2025; attention-variants.md §2).
-//   o_i = softmax attention output;  z_i = x_i W_theta (fused into c_attn);  y_i = o_i * sigmoid(z_i)
-//   gate_shape "elementwise" (default, ASSUMED): one gate per channel, z has C columns;
-//   "headwise": one gate per head, z has H columns broadcast over the head's d channels.
+//   o_i = softmax attention output;  z_i = x_i W_theta (fused into c_attn);  y_i = o_i *
+//   sigmoid(z_i) gate_shape "elementwise" (default, ASSUMED): one gate per channel, z has C
+//   columns; "headwise": one gate per head, z has H columns broadcast over the head's d channels.
 // c_attn rows: [q (C) | k (C) | v (C) | z (C or H)]; W_theta lives in c_attn (init like W_Q,
 // no bias: ASSUMED). No extra tensors.
 // Backward (gam = sigmoid(z)): g = dy * gam into the softmax backward;
@@ -95,7 +95,9 @@ class GatedSoftmaxAttention final : public AttentionVariant {
     const size_t n = size_t(B) * T * C_;
     return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
   }
-  int gate_col(int ch) const { return headwise_ ? ch / D_ : ch; }
+  int gate_col(int ch) const {
+    return headwise_ ? ch / D_ : ch;
+  }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
     AttnArgs a = make_args(AttnMath::kSoftmax, c.B, H_, c.T, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;

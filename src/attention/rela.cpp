@@ -34,8 +34,10 @@ class RelaAttention final : public AttentionVariant {
     else if (a.rela_norm == "layernorm")
       norm_ = Norm::kLayer;
     else
-      throw Error("config: attention.rela_norm must be \"gated_rmsnorm\", \"rmsnorm\" or "
-                  "\"layernorm\", got \"" + a.rela_norm + "\"");
+      throw Error(
+          "config: attention.rela_norm must be \"gated_rmsnorm\", \"rmsnorm\" or "
+          "\"layernorm\", got \"" +
+          a.rela_norm + "\"");
   }
   std::string kind() const override { return "rela"; }
   int proj_width() const override { return 3 * C_; }

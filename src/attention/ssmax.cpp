@@ -23,7 +23,8 @@ class SsmaxAttention final : public AttentionVariant {
   std::string kind() const override { return "ssmax"; }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
-    std::vector<ParamSpec> p{{"ssmax_s", {H_}, ParamSpec::Init::kConst, float(cfg_.ssmax_s_init), false}};
+    std::vector<ParamSpec> p{
+        {"ssmax_s", {H_}, ParamSpec::Init::kConst, float(cfg_.ssmax_s_init), false}};
     if (cfg_.ssmax_bias) p.push_back({"ssmax_b", {H_}, ParamSpec::Init::kZeros, 0.f, false});
     return p;
   }

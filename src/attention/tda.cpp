@@ -29,7 +29,8 @@ class TdaAttention final : public AttentionVariant {
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p;
     p.push_back({"lambda", {1}, ParamSpec::Init::kConst, float(cfg_.lambda_init), false});
-    if (cfg_.learn_beta) p.push_back({"beta", {1}, ParamSpec::Init::kConst, float(cfg_.beta), false});
+    if (cfg_.learn_beta)
+      p.push_back({"beta", {1}, ParamSpec::Init::kConst, float(cfg_.beta), false});
     p.push_back({"gamma", {D_}, ParamSpec::Init::kOnes, 0.f, false});
     return p;
   }
@@ -109,8 +110,8 @@ class TdaAttention final : public AttentionVariant {
   Buf buffers(float* act, int B, int T) const {
     const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
     float* p = act + 6 * n;
-    return Buf{act,  act + n,       act + 2 * n,   act + 3 * n,   act + 4 * n,   act + 5 * n,
-               p,    p + nr,        p + 2 * nr,    p + 3 * nr,    p + 4 * nr,    p + 5 * nr};
+    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, act + 5 * n,
+               p,   p + nr,  p + 2 * nr,  p + 3 * nr,  p + 4 * nr,  p + 5 * nr};
   }
   int gi() const { return cfg_.learn_beta ? 2 : 1; }  // index of gamma in extra
   float beta_value(const std::vector<float*>& extra) const {

@@ -25,7 +25,8 @@ class TraAttention final : public AttentionVariant {
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p;
-    if (cfg_.learn_beta) p.push_back({"beta", {1}, ParamSpec::Init::kConst, float(cfg_.beta), false});
+    if (cfg_.learn_beta)
+      p.push_back({"beta", {1}, ParamSpec::Init::kConst, float(cfg_.beta), false});
     p.push_back({"gamma", {D_}, ParamSpec::Init::kOnes, 0.f, false});
     return p;
   }
@@ -54,7 +55,8 @@ class TraAttention final : public AttentionVariant {
     c.ops.attention_forward(a);
     // y = HeadRMSNorm(o): merge first, then normalise each (token, head) row of D in place
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
-    c.ops.rmsnorm_forward(y, s.rstd, y, gamma(extra), c.B * c.T * H_, D_, float(cfg_.head_norm_eps));
+    c.ops.rmsnorm_forward(y, s.rstd, y, gamma(extra), c.B * c.T * H_, D_,
+                          float(cfg_.head_norm_eps));
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
@@ -101,7 +103,9 @@ class TraAttention final : public AttentionVariant {
   float beta_value(const std::vector<float*>& extra) const {
     return cfg_.learn_beta ? extra[0][0] : float(cfg_.beta);
   }
-  const float* gamma(const std::vector<float*>& extra) const { return extra[cfg_.learn_beta ? 1 : 0]; }
+  const float* gamma(const std::vector<float*>& extra) const {
+    return extra[cfg_.learn_beta ? 1 : 0];
+  }
   float* dgamma(const std::vector<float*>& dextra) const { return dextra[cfg_.learn_beta ? 1 : 0]; }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
     AttnArgs a = make_args(AttnMath::kThreshold, c.B, H_, c.T, D_, D_, 1.0f);  // cosine scores

@@ -319,7 +319,8 @@ AttnArgs relu_args(const AttnArgs& in) {
 
 void CpuOps::attention_forward(const AttnArgs& in) {
   check_args(in);
-  const AttnArgs a = (in.math == AttnMath::kRelu || in.math == AttnMath::kDiffRelu) ? relu_args(in) : in;
+  const AttnArgs a =
+      (in.math == AttnMath::kRelu || in.math == AttnMath::kDiffRelu) ? relu_args(in) : in;
   using namespace attn;
   switch (a.math) {
     case AttnMath::kSoftmax:
@@ -342,7 +343,8 @@ void CpuOps::attention_forward(const AttnArgs& in) {
 
 void CpuOps::attention_backward(const AttnArgs& in) {
   check_args(in);
-  const AttnArgs a = (in.math == AttnMath::kRelu || in.math == AttnMath::kDiffRelu) ? relu_args(in) : in;
+  const AttnArgs a =
+      (in.math == AttnMath::kRelu || in.math == AttnMath::kDiffRelu) ? relu_args(in) : in;
   TDA_CHECK(a.dout && a.dq && a.dk && a.dv, "attention: backward needs dout, dq, dk, dv");
   if (attn_two_views(a.math)) TDA_CHECK(a.dq2 && a.dk2, "attention: two-view math needs dq2, dk2");
   using namespace attn;
