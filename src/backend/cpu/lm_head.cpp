@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/fast_exp.h"
 
 namespace tda {
 
@@ -18,7 +19,11 @@ constexpr int kChunkRows = 256;
 void CpuOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
                           const int32_t* targets, int N, int C, int V_padded, int V_real,
                           float grad_scale) {
-  std::vector<float> logits(size_t(std::min(N, kChunkRows)) * V_padded);
+  // Reused across calls: a fresh 50 MB buffer per call costs more in page faults than the
+  // softmax itself.
+  static thread_local std::vector<float> logits;
+  const size_t need = size_t(std::min(N, kChunkRows)) * V_padded;
+  if (logits.size() < need) logits.resize(need);
   for (int n0 = 0; n0 < N; n0 += kChunkRows) {
     int rows = std::min(kChunkRows, N - n0);
     const float* xc = x + size_t(n0) * C;
@@ -28,14 +33,23 @@ void CpuOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, c
     for (int r = 0; r < rows; ++r) {
       float* l = logits.data() + size_t(r) * V_padded;
       float mx = -INFINITY;
-      for (int v = 0; v < V_real; ++v) mx = std::max(mx, l[v]);
-      double sum = 0.0;
-      for (int v = 0; v < V_real; ++v) sum += std::exp(double(l[v] - mx));
-      float lse = mx + float(std::log(sum));
-      int tgt = targets[n0 + r];
-      losses[n0 + r] = lse - l[tgt];
+#pragma omp simd reduction(max : mx)
+      for (int v = 0; v < V_real; ++v) mx = l[v] > mx ? l[v] : mx;
+      const int tgt = targets[n0 + r];
+      const float target_logit = l[tgt];
+      // One exponential per logit, kept in place for the gradient.
+      float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+      for (int v = 0; v < V_real; ++v) {
+        const float e = fast_expf(l[v] - mx);
+        l[v] = e;
+        sum += e;
+      }
+      losses[n0 + r] = mx + std::log(sum) - target_logit;
       if (dx) {
-        for (int v = 0; v < V_real; ++v) l[v] = grad_scale * std::exp(l[v] - lse);
+        const float k = grad_scale / sum;
+#pragma omp simd
+        for (int v = 0; v < V_real; ++v) l[v] *= k;
         for (int v = V_real; v < V_padded; ++v) l[v] = 0.0f;
         l[tgt] -= grad_scale;
       }
