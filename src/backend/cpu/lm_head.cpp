@@ -24,14 +24,15 @@ void CpuOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, c
   static thread_local std::vector<float> logits;
   const size_t need = size_t(std::min(N, kChunkRows)) * V_padded;
   if (logits.size() < need) logits.resize(need);
+  float* const buf = logits.data();  // thread_local: OpenMP workers must use this thread's copy
   for (int n0 = 0; n0 < N; n0 += kChunkRows) {
     int rows = std::min(kChunkRows, N - n0);
     const float* xc = x + size_t(n0) * C;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V_padded, C, 1.0f, xc, C, W, C, 0.0f,
-                logits.data(), V_padded);
+                buf, V_padded);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; ++r) {
-      float* l = logits.data() + size_t(r) * V_padded;
+      float* l = buf + size_t(r) * V_padded;
       float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
       for (int v = 0; v < V_real; ++v) mx = l[v] > mx ? l[v] : mx;
@@ -55,9 +56,9 @@ void CpuOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, c
       }
     }
     if (dx) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, V_padded, 1.0f, logits.data(),
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, V_padded, 1.0f, buf,
                   V_padded, W, C, 0.0f, dx + size_t(n0) * C, C);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V_padded, C, rows, 1.0f, logits.data(),
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V_padded, C, rows, 1.0f, buf,
                   V_padded, xc, C, 1.0f, dW, C);
     }
   }
