@@ -184,7 +184,7 @@ TEST_CASE("attention: finite-difference gradients of every variant", "[attention
     }
 }
 
-TEST_CASE("attention: threshold kinds with many empty rows keep exact, finite gradients",
+TEST_CASE("attention: threshold kinds with many empty rows keep exact and finite gradients",
           "[attention]") {
   // beta = 2.5 puts tau_i above most cosines: most rows have no survivor, their y is exactly 0,
   // and the gradient is still the derivative (dead rows contribute nothing).

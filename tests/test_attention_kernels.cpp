@@ -125,7 +125,7 @@ double kernel_fd(AttnMath m, bool drop) {
 
 }  // namespace
 
-TEST_CASE("attention kernels: FD check passes, and fails when a backward term is dropped",
+TEST_CASE("attention kernels: FD check passes and fails when a backward term is dropped",
           "[attention]") {
   // Negative control: the same comparison must reject a backward with one term removed
   // (normalised kinds: the row constant D_i / c_i; rectifiers: the factor p of p r^(p-1)).
@@ -141,7 +141,7 @@ TEST_CASE("attention kernels: FD check passes, and fails when a backward term is
   }
 }
 
-TEST_CASE("attention kernels: entmax rows sum to 1 with exact zeros, sort == bisect",
+TEST_CASE("attention kernels: entmax rows sum to 1 with exact zeros and sort == bisect",
           "[attention]") {
   // v_j = one-hot(j) (Dv = T) turns the output row into the probability row p_i.
   CpuOps ops;
