@@ -4,9 +4,9 @@
 // document that does not fit continues in the next shard; the last shard holds the rest).
 // Shard 0 is validation: <prefix>_val_000000.bin, then <prefix>_train_000001.bin, ...
 //
-// Pipeline: a reader thread parses inputs into batches of documents; the main thread encodes
-// each batch on --threads threads (OpenMP) and appends the results in document order, so the
-// output does not depend on the thread count.
+// Pipeline: a reader thread cuts the inputs into batches of documents (raw jsonl lines); the
+// main thread parses and encodes each batch on --threads threads (OpenMP) and appends the
+// results in document order, so the output does not depend on the thread count.
 //
 // `tda tokenize --bench FILE` (not in --help) times single-thread encode_ordinary of FILE and
 // prints JSON; scripts/bench/tokenizer.py compares it with tiktoken.
@@ -40,10 +40,36 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// A document as read: plain text, or a raw jsonl line that the encoding threads parse (JSON
+// parsing is a good part of the work, so it should not be left to the single reader thread).
+struct Doc {
+  std::string data;
+  const std::string* path = nullptr;  // set for jsonl lines
+  size_t line = 0;
+};
+
 struct Batch {
-  std::vector<std::string> docs;
+  std::vector<Doc> docs;
   size_t input_bytes = 0;  // bytes of input consumed (for progress / ETA)
 };
+
+// Text of a jsonl line. Invalid UTF-8 becomes U+FFFD before parsing (nlohmann would reject
+// it), as Python's open(errors="replace") + json.loads in the reference writer does.
+std::string jsonl_text(const Doc& d, const std::string& field) {
+  std::string fixed;
+  std::string_view valid = tda::sanitize_utf8(d.data, &fixed);
+  std::string where = *d.path + ":" + std::to_string(d.line) + ": ";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(valid.begin(), valid.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw tda::Error(where + "invalid JSON: " + e.what());
+  }
+  auto it = j.is_object() ? j.find(field) : j.end();
+  TDA_CHECK(j.is_object() && it != j.end() && it->is_string(),
+            where + "no string field '" + field + "'");
+  return it->get_ref<const std::string&>();
+}
 
 struct SourceOptions {
   std::vector<std::string> inputs;
@@ -102,10 +128,11 @@ class DocReader {
   static bool ends_with(const std::string& s, const std::string& suf) {
     return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
   }
-  void add(std::string doc, size_t input_bytes) {
+  void add(std::string doc, size_t input_bytes, const std::string* path = nullptr,
+           size_t line = 0) {
     cur_.input_bytes += input_bytes;
     batch_text_ += doc.size();
-    cur_.docs.push_back(std::move(doc));
+    cur_.docs.push_back(Doc{std::move(doc), path, line});
     if (batch_text_ >= opt_.batch_bytes) flush();
   }
   void flush() {
@@ -149,21 +176,8 @@ class DocReader {
         add_bytes(bytes);
         continue;
       }
-      // Invalid UTF-8 becomes U+FFFD before parsing (nlohmann would reject it), as Python's
-      // open(errors="replace") + json.loads in the reference writer does.
-      std::string fixed;
-      std::string_view valid = tda::sanitize_utf8(line, &fixed);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(valid.begin(), valid.end());
-      } catch (const nlohmann::json::exception& e) {
-        throw tda::Error(path + ":" + std::to_string(lineno) + ": invalid JSON: " + e.what());
-      }
-      auto it = j.is_object() ? j.find(opt_.text_field) : j.end();
-      TDA_CHECK(
-          j.is_object() && it != j.end() && it->is_string(),
-          path + ":" + std::to_string(lineno) + ": no string field '" + opt_.text_field + "'");
-      add(it->get<std::string>(), bytes);
+      add(std::move(line), bytes, &path, lineno);
+      line = std::string();
     }
     TDA_CHECK(!f.bad(), path + ": read failed");
   }
@@ -300,6 +314,7 @@ int run_tokenize(int argc, char** argv) {
   so.inputs = a["input"].as<std::vector<std::string>>();
   so.split_blank_lines = split == "blank-lines";
   so.text_field = a["text-field"].as<std::string>();
+  const std::string text_field = so.text_field;
   size_t total_bytes = 0;
   for (const auto& p : so.inputs) {
     std::error_code ec;
@@ -322,16 +337,23 @@ int run_tokenize(int argc, char** argv) {
   while (reader.next(&batch)) {
     size_t n = batch.docs.size();
     toks.resize(std::max(toks.size(), n));
-    std::exception_ptr err;  // an exception must not escape an OpenMP region
+    // An exception must not escape an OpenMP region; report the first failing document's.
+    std::exception_ptr err;
+    size_t err_doc = n;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (size_t i = 0; i < n; ++i) {
       try {
+        const Doc& d = batch.docs[i];
         toks[i].clear();
         toks[i].push_back(tok.eot());
-        tok.encode_into(batch.docs[i], /*allow_special=*/false, &toks[i]);
+        tok.encode_into(d.path ? jsonl_text(d, text_field) : d.data, /*allow_special=*/false,
+                        &toks[i]);
       } catch (...) {
 #pragma omp critical
-        err = std::current_exception();
+        if (i < err_doc) {
+          err_doc = i;
+          err = std::current_exception();
+        }
       }
     }
     if (err) std::rethrow_exception(err);
