@@ -41,6 +41,9 @@ class GPT2 {
   // rest of the backward to backward().
   double forward(const int32_t* inputs, const int32_t* targets, bool train, float grad_scale);
   void backward();
+  // Per-token cross-entropy (B*T, natural log) of the last forward() with targets; row b*T + t
+  // is -log p(targets[b,t] | inputs[b, 0..t]).
+  const float* token_losses() const { return losses_.data(); }
   // Logits (V_padded) at position `pos` of sequence 0 after a forward pass without targets.
   void forward_logits(const int32_t* inputs, int T, float* logits);
 
