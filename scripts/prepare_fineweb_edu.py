@@ -152,6 +152,7 @@ def main(argv=None):
     ap.add_argument("--text-field", default="text")
     ap.add_argument("--threads", type=int, default=0, help="0 = all cores")
     ap.add_argument("--python", action="store_true", help="pure-Python (tiktoken) writer")
+    ap.add_argument("--overwrite", action="store_true", help="replace existing shards in --out")
     ap.add_argument("--tda", default=None, help="tda binary (default: $TDA_BIN or build*/tda)")
     args = ap.parse_args(argv)
 
@@ -161,12 +162,19 @@ def main(argv=None):
         parts = download(args.dataset, args.name, args.split, os.path.join(args.out, "jsonl"),
                          args.docs_per_part, args.max_docs)
     threads = args.threads or os.cpu_count() or 1
+    old = [p for split in ("val", "train")
+           for p in glob.glob(os.path.join(args.out, f"{glob.escape(args.prefix)}_{split}_[0-9]*.bin"))]
+    if old and not args.overwrite:
+        sys.exit(f"prepare_fineweb_edu: {args.out} already holds {len(old)} {args.prefix} shards; "
+                 "pass --overwrite or use another --out")
     if args.python:
+        for p in old:
+            os.remove(p)
         python_shards(parts, args.out, args.prefix, args.shard_tokens, args.text_field, threads)
         return
     cmd = [find_tda(args.tda), "tokenize", "--out", args.out, "--prefix", args.prefix,
            "--shard-tokens", str(args.shard_tokens), "--text-field", args.text_field,
-           "--threads", str(threads), "--input", *parts]
+           "--threads", str(threads), "--input", *parts] + (["--overwrite"] if args.overwrite else [])
     sys.exit(subprocess.call(cmd))
 
 

@@ -174,4 +174,11 @@ TEST_CASE("tokenize: bad inputs name the file and line", "[tokenizer][badinput]"
   CHECK(run_tda("tokenize --input " + d.path + "/bad.jsonl --out " + d.path + "/o --shard-tokens 0",
                 &out) == 1);
   CHECK_THAT(out, Catch::Contains("--shard-tokens must be"));
+  // Shards of an earlier run are not silently mixed with new ones.
+  write_text(d.path + "/ok.jsonl", "{\"text\": \"ok\"}\n");
+  REQUIRE(run_tda("tokenize --input " + d.path + "/ok.jsonl --out " + d.path + "/r --quiet") == 0);
+  CHECK(run_tda("tokenize --input " + d.path + "/ok.jsonl --out " + d.path + "/r", &out) == 1);
+  CHECK_THAT(out, Catch::Contains("fineweb_edu_val_000000.bin: shard from an earlier run"));
+  CHECK(run_tda("tokenize --input " + d.path + "/ok.jsonl --out " + d.path + "/r --overwrite") ==
+        0);
 }

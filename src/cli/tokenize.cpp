@@ -233,6 +233,20 @@ class ShardWriter {
   size_t total_ = 0;
 };
 
+// <prefix>_val_NNNNNN.bin or <prefix>_train_NNNNNN.bin
+bool is_shard_name(const std::string& name, const std::string& prefix) {
+  if (name.compare(0, prefix.size() + 1, prefix + "_") != 0) return false;
+  std::string rest = name.substr(prefix.size() + 1);
+  for (const char* split : {"val_", "train_"}) {
+    std::string sp = split;
+    if (rest.size() == sp.size() + 10 && rest.compare(0, sp.size(), sp) == 0 &&
+        rest.compare(rest.size() - 4, 4, ".bin") == 0 &&
+        rest.find_first_not_of("0123456789", sp.size()) == rest.size() - 4)
+      return true;
+  }
+  return false;
+}
+
 std::string fmt_eta(double s) {
   if (!(s >= 0) || s > 1e7) return "--:--";
   char b[32];
@@ -279,6 +293,7 @@ int run_tokenize(int argc, char** argv) {
       "threads", "encoding threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))(
       "tokenizer", "directory with encoder.json + vocab.bpe",
       cxxopts::value<std::string>()->default_value(tda::Gpt2Tokenizer::default_dir()))(
+      "overwrite", "delete existing <prefix>_*.bin shards in --out first")(
       "quiet", "no progress bar")("h,help", "show help");
   o.add_options("bench")("bench", "time single-thread encode of FILE, print JSON",
                          cxxopts::value<std::string>())("repeat", "bench repetitions",
@@ -324,10 +339,21 @@ int run_tokenize(int argc, char** argv) {
   }
   std::string out_dir = a["out"].as<std::string>();
   tda::make_dirs(out_dir);
+  // Shards left from an earlier, longer run would silently join this data set.
+  std::string prefix = a["prefix"].as<std::string>();
+  for (const auto& e : std::filesystem::directory_iterator(out_dir)) {
+    std::string name = e.path().filename().string();
+    if (is_shard_name(name, prefix)) {
+      TDA_CHECK(a.count("overwrite"), e.path().string() +
+                                          ": shard from an earlier run; pass --overwrite or use "
+                                          "another --out / --prefix");
+      std::filesystem::remove(e.path());
+    }
+  }
 
   bool progress = !a.count("quiet");
   bool tty = progress && ::isatty(2);
-  ShardWriter writer(out_dir, a["prefix"].as<std::string>(), size_t(shard_tokens));
+  ShardWriter writer(out_dir, prefix, size_t(shard_tokens));
   DocReader reader(so);
   auto t0 = Clock::now();
   double last_print = -1e9;
