@@ -128,6 +128,33 @@ TEST_CASE("tokenizer oracle: invalid UTF-8 matches decode(errors='replace')", "[
   check_files({d.path + "/bad.txt"}, true);
 }
 
+TEST_CASE("tokenizer oracle: long runs (heap merge path, regex backtracking)", "[tokenizer]") {
+  if (!oracle_available()) {
+    WARN("skipped: " << kPython << " with tiktoken not found");
+    return;
+  }
+  // Pieces far longer than the 64-byte scan limit; tiktoken's merge is quadratic in the piece
+  // length, so a few thousand bytes each.
+  std::string text;
+  auto rep = [&](const std::string& s, int n) {
+    for (int i = 0; i < n; ++i) text += s;
+    text += "\n";
+  };
+  rep("a", 3000);
+  rep("ab", 1500);
+  rep("1", 3000);
+  rep(" ", 3000);
+  text += "x";
+  rep("\n", 2000);
+  rep("\xF0\x9F\x98\x80", 700);
+  rep("!?", 1000);
+  rep("\xE6\x97\xA5", 1000);
+  rep(" \t", 1000);
+  TempDir d;
+  write_text(d.path + "/runs.txt", text);
+  check_files({d.path + "/runs.txt"}, false);
+}
+
 // Each code point next to a letter, a digit, spaces and itself, so that its \s / \p{L} / \p{N}
 // class decides the pieces (this is what caught PCRE2's older Unicode tables).
 static std::string code_point_sweep(uint32_t lo, uint32_t hi) {
