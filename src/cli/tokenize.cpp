@@ -13,6 +13,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -341,14 +342,15 @@ int run_tokenize(int argc, char** argv) {
   tda::make_dirs(out_dir);
   // Shards left from an earlier, longer run would silently join this data set.
   std::string prefix = a["prefix"].as<std::string>();
-  for (const auto& e : std::filesystem::directory_iterator(out_dir)) {
-    std::string name = e.path().filename().string();
-    if (is_shard_name(name, prefix)) {
-      TDA_CHECK(a.count("overwrite"), e.path().string() +
-                                          ": shard from an earlier run; pass --overwrite or use "
-                                          "another --out / --prefix");
-      std::filesystem::remove(e.path());
-    }
+  std::vector<std::filesystem::path> stale;
+  for (const auto& e : std::filesystem::directory_iterator(out_dir))
+    if (is_shard_name(e.path().filename().string(), prefix)) stale.push_back(e.path());
+  std::sort(stale.begin(), stale.end());
+  for (const auto& p : stale) {
+    TDA_CHECK(a.count("overwrite"), p.string() +
+                                        ": shard from an earlier run; pass --overwrite or use "
+                                        "another --out / --prefix");
+    std::filesystem::remove(p);
   }
 
   bool progress = !a.count("quiet");
