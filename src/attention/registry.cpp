@@ -1,12 +1,26 @@
 #include "attention/registry.h"
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace tda {
 
 std::map<std::string, AttentionFactory>& attention_registry() {
   static std::map<std::string, AttentionFactory> r;
   return r;
+}
+
+void init_param(float* p, size_t n, ParamSpec::Init init, float a, Rng& rng) {
+  using I = ParamSpec::Init;
+  for (size_t i = 0; i < n; ++i) {
+    switch (init) {
+      case I::kNormal: p[i] = a * rng.normal(); break;
+      case I::kZeros: p[i] = 0.f; break;
+      case I::kOnes: p[i] = 1.f; break;
+      case I::kConst: p[i] = a; break;
+      case I::kUniform: p[i] = a * (2.f * rng.uniform() - 1.f); break;
+    }
+  }
 }
 
 std::vector<std::string> attention_kinds() {

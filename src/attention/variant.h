@@ -13,6 +13,8 @@
 
 namespace tda {
 
+struct Rng;
+
 struct ParamSpec {
   enum class Init { kNormal, kZeros, kOnes, kConst, kUniform };
   std::string name;  // suffix under transformer.h.<l>.attn.
@@ -21,6 +23,10 @@ struct ParamSpec {
   float a = 0.02f;     // std (normal), value (const), half-width (uniform)
   bool decay = false;  // weight decay: matrices yes, scalars/vectors/gains no
 };
+
+// Fills p[0..n) as `spec` says (normal: std a; const: a; uniform: U(-a, a)). The model and the
+// benchmarks initialise every tensor through this one function.
+void init_param(float* p, size_t n, ParamSpec::Init init, float a, Rng& rng);
 
 struct AttnContext {
   Ops& ops;

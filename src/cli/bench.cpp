@@ -3,6 +3,7 @@
 // docs/perf.md) and the GFLOP/s of a plain OpenBLAS SGEMM with the model's largest matmul
 // shape (the LM head) on this machine, so the two can be compared.
 #include <cblas.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cxxopts.hpp>
@@ -12,6 +13,8 @@
 #include "cli/command.h"
 #include "core/config.h"
 #include "core/rng.h"
+#include "attention/variant.h"
+#include "backend/cpu/cpu_ops.h"
 #include "train/trainer.h"
 
 namespace tda {
@@ -75,20 +78,112 @@ int bench_train(int argc, char** argv) {
   return 0;
 }
 
+// Forward + backward of one attention layer (proj -> y -> dproj) for one sequence and one head
+// (two for the differential kinds, which pair heads), head dim 64, at each T. Memory is what
+// the variant keeps between forward and backward plus its backward scratch (exact, from the
+// variant) and the process's peak RSS after the run.
+int bench_attention(int argc, char** argv) {
+  cxxopts::Options opts(argv[0], "Benchmark attention forward+backward on the CPU backend");
+  opts.add_options()("kind", "attention kind(s), comma separated, or 'all'",
+                     cxxopts::value<std::string>()->default_value("all"))(
+      "lengths", "sequence lengths, comma separated (also accepted as --T)",
+      cxxopts::value<std::string>()->default_value("256,512,1024,2048,4096,8192"))(
+      "reps", "timed repetitions", cxxopts::value<int>()->default_value("1"))("h,help", "help");
+  // cxxopts takes no one-letter long options; accept the documented --T spelling.
+  std::string lengths_flag = "--lengths";
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--T") argv[i] = const_cast<char*>(lengths_flag.c_str());
+  auto r = opts.parse(argc, argv);
+  if (r.count("help")) {
+    std::cout << opts.help() << "\n";
+    return 0;
+  }
+  auto split = [](const std::string& s) {
+    std::vector<std::string> out;
+    size_t a = 0;
+    while (a <= s.size()) {
+      size_t b = s.find(',', a);
+      if (b == std::string::npos) b = s.size();
+      if (b > a) out.push_back(s.substr(a, b - a));
+      a = b + 1;
+    }
+    return out;
+  };
+  std::vector<std::string> kinds = split(r["kind"].as<std::string>());
+  if (kinds.size() == 1 && kinds[0] == "all") kinds = attention_kinds();
+  std::vector<int> Ts;
+  for (const auto& t : split(r["lengths"].as<std::string>())) Ts.push_back(std::stoi(t));
+  const int reps = r["reps"].as<int>();
+  CpuOps ops;
+  for (const auto& kind : kinds) {
+    for (int T : Ts) {
+      const bool two = kind.rfind("diff_", 0) == 0;
+      json j = {{"attention", {{"kind", kind}}},
+                {"model", {{"n_layer", 1}, {"d_model", two ? 128 : 64}, {"n_head", two ? 2 : 1},
+                           {"seq_len", T}}},
+                {"train", {{"micro_batch", 1}, {"total_batch_tokens", T}}}};
+      Config cfg = config_from_json(j, "bench");
+      auto attn = make_attention(cfg.model, cfg.attention);
+      const int C = cfg.model.d_model, W = attn->proj_width(), D = cfg.model.head_dim();
+      Rng rng(1);
+      std::vector<std::vector<float>> extra_store, dextra_store;
+      std::vector<float*> extra, dextra;
+      for (const auto& spec : attn->extra_params(0)) {
+        size_t n = 1;
+        for (auto d : spec.shape) n *= size_t(d);
+        extra_store.emplace_back(n);
+        dextra_store.emplace_back(n, 0.f);
+        init_param(extra_store.back().data(), n, spec.init, spec.a, rng);
+      }
+      for (size_t i = 0; i < extra_store.size(); ++i) {
+        extra.push_back(extra_store[i].data());
+        dextra.push_back(dextra_store[i].data());
+      }
+      std::vector<float> proj(size_t(T) * W), y(size_t(T) * C), dy(size_t(T) * C), dproj(proj.size());
+      for (auto& x : proj) x = rng.normal();
+      for (auto& x : dy) x = rng.normal();
+      std::vector<float> act(attn->act_floats(1, T)), scratch(attn->scratch_floats(1, T));
+      std::vector<float> cosv(size_t(T) * D / 2, 1.f), sinv(size_t(T) * D / 2, 0.f);
+      AttnContext ctx{ops, 1, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
+      double fwd = 0, bwd = 0;
+      for (int rep = 0; rep < reps; ++rep) {
+        auto t0 = std::chrono::steady_clock::now();
+        attn->forward(ctx, proj.data(), y.data(), act.data(), extra);
+        auto t1 = std::chrono::steady_clock::now();
+        attn->backward(ctx, proj.data(), dy.data(), dproj.data(), act.data(), extra, dextra,
+                       scratch.data());
+        auto t2 = std::chrono::steady_clock::now();
+        fwd += std::chrono::duration<double, std::milli>(t1 - t0).count() / reps;
+        bwd += std::chrono::duration<double, std::milli>(t2 - t1).count() / reps;
+      }
+      struct rusage ru;
+      getrusage(RUSAGE_SELF, &ru);
+      json out = {{"bench", "attention"}, {"kind", kind}, {"T", T}, {"heads", two ? 2 : 1},
+                  {"fwd_ms", fwd}, {"bwd_ms", bwd},
+                  {"saved_plus_scratch_bytes", 4.0 * double(act.size() + scratch.size())},
+                  {"bytes_per_token", 4.0 * double(act.size() + scratch.size()) / T},
+                  {"peak_rss_mb", double(ru.ru_maxrss) / 1024.0}};
+      std::cout << out.dump() << std::endl;
+    }
+  }
+  return 0;
+}
+
 int cmd_bench(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: tda bench train --config FILE [--steps N]\n";
+    std::cerr << "usage: tda bench train --config FILE [--steps N] | tda bench attention [--kind K] [--T ...]\n";
     return 2;
   }
   std::string what = argv[1];
   std::string prog = std::string(argv[0]) + " " + what;
   argv[1] = const_cast<char*>(prog.c_str());
   if (what == "train") return bench_train(argc - 1, argv + 1);
-  std::cerr << "tda bench: unknown benchmark '" << what << "' (known: train)\n";
+  if (what == "attention") return bench_attention(argc - 1, argv + 1);
+  std::cerr << "tda bench: unknown benchmark '" << what << "' (known: train, attention)\n";
   return 2;
 }
 
-RegisterCommand reg("bench", "benchmarks (train)", cmd_bench);
+RegisterCommand reg("bench", "benchmarks (train, attention)", cmd_bench);
 
 }  // namespace
 }  // namespace tda

@@ -69,19 +69,7 @@ const ParamTensor& GPT2::tensor(const std::string& name) const {
 
 void GPT2::init_weights(uint64_t seed) {
   Rng rng(seed);
-  using I = ParamSpec::Init;
-  for (const auto& t : tensors_) {
-    float* p = params_.data() + t.offset;
-    for (size_t i = 0; i < t.numel; ++i) {
-      switch (t.init) {
-        case I::kNormal: p[i] = t.init_a * rng.normal(); break;
-        case I::kZeros: p[i] = 0.f; break;
-        case I::kOnes: p[i] = 1.f; break;
-        case I::kConst: p[i] = t.init_a; break;
-        case I::kUniform: p[i] = t.init_a * (2.f * rng.uniform() - 1.f); break;
-      }
-    }
-  }
+  for (const auto& t : tensors_) init_param(params_.data() + t.offset, t.numel, t.init, t.init_a, rng);
 }
 
 void GPT2::set_batch(int B, int T) {
