@@ -21,12 +21,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python tools (tiktoken for the data script and tokenizer oracle, entmax for its oracle).
+# Python tools (tiktoken for the data script and tokenizer oracle, entmax for its oracle,
+# safetensors for loading HF exports; python/tda_hf also reads them without it).
 # Debian's CPU torch comes in through --system-site-packages; PyPI's torch is never pulled.
 if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3 -m venv --system-site-packages .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check 'tiktoken>=0.5'
+.venv/bin/python -m pip install -q --disable-pip-version-check 'tiktoken>=0.5' 'safetensors>=0.4'
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps 'entmax>=1.1'
 
 BUILD_DIR=${BUILD_DIR:-build}

@@ -1,0 +1,1 @@
+"""tda GPT-2 export: PyTorch model of all eleven attention mechanisms (see modeling_tda.py)."""

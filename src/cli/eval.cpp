@@ -1,0 +1,105 @@
+// tda eval mc --checkpoint DIR --task T [--data PATH] [--limit N] [--out FILE]
+// Zero-shot multiple-choice accuracy (docs/evaluation.md): hellaswag, arc_easy, arc_challenge,
+// openbookqa, piqa, winogrande; JSON result on stdout (and in --out).
+#include <cxxopts.hpp>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "data/tokenizer.h"
+#include "eval/loaded_model.h"
+#include "eval/mc.h"
+
+namespace tda {
+namespace {
+
+int cmd_eval_mc(int argc, char** argv) {
+  cxxopts::Options opts(argv[0], "Zero-shot multiple-choice evaluation (lm-eval scoring)");
+  opts.add_options()("checkpoint", "checkpoint directory", cxxopts::value<std::string>())(
+      "task", "hellaswag|arc_easy|arc_challenge|openbookqa|piqa|winogrande",
+      cxxopts::value<std::string>())("data", "data file (default: ../shared/data/evals/...)",
+                                     cxxopts::value<std::string>()->default_value(""))(
+      "labels", "PIQA labels file for the original format",
+      cxxopts::value<std::string>()->default_value(""))(
+      "arc-keys", "official ARC answer key jsonl",
+      cxxopts::value<std::string>()->default_value(""))("no-arc-fix",
+                                                        "keep MosaicML's ARC labels as they are")(
+      "limit", "first N items (0 = all)", cxxopts::value<int>()->default_value("0"))(
+      "batch-tokens", "tokens per forward pass", cxxopts::value<int>()->default_value("4096"))(
+      "tokenizer", "GPT-2 tokenizer directory",
+      cxxopts::value<std::string>()->default_value(Gpt2Tokenizer::default_dir()))(
+      "out", "also write the JSON result here", cxxopts::value<std::string>()->default_value(""))(
+      "quiet", "no progress bar")("h,help", "show help");
+  auto r = opts.parse(argc, argv);
+  if (r.count("help") || !r.count("checkpoint") || !r.count("task")) {
+    std::cout << opts.help() << "\n";
+    return r.count("help") ? 0 : 2;
+  }
+  McLoadOptions lo;
+  lo.task = r["task"].as<std::string>();
+  lo.data = r["data"].as<std::string>();
+  lo.labels = r["labels"].as<std::string>();
+  lo.arc_keys = r["arc-keys"].as<std::string>();
+  lo.arc_fix = !r.count("no-arc-fix");
+  const McDataset d = load_mc(lo);
+  const std::string ckpt = r["checkpoint"].as<std::string>();
+  LoadedModel lm = load_model_for_eval(ckpt);
+  const Gpt2Tokenizer tok = Gpt2Tokenizer::load(r["tokenizer"].as<std::string>());
+  McRunOptions ro;
+  ro.limit = r["limit"].as<int>();
+  ro.batch_tokens = r["batch-tokens"].as<int>();
+  ro.progress = !r.count("quiet");
+  const McResult res = run_mc(*lm.model, tok, d, ro);
+  nlohmann::json j = {{"task", res.task},
+                      {"n", res.n},
+                      {"acc", res.acc},
+                      {"acc_stderr", res.acc_stderr},
+                      {"acc_norm", res.acc_norm},
+                      {"acc_norm_stderr", res.acc_norm_stderr},
+                      {"excluded", res.excluded},
+                      {"truncated_requests", res.truncated},
+                      {"data", d.path},
+                      {"format", d.format},
+                      {"arc_fixed_rows", d.fixed_rows.size()},
+                      {"checkpoint", ckpt},
+                      {"step", lm.step},
+                      {"seq_len", lm.cfg.model.seq_len},
+                      {"attention", lm.cfg.attention.kind}};
+  const std::string s = j.dump(2);
+  std::cout << s << std::endl;
+  const std::string out = r["out"].as<std::string>();
+  if (!out.empty()) {
+    std::ofstream f(out);
+    TDA_CHECK(f.good(), "eval: cannot write '" + out + "'");
+    f << s << "\n";
+  }
+  return 0;
+}
+
+int cmd_eval(int argc, char** argv) {
+  const std::string usage =
+      "usage: tda eval mc --checkpoint DIR --task T [--data PATH] [--limit N] [--out FILE]\n";
+  if (argc < 2) {
+    std::cout << usage;
+    return 2;
+  }
+  const std::string sub = argv[1];
+  if (sub == "mc") {
+    std::string name = std::string(argv[0]) + " mc";
+    std::vector<char*> args{name.data()};
+    for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+    return cmd_eval_mc(int(args.size()), args.data());
+  }
+  if (sub == "-h" || sub == "--help") {
+    std::cout << usage;
+    return 0;
+  }
+  throw Error("eval: unknown evaluation '" + sub + "' (mc)");
+}
+
+RegisterCommand reg("eval", "zero-shot evaluation of a checkpoint (mc)", cmd_eval);
+
+}  // namespace
+}  // namespace tda

@@ -1,0 +1,159 @@
+// `tda export --format hf` against its own PyTorch model: for every mechanism (and the options
+// that change the math), a perturbed random tiny model is exported, python/tda_hf's plain
+// loader runs it in float64 (scripts/oracles/export_logits.py), and its per-token losses and
+// last-position logits must match tda's fp32 forward. Skips when the venv or torch is missing.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "eval/export_hf.h"
+#include "eval/loaded_model.h"
+#include "test_eval_util.h"
+
+namespace tda {
+
+namespace {
+
+bool python_torch_available(std::string* why) {
+  const std::string py = source_dir() + "/.venv/bin/python";
+  if (!std::filesystem::exists(py)) {
+    *why = py + " not found";
+    return false;
+  }
+  if (std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0) {
+    *why = "torch not importable by " + py;
+    return false;
+  }
+  return true;
+}
+
+std::vector<double> parse_line(std::istream& in) {
+  std::string line;
+  std::getline(in, line);
+  std::istringstream ss(line);
+  std::vector<double> r;
+  double x;
+  while (ss >> x) r.push_back(x);
+  return r;
+}
+
+struct Case {
+  std::string kind;
+  std::vector<std::string> overrides;
+};
+
+}  // namespace
+
+TEST_CASE("export: the HF export PyTorch model matches tda's forward for every mechanism",
+          "[eval][export]") {
+  std::string why;
+  if (!python_torch_available(&why)) {
+    WARN("skipped: " << why);
+    return;
+  }
+  const std::vector<Case> cases = {
+      {"softmax", {}},
+      {"softmax", {"model.rope_ntk_factor=2.0"}},
+      {"gated_softmax", {}},
+      {"gated_softmax", {"attention.gate_shape=headwise"}},
+      {"ssmax", {}},
+      {"ssmax", {"attention.ssmax_bias=true"}},
+      {"entmax", {}},
+      {"entmax", {"attention.entmax_solver=bisect"}},
+      {"lssa", {}},
+      {"lssa", {"attention.lssa_scale_base=seq_len"}},
+      {"rela", {}},
+      {"rela", {"attention.rela_norm=rmsnorm"}},
+      {"rela", {"attention.rela_norm=layernorm"}},
+      {"diff_softmax", {}},
+      {"dex", {}},
+      {"diff_rela", {}},
+      {"tra", {}},
+      {"tra", {"attention.learn_beta=false", "attention.beta=0.5", "attention.power=1"}},
+      {"tda", {}},
+      {"tda", {"attention.learn_beta=false", "attention.kappa=2", "attention.power=3"}},
+  };
+  const int T = 70;  // crosses the 64-wide attention tile
+  const std::string py = source_dir() + "/.venv/bin/python";
+  const std::string script = source_dir() + "/scripts/oracles/export_logits.py";
+  for (const auto& c : cases) {
+    std::string label = c.kind;
+    for (const auto& o : c.overrides) label += " " + o;
+    INFO("case: " << label);
+    TempDir dir;
+    const std::string ckpt = dir.path + "/ckpt", out = dir.path + "/hf";
+    Config cfg = write_tiny_checkpoint(ckpt, c.kind, 80, c.overrides);
+    ExportOptions eo;
+    eo.checkpoint = ckpt;
+    eo.out = out;
+    export_hf(eo);
+    REQUIRE(std::filesystem::exists(out + "/model.safetensors"));
+    REQUIRE(std::filesystem::exists(out + "/modeling_tda.py"));
+
+    std::vector<int32_t> toks(T);
+    Rng rng(99);
+    for (auto& t : toks) t = int32_t(rng.below(uint64_t(cfg.model.real_vocab_size)));
+    {
+      std::ofstream f(dir.path + "/toks.txt");
+      for (auto t : toks) f << t << " ";
+    }
+    const std::string cmd = py + " " + script + " " + out + " " + dir.path + "/toks.txt " +
+                            dir.path + "/ref.txt float64 2>" + dir.path + "/err.txt";
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream e(dir.path + "/err.txt");
+      std::string msg((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+      FAIL("export_logits.py failed: " << msg);
+    }
+    std::ifstream rf(dir.path + "/ref.txt");
+    const std::vector<double> ref_loss = parse_line(rf), ref_logits = parse_line(rf);
+    REQUIRE(ref_loss.size() == size_t(T - 1));
+    REQUIRE(ref_logits.size() == size_t(cfg.model.real_vocab_size));
+
+    // tda's side: the model as `tda eval` loads it (config, weights and step from the checkpoint)
+    LoadedModel lm = load_model_for_eval(ckpt);
+    lm.model->set_batch(1, T - 1);
+    lm.model->forward(toks.data(), toks.data() + 1, false, 0.f);
+    const std::vector<float> loss(lm.model->token_losses(), lm.model->token_losses() + T - 1);
+    std::vector<float> logits(size_t(cfg.model.vocab_size));
+    lm.model->forward_logits(toks.data(), T, logits.data());
+
+    double max_loss_err = 0, max_logit_err = 0, max_logit = 0, mean_loss = 0;
+    for (int t = 0; t < T - 1; ++t) {
+      max_loss_err = std::max(max_loss_err, std::abs(loss[size_t(t)] - ref_loss[size_t(t)]) /
+                                                std::max(1.0, std::abs(ref_loss[size_t(t)])));
+      mean_loss += ref_loss[size_t(t)] / (T - 1);
+    }
+    for (size_t v = 0; v < ref_logits.size(); ++v) {
+      max_logit_err = std::max(max_logit_err, std::abs(logits[v] - ref_logits[v]));
+      max_logit = std::max(max_logit, std::abs(ref_logits[v]));
+    }
+    WARN(label << ": mean loss " << mean_loss << ", max rel loss err " << max_loss_err
+               << ", max logit err " << max_logit_err << " (max |logit| " << max_logit << ")");
+    CHECK(max_loss_err < 1e-4);
+    CHECK(max_logit_err < 1e-4 * std::max(1.0, max_logit));
+  }
+}
+
+TEST_CASE("export: the CLI writes config.json with auto_map and the attention block",
+          "[eval][export]") {
+  TempDir dir;
+  write_tiny_checkpoint(dir.path + "/ckpt", "tda", 32);
+  std::string out;
+  REQUIRE(run_tda("export --checkpoint " + dir.path + "/ckpt --format hf --out " + dir.path + "/hf",
+                  &out) == 0);
+  std::ifstream f(dir.path + "/hf/config.json");
+  json c = json::parse(f);
+  CHECK(c.at("model_type") == "tda_gpt2");
+  CHECK(c.at("auto_map").at("AutoModelForCausalLM") == "modeling_tda.TdaForCausalLM");
+  CHECK(c.at("attention").at("kind") == "tda");
+  CHECK(c.at("attention").at("lambda_init") == 0.5);
+  CHECK(c.at("n_layer") == 2);
+  CHECK(c.at("step") == 300);
+  CHECK(run_tda("export --checkpoint " + dir.path + "/ckpt --format gguf --out " + dir.path +
+                "/x") != 0);
+}
+
+}  // namespace tda
