@@ -47,7 +47,7 @@ struct Case {
 
 }  // namespace
 
-TEST_CASE("export: the HF export PyTorch model matches tda's forward for every mechanism",
+TEST_CASE("export: the HF export PyTorch model matches the tda forward for every mechanism",
           "[eval][export]") {
   std::string why;
   if (!python_torch_available(&why)) {
@@ -69,7 +69,8 @@ TEST_CASE("export: the HF export PyTorch model matches tda's forward for every m
       {"rela", {"attention.rela_norm=rmsnorm"}},
       {"rela", {"attention.rela_norm=layernorm"}},
       {"diff_softmax", {}},
-      {"dex", {}},
+      {"dex", {}},  // tiny config: anneal 20 steps, step 300: lambda = dex_lambda
+      {"dex", {"attention.dex_anneal_steps=715"}},  // step 300 inside the anneal
       {"diff_rela", {}},
       {"tra", {}},
       {"tra", {"attention.learn_beta=false", "attention.beta=0.5", "attention.power=1"}},
