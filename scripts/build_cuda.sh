@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles every kernels/*.cu with nvcc for sm_80 (A100) and sm_90 (H100), warnings as errors,
+# Compiles every kernels/*.cu and src/backend/cuda/*.cu (the CUDA backend) with nvcc for sm_80 (A100) and sm_90 (H100), warnings as errors,
 # and keeps ptxas's register/spill report in build-cuda/ptxas.log. Needs the CUDA toolkit, not a
 # GPU. Usage: scripts/build_cuda.sh   (NVCC=/path/to/nvcc and BUILD_DIR=... override)
 set -euo pipefail
@@ -16,7 +16,7 @@ LOG="$BUILD_DIR/ptxas.log"
 : >"$LOG"
 
 shopt -s nullglob
-sources=(kernels/*.cu)
+sources=(kernels/*.cu src/backend/cuda/*.cu)
 if [ ${#sources[@]} -eq 0 ]; then
   echo "[build_cuda] no kernels/*.cu to compile"
   exit 0

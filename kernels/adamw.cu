@@ -1,0 +1,42 @@
+// AdamW (Loshchilov & Hutter), one thread per parameter, as src/backend/cpu/optimizer.cpp:
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+//   p -= lr * ( m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd * p )
+// The bias corrections bc1 = 1-b1^t, bc2 = 1-b2^t are computed once on the host (float pow,
+// as the CPU backend) and passed in.
+#include <cmath>
+
+#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm.h"
+
+namespace tda::cuda {
+
+namespace {
+constexpr int kThreads = 256;
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, size_t n, float lr,
+                             float beta1, float beta2, float eps, float wd, float bc1,
+                             float bc2) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const float gi = g[i];
+    const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p[i]);
+  }
+}
+}  // namespace
+
+void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
+           float beta2, float eps, float wd, int t) {
+  if (n == 0) return;
+  const float bc1 = 1.0f - std::pow(beta1, float(t));
+  const float bc2 = 1.0f - std::pow(beta2, float(t));
+  check(launch(adamw_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), p, g, m,
+               v, n, lr, beta1, beta2, eps, wd, bc1, bc2),
+        "adamw");
+}
+
+}  // namespace tda::cuda

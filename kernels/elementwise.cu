@@ -1,0 +1,100 @@
+// Pointwise kernels of the CUDA backend: GELU (tanh form, GPT-2), residual adds, scale, zero.
+// Grid-stride loops, one element per thread per iteration; same float expressions as
+// src/backend/cpu/elementwise.cpp.
+#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm.h"
+
+namespace tda::cuda {
+
+namespace {
+constexpr int kThreads = 256;
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
+
+#define TDA_GRID_STRIDE(i, n) \
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+
+// y = 0.5 x (1 + tanh(u)),  u = c (x + 0.044715 x^3)
+__global__ void gelu_forward_kernel(float* y, const float* x, size_t n) {
+  TDA_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + tanhf(kGeluC * (v + 0.044715f * v * v * v)));
+  }
+}
+
+// dy/dx = 0.5 (1 + tanh u) + 0.5 x sech^2(u) c (1 + 3 * 0.044715 x^2);  dx = dy/dx * dy
+// (dx may alias dy: each element is read before it is written by the same thread)
+__global__ void gelu_backward_kernel(float* dx, const float* x, const float* dy, size_t n) {
+  TDA_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    const float u = kGeluC * (v + 0.044715f * v * v * v);
+    const float th = tanhf(u);
+    const float sech2 = 1.0f - th * th;
+    const float g =
+        0.5f * (1.0f + th) + 0.5f * v * sech2 * kGeluC * (1.0f + 3.0f * 0.044715f * v * v);
+    dx[i] = g * dy[i];
+  }
+}
+
+// y = a + b
+__global__ void add_kernel(float* y, const float* a, const float* b, size_t n) {
+  TDA_GRID_STRIDE(i, n) { y[i] = a[i] + b[i]; }
+}
+
+// y += a
+__global__ void add_inplace_kernel(float* y, const float* a, size_t n) {
+  TDA_GRID_STRIDE(i, n) { y[i] += a[i]; }
+}
+
+// x *= s
+__global__ void scale_kernel(float* x, size_t n, float s) {
+  TDA_GRID_STRIDE(i, n) { x[i] *= s; }
+}
+
+// x = 0
+__global__ void zero_kernel(float* x, size_t n) {
+  TDA_GRID_STRIDE(i, n) { x[i] = 0.0f; }
+}
+#undef TDA_GRID_STRIDE
+}  // namespace
+
+void gelu_forward(float* y, const float* x, size_t n) {
+  if (n == 0) return;
+  check(launch(gelu_forward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y,
+               x, n),
+        "gelu_forward");
+}
+
+void gelu_backward(float* dx, const float* x, const float* dy, size_t n) {
+  if (n == 0) return;
+  check(launch(gelu_backward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
+               dx, x, dy, n),
+        "gelu_backward");
+}
+
+void add(float* y, const float* a, const float* b, size_t n) {
+  if (n == 0) return;
+  check(launch(add_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, b, n),
+        "add");
+}
+
+void add_inplace(float* y, const float* a, size_t n) {
+  if (n == 0) return;
+  check(launch(add_inplace_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y,
+               a, n),
+        "add_inplace");
+}
+
+void scale(float* x, size_t n, float s) {
+  if (n == 0) return;
+  check(launch(scale_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), x, n, s),
+        "scale");
+}
+
+void zero(float* x, size_t n) {
+  if (n == 0) return;
+  check(launch(zero_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), x, n),
+        "zero");
+}
+
+}  // namespace tda::cuda

@@ -1,0 +1,62 @@
+// Fused LM head + cross-entropy over the real vocabulary, chunked over rows so no (N, V) logits
+// buffer exists (as src/backend/cpu/lm_head.cpp). Per chunk of kLmHeadChunkRows rows:
+//   logits = x W^T                                   (tda::cuda::gemm)
+//   m = max_{v<V_real} l_v;  S = sum_{v<V_real} exp(l_v - m);  loss = m + log S - l_target
+//   dlogits_v = grad_scale (exp(l_v - m)/S - [v == target]),  0 for padded v >= V_real
+//   dx = dlogits W;  dW += dlogits^T x                (tda::cuda::gemm)
+// One block per row; the max and the sum are block reductions in a fixed order.
+#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm.h"
+
+namespace tda::cuda {
+
+namespace {
+constexpr int kThreads = 256;
+
+__global__ void softmax_xent_kernel(float* logits, float* losses, const int32_t* targets,
+                                    int V_padded, int V_real, float grad_scale, bool grad) {
+  __shared__ float smem[32];
+  float* l = logits + size_t(blockIdx.x) * V_padded;
+  const int tgt = targets[blockIdx.x];
+  const float target_logit = l[tgt];  // read before any thread overwrites the row
+  float mx = -INFINITY;
+  for (int v = threadIdx.x; v < V_real; v += blockDim.x) mx = fmaxf(mx, l[v]);
+  mx = block_max(mx, smem);
+  float sum = 0.0f;
+  for (int v = threadIdx.x; v < V_real; v += blockDim.x) sum += expf(l[v] - mx);
+  sum = block_sum(sum, smem);  // ends with a barrier: every thread has read target_logit
+  if (threadIdx.x == 0) losses[blockIdx.x] = mx + logf(sum) - target_logit;
+  if (!grad) return;
+  const float k = grad_scale / sum;
+  for (int v = threadIdx.x; v < V_padded; v += blockDim.x) {
+    float g = v < V_real ? expf(l[v] - mx) * k : 0.0f;
+    if (v == tgt) g -= grad_scale;
+    l[v] = g;
+  }
+}
+}  // namespace
+
+size_t lm_head_scratch(int N, int V_padded) {
+  return size_t(N < kLmHeadChunkRows ? N : kLmHeadChunkRows) * size_t(V_padded);
+}
+
+void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
+                  const int32_t* targets, int N, int C, int V_padded, int V_real,
+                  float grad_scale, float* scratch) {
+  for (int n0 = 0; n0 < N; n0 += kLmHeadChunkRows) {
+    const int rows = N - n0 < kLmHeadChunkRows ? N - n0 : kLmHeadChunkRows;
+    const float* xc = x + size_t(n0) * C;
+    gemm(false, true, rows, V_padded, C, 1.0f, xc, C, W, C, 0.0f, scratch, V_padded);
+    check(launch(softmax_xent_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, stream(), scratch,
+                 losses + n0, targets + n0, V_padded, V_real, grad_scale, dx != nullptr),
+          "softmax_xent");
+    if (dx) {
+      gemm(false, false, rows, C, V_padded, 1.0f, scratch, V_padded, W, C, 0.0f,
+           dx + size_t(n0) * C, C);
+      gemm(true, false, V_padded, C, rows, 1.0f, scratch, V_padded, xc, C, 1.0f, dW, C);
+    }
+  }
+}
+
+}  // namespace tda::cuda

@@ -1,0 +1,101 @@
+// RMSNorm, one warp per row (kRowsPerBlock rows per block), as src/backend/cpu/rmsnorm.cpp:
+//   forward:  rstd = 1 / sqrt(mean(x^2) + eps);  y = w * x * rstd     (y may alias x)
+//   backward (h = w * dy):  dx += rstd * h - x * rstd^3 * mean(h * x);  dw += sum_n dy x rstd
+// dw is a reduction over rows done in two fixed-order stages (no atomics): per chunk of
+// kDwRows rows into scratch (chunk, C), then over chunks in order.
+#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm.h"
+
+namespace tda::cuda {
+
+namespace {
+constexpr int kRowsPerBlock = 4;
+constexpr int kDwRows = 32;
+constexpr int kDwThreads = 128;
+
+__global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w,
+                                       int N, int C, float eps) {
+  const int lane = threadIdx.x % kWarp;
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
+  if (n >= N) return;  // whole warps exit together: no collective is left waiting
+  const float* xr = x + size_t(n) * C;
+  float* yr = y + size_t(n) * C;
+  float ss = 0.0f;
+  for (int c = lane; c < C; c += kWarp) ss += xr[c] * xr[c];
+  ss = warp_sum(ss);
+  const float r = 1.0f / sqrtf(ss / C + eps);
+  for (int c = lane; c < C; c += kWarp) yr[c] = w[c] * xr[c] * r;
+  if (lane == 0) rstd[n] = r;
+}
+
+// dx += w dy r - x (sum_c w dy x) r^3 / C
+__global__ void rmsnorm_backward_dx_kernel(float* dx, const float* dy, const float* x,
+                                           const float* w, const float* rstd, int N, int C) {
+  const int lane = threadIdx.x % kWarp;
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
+  if (n >= N) return;
+  const float* xr = x + size_t(n) * C;
+  const float* dyr = dy + size_t(n) * C;
+  float* dxr = dx + size_t(n) * C;
+  const float r = rstd[n];
+  float hx = 0.0f;
+  for (int c = lane; c < C; c += kWarp) hx += w[c] * dyr[c] * xr[c];
+  hx = warp_sum(hx);
+  const float k = hx * r * r * r / C;
+  for (int c = lane; c < C; c += kWarp) dxr[c] += w[c] * dyr[c] * r - xr[c] * k;
+}
+
+// partial(chunk, c) = sum_{n in chunk} dy(n,c) x(n,c) rstd(n), rows in increasing order
+__global__ void rmsnorm_dw_partial_kernel(float* partial, const float* dy, const float* x,
+                                          const float* rstd, int N, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int chunk = blockIdx.y;
+  if (c >= C) return;
+  const int n1 = min(N, (chunk + 1) * kDwRows);
+  float s = 0.0f;
+  for (int n = chunk * kDwRows; n < n1; ++n)
+    s += dy[size_t(n) * C + c] * x[size_t(n) * C + c] * rstd[n];
+  partial[size_t(chunk) * C + c] = s;
+}
+
+// dw(c) += sum_chunk partial(chunk, c), chunks in increasing order
+__global__ void rmsnorm_dw_sum_kernel(float* dw, const float* partial, int chunks, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float s = 0.0f;
+  for (int k = 0; k < chunks; ++k) s += partial[size_t(k) * C + c];
+  dw[c] += s;
+}
+
+int chunks_of(int N) { return (N + kDwRows - 1) / kDwRows; }
+}  // namespace
+
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
+                     float eps) {
+  if (N == 0) return;
+  const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  check(launch(rmsnorm_forward_kernel, dim3(blocks), dim3(kRowsPerBlock * kWarp), 0, stream(), y,
+               rstd, x, w, N, C, eps),
+        "rmsnorm_forward");
+}
+
+size_t rmsnorm_backward_scratch(int N, int C) { return size_t(chunks_of(N)) * size_t(C); }
+
+void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
+                      const float* rstd, int N, int C, float* scratch) {
+  if (N == 0) return;
+  const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  check(launch(rmsnorm_backward_dx_kernel, dim3(blocks), dim3(kRowsPerBlock * kWarp), 0,
+               stream(), dx, dy, x, w, rstd, N, C),
+        "rmsnorm_backward_dx");
+  const unsigned cblocks = unsigned((C + kDwThreads - 1) / kDwThreads);
+  check(launch(rmsnorm_dw_partial_kernel, dim3(cblocks, unsigned(chunks_of(N))), dim3(kDwThreads),
+               0, stream(), scratch, dy, x, rstd, N, C),
+        "rmsnorm_dw_partial");
+  check(launch(rmsnorm_dw_sum_kernel, dim3(cblocks), dim3(kDwThreads), 0, stream(), dw,
+               static_cast<const float*>(scratch), chunks_of(N), C),
+        "rmsnorm_dw_sum");
+}
+
+}  // namespace tda::cuda

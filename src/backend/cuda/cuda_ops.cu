@@ -1,0 +1,109 @@
+// CudaOps: the Ops interface on device pointers. Matmuls through tda::cuda::gemm (cuBLAS on a
+// GPU, the CPU SGEMM under the emulator), everything else through the kernels/*.cu wrappers.
+#include "backend/cuda/cuda_ops.h"
+
+#include <algorithm>
+
+#include "backend/cuda/gemm.h"
+#include "core/error.h"
+
+namespace tda {
+
+CudaOps::~CudaOps() {
+  // Errors are ignored here: a destructor must not throw.
+  if (fscratch_) cudaFree(fscratch_);
+  if (dscratch_) cudaFree(dscratch_);
+  if (logits_) cudaFree(logits_);
+}
+
+// y(N,OC) = x(N,C) W(OC,C)^T
+void CudaOps::matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) {
+  cuda::gemm(false, true, N, OC, C, 1.0f, x, C, W, C, 0.0f, y, OC);
+}
+
+// dx = dy W  (N,OC)x(OC,C), overwritten or accumulated;  dW += dy^T x  (OC,N)x(N,C)
+void CudaOps::matmul_backward(float* dx, float* dW, const float* dy, const float* x,
+                              const float* W, int N, int C, int OC, bool accumulate_dx) {
+  if (dx) cuda::gemm(false, false, N, C, OC, 1.0f, dy, OC, W, C, accumulate_dx ? 1.0f : 0.0f, dx, C);
+  if (dW) cuda::gemm(true, false, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dW, C);
+}
+
+void CudaOps::rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
+                              float eps) {
+  cuda::rmsnorm_forward(y, rstd, x, w, N, C, eps);
+}
+
+void CudaOps::rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x,
+                               const float* w, const float* rstd, int N, int C) {
+  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::rmsnorm_backward_scratch(N, C));
+  cuda::rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C, s);
+}
+
+void CudaOps::gelu_forward(float* y, const float* x, size_t n) { cuda::gelu_forward(y, x, n); }
+void CudaOps::gelu_backward(float* dx, const float* x, const float* dy, size_t n) {
+  cuda::gelu_backward(dx, x, dy, n);
+}
+void CudaOps::add(float* y, const float* a, const float* b, size_t n) { cuda::add(y, a, b, n); }
+void CudaOps::add_inplace(float* y, const float* a, size_t n) { cuda::add_inplace(y, a, n); }
+
+void CudaOps::embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) {
+  cuda::embedding_forward(y, tokens, wte, N, C);
+}
+void CudaOps::embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
+                                 int C) {
+  cuda::embedding_backward(dwte, dy, tokens, N, C);
+}
+
+void CudaOps::rope_forward(float* out, const float* x, int row, int col0, const float* cos,
+                           const float* sin, int B, int T, int H, int D, int pos0) {
+  cuda::rope_forward(out, x, row, col0, cos, sin, B, T, H, D, pos0);
+}
+void CudaOps::rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
+                            const float* sin, int B, int T, int H, int D, int pos0) {
+  cuda::rope_backward(dx, dout, row, col0, cos, sin, B, T, H, D, pos0);
+}
+void CudaOps::split_heads(float* out, const float* x, int row, int col0, int B, int T, int H,
+                          int D) {
+  cuda::split_heads(out, x, row, col0, B, T, H, D);
+}
+void CudaOps::merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H,
+                          int D) {
+  cuda::merge_heads(x, in, row, col0, B, T, H, D);
+}
+
+void CudaOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
+                           const int32_t* targets, int N, int C, int V_padded, int V_real,
+                           float grad_scale) {
+  TDA_CHECK(V_real >= 1 && V_real <= V_padded, "lm_head_loss: need 1 <= V_real <= V_padded");
+  TDA_CHECK(!dx == !dW, "lm_head_loss: dx and dW go together");
+  float* s = cuda::scratch(logits_, logits_n_, cuda::lm_head_scratch(N, V_padded));
+  cuda::lm_head_loss(losses, dx, dW, x, W, targets, N, C, V_padded, V_real, grad_scale, s);
+}
+
+// logits(V) = W(V,C) x(C)
+void CudaOps::lm_head_logits(float* logits, const float* x, const float* W, int C, int V) {
+  cuda::gemm(false, true, 1, V, C, 1.0f, x, C, W, C, 0.0f, logits, V);
+}
+
+void CudaOps::attention_forward(const AttnArgs& a) { cuda::attention_softmax_forward(a); }
+
+void CudaOps::attention_backward(const AttnArgs& a) {
+  float* s = cuda::scratch(fscratch_, fscratch_n_, size_t(a.B) * a.H * a.T);
+  cuda::attention_softmax_backward(a, s);
+}
+
+double CudaOps::sum_squares(const float* x, size_t n) {
+  double* s = cuda::scratch(dscratch_, dscratch_n_, cuda::sum_squares_scratch());
+  return cuda::sum_squares(x, n, s);
+}
+
+void CudaOps::scale(float* x, size_t n, float s) { cuda::scale(x, n, s); }
+
+void CudaOps::adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
+                    float beta2, float eps, float wd, int t) {
+  cuda::adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, t);
+}
+
+void CudaOps::zero(float* x, size_t n) { cuda::zero(x, n); }
+
+}  // namespace tda

@@ -1,0 +1,111 @@
+// CUDA backend: every Ops method on device pointers. Kernels live in kernels/*.cu (one file per
+// op family, the formula next to the kernel), matmuls go through tda::cuda::gemm (gemm.h).
+// fp32 storage and fp32 accumulation everywhere (bf16 storage is the next step, docs/cuda.md);
+// every reduction runs in a fixed order (no float atomics), so results are deterministic.
+//
+// The same sources run on the CPU under the SIMT emulator (docs/emulator.md), where device
+// pointers are host pointers; the tests compare every method with CpuOps there.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/ops.h"
+
+namespace tda {
+
+namespace cuda {
+// Host wrappers of the kernels (each launches on the backend stream and throws tda::Error on a
+// launch error). Scratch arguments are device buffers of the size the *_scratch() helper names.
+void gelu_forward(float* y, const float* x, size_t n);
+void gelu_backward(float* dx, const float* x, const float* dy, size_t n);
+void add(float* y, const float* a, const float* b, size_t n);
+void add_inplace(float* y, const float* a, size_t n);
+void scale(float* x, size_t n, float s);
+void zero(float* x, size_t n);
+
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
+                     float eps);
+size_t rmsnorm_backward_scratch(int N, int C);  // floats
+void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
+                      const float* rstd, int N, int C, float* scratch);
+
+void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C);
+void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N, int C);
+
+void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
+                  const float* sin, int B, int T, int H, int D, int pos0);
+void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
+                   const float* sin, int B, int T, int H, int D, int pos0);
+void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H, int D);
+void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H, int D);
+
+constexpr int kLmHeadChunkRows = 256;
+size_t lm_head_scratch(int N, int V_padded);  // floats: one chunk of logits
+void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
+                  const int32_t* targets, int N, int C, int V_padded, int V_real,
+                  float grad_scale, float* scratch);
+
+void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
+           float beta2, float eps, float wd, int t);
+
+size_t sum_squares_scratch();  // doubles
+double sum_squares(const float* x, size_t n, double* scratch);
+
+// Causal softmax attention (AttnMath::kSoftmax only); backward needs B*H*T floats of scratch.
+void attention_softmax_forward(const AttnArgs& a);
+void attention_softmax_backward(const AttnArgs& a, float* scratch);
+}  // namespace cuda
+
+class CudaOps final : public Ops {
+ public:
+  CudaOps() = default;
+  ~CudaOps() override;
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
+
+  const char* name() const override { return "cuda"; }
+  void matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) override;
+  void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
+                       int N, int C, int OC, bool accumulate_dx) override;
+  void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
+                       float eps) override;
+  void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
+                        const float* rstd, int N, int C) override;
+  void gelu_forward(float* y, const float* x, size_t n) override;
+  void gelu_backward(float* dx, const float* x, const float* dy, size_t n) override;
+  void add(float* y, const float* a, const float* b, size_t n) override;
+  void add_inplace(float* y, const float* a, size_t n) override;
+  void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) override;
+  void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
+                          int C) override;
+  void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
+                    const float* sin, int B, int T, int H, int D, int pos0) override;
+  void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
+                     const float* sin, int B, int T, int H, int D, int pos0) override;
+  void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H,
+                   int D) override;
+  void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H,
+                   int D) override;
+  void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
+                    const int32_t* targets, int N, int C, int V_padded, int V_real,
+                    float grad_scale) override;
+  void lm_head_logits(float* logits, const float* x, const float* W, int C, int V) override;
+  void attention_forward(const AttnArgs& a) override;
+  void attention_backward(const AttnArgs& a) override;
+  double sum_squares(const float* x, size_t n) override;
+  void scale(float* x, size_t n, float s) override;
+  void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
+             float beta2, float eps, float wd, int t) override;
+  void zero(float* x, size_t n) override;
+
+ private:
+  // Device scratch, grown on demand (never inside a kernel).
+  float* fscratch_ = nullptr;
+  size_t fscratch_n_ = 0;
+  double* dscratch_ = nullptr;
+  size_t dscratch_n_ = 0;
+  float* logits_ = nullptr;
+  size_t logits_n_ = 0;
+};
+
+}  // namespace tda

@@ -1,0 +1,36 @@
+// The one matmul entry point of the CUDA backend, and the error check every host wrapper uses.
+// Under nvcc gemm() is cublasSgemm (fp32 in, fp32 accumulate, TF32 off: cuBLAS's default math
+// mode); under the SIMT emulator (TDA_CUDA_EMU) it is the CPU SGEMM (OpenBLAS cblas_sgemm), the
+// same routine CpuOps uses, so the emulated backend's matmuls are bit-identical to the CPU's.
+#pragma once
+
+#include <string>
+
+#include "backend/cuda/runtime.h"
+
+namespace tda::cuda {
+
+// Throws tda::Error("cuda: <what>: <error name>: <message>") unless err == cudaSuccess.
+void check(cudaError_t err, const char* what);
+
+// Row-major C(M,N) = alpha op(A) op(B) + beta C, op(X) = X or X^T as in cblas_sgemm:
+// op(A) is (M,K), op(B) is (K,N); lda/ldb/ldc are row strides of the stored matrices.
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc);
+
+// The backend's stream (the legacy default stream in this version).
+inline cudaStream_t stream() { return nullptr; }
+
+// Grows a device scratch buffer to at least `n` elements (never shrinks); frees with cudaFree.
+template <class T>
+T* scratch(T*& buf, size_t& cap, size_t n) {
+  if (n > cap) {
+    if (buf) check(cudaFree(buf), "cudaFree");
+    buf = nullptr;
+    check(cudaMalloc(reinterpret_cast<void**>(&buf), n * sizeof(T)), "cudaMalloc");
+    cap = n;
+  }
+  return buf;
+}
+
+}  // namespace tda::cuda
