@@ -1,13 +1,60 @@
-// tda train --config FILE [--out DIR] [--resume auto|DIR] [--set key=value ...]
+// tda train --config FILE [--out DIR] [--resume auto|DIR] [--set key=value ...] [--procs N]
+//
+// Data parallel: `--procs N` starts N CPU ranks itself (under the system mpirun, see
+// dist/launch.h); a process started by a user-typed mpirun or srun finds its rank in the
+// environment. docs/distributed.md has the launch recipes.
+#include <cstdio>
 #include <cxxopts.hpp>
 #include <iostream>
 
 #include "cli/command.h"
 #include "core/config.h"
+#include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/launch.h"
 #include "train/trainer.h"
 
 namespace tda {
 namespace {
+
+// argv after `tda train` without --procs N / --procs=N (the workers must not launch again).
+std::vector<std::string> worker_args(int argc, char** argv) {
+  std::vector<std::string> r;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--procs") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--procs=", 0) == 0) continue;
+    r.push_back(a);
+  }
+  return r;
+}
+
+// Runs the trainer on this process's rank. A failure on one rank of several ends the whole job
+// (the others would wait for it forever in the next collective).
+int run_rank(const Config& cfg, TrainOptions to) {
+  std::unique_ptr<Communicator> comm = make_communicator();
+  WorkerRecord record(comm->rank());
+  to.comm = comm.get();
+  try {
+    Trainer trainer(cfg, to);
+    int code = trainer.run();
+    record.finish(code);
+    return code;
+  } catch (const std::exception& e) {
+    record.finish(1, e.what());
+    if (comm->world() == 1) throw;
+    // Under our own launcher the launcher prints the one line; under a user's mpirun, each
+    // failing rank says who it is.
+    if (!WorkerRecord::active())
+      std::fprintf(stderr, "error: rank %d: %s\n", comm->rank(), e.what());
+    std::fflush(stderr);
+    comm->abort_job(1);
+    throw;
+  }
+}
 
 int cmd_train(int argc, char** argv) {
   cxxopts::Options opts(argv[0], "Train GPT-2 with a pluggable attention mechanism");
@@ -18,7 +65,11 @@ int cmd_train(int argc, char** argv) {
       "set", "override a config key: --set optim.lr=3e-4 (repeatable)",
       cxxopts::value<std::vector<std::string>>())(
       "steps", "stop after this many steps (default: train.max_steps)",
-      cxxopts::value<int>()->default_value("-1"))("h,help", "show help");
+      cxxopts::value<int>()->default_value("-1"))(
+      "procs", "data-parallel CPU ranks, started by tda under the system mpirun",
+      cxxopts::value<int>()->default_value("1"))("gpus", "data-parallel GPU ranks (CUDA backend)",
+                                                 cxxopts::value<int>()->default_value("0"))(
+      "h,help", "show help");
   auto r = opts.parse(argc, argv);
   if (r.count("help") || !r.count("config")) {
     std::cout << opts.help() << "\n";
@@ -38,8 +89,22 @@ int cmd_train(int argc, char** argv) {
   }
   to.resume = r["resume"].as<std::string>();
   to.max_steps_override = r["steps"].as<int>();
-  Trainer trainer(cfg, to);
-  return trainer.run();
+
+  const int procs = r["procs"].as<int>(), gpus = r["gpus"].as<int>();
+  TDA_CHECK(gpus == 0, "--gpus " + std::to_string(gpus) +
+                           ": cuda backend not built (use --procs N for CPU ranks)");
+  TDA_CHECK(procs >= 1, "--procs must be >= 1, got " + std::to_string(procs));
+  if (procs > 1) {
+    TDA_CHECK(!launch_env().launched,
+              "--procs starts its own workers: drop it under mpirun/srun (each process they "
+              "start is already one rank)");
+    LaunchOptions lo;
+    lo.procs = procs;
+    lo.worker_dir = to.out_dir + "/.workers";
+    lo.args = worker_args(argc, argv);
+    return launch_workers(lo);
+  }
+  return run_rank(cfg, to);
 }
 
 RegisterCommand reg("train", "train a model from a JSON config", cmd_train);

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -28,6 +29,16 @@ std::string fmt_duration(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", t / 3600, (t / 60) % 60, t % 60);
   return buf;
+}
+
+void check_grad_norm(double norm, int step) {
+  TDA_CHECK(std::isfinite(norm), "training diverged: gradient norm is not finite at step " +
+                                     std::to_string(step));
+}
+
+// Rank 0's value of an integer on every rank (exact below 2^53): the others contribute 0.
+int64_t share_from_rank0(Communicator& c, int64_t x) {
+  return int64_t(c.all_reduce_sum(c.rank() == 0 ? double(x) : 0.0));
 }
 }  // namespace
 
@@ -55,8 +66,18 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_);
   model_->init_weights(t.seed);
   model_->set_batch(t.micro_batch, m.seq_len);
-  m_.assign(model_->num_params(), 0.f);
-  v_.assign(model_->num_params(), 0.f);
+  const size_t P = model_->num_params();
+  if (zero1()) {
+    const size_t W = size_t(comm_->world());
+    shard_n_ = (P + W - 1) / W;
+    shard_lo_ = size_t(comm_->rank()) * shard_n_;
+    if (shard_n_ * W != P) flat_.assign(shard_n_ * W, 0.f);  // else work in the model's buffers
+    m_.assign(shard_n_, 0.f);
+    v_.assign(shard_n_, 0.f);
+  } else {
+    m_.assign(P, 0.f);
+    v_.assign(P, 0.f);
+  }
   inputs_.resize(size_t(t.micro_batch) * m.seq_len);
   targets_.resize(inputs_.size());
   train_loader_ = std::make_unique<DataLoader>(cfg_.data.train, t.micro_batch, m.seq_len,
@@ -67,12 +88,12 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
                                              comm_->world());
   state_.config = cfg_.raw;
 
+  // Rank 0 alone looks at the disk (checkpoints live where rank 0 wrote them, which need not be
+  // a shared file system); the other ranks receive what it read.
   std::string resume = opt_.resume;
   if (resume == "auto") resume = latest_checkpoint(opt_.out_dir);
-  if (!resume.empty()) {
-    state_ = load_checkpoint(resume, *model_, m_.data(), v_.data());
-    state_.config = cfg_.raw;
-    train_loader_->set_position(state_.loader);
+  if (share_from_rank0(*comm_, resume.empty() ? 0 : 1)) {
+    resume_from(resume);
     if (comm_->rank() == 0) spdlog::info("resumed from {} at step {}", resume, state_.step);
   }
   if (comm_->rank() == 0) {
@@ -81,6 +102,39 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
     metrics_ = std::fopen((opt_.out_dir + "/metrics.jsonl").c_str(), resume.empty() ? "w" : "a");
     TDA_CHECK(metrics_, opt_.out_dir + "/metrics.jsonl: cannot open for writing");
   }
+}
+
+void Trainer::resume_from(const std::string& dir) {
+  const size_t P = model_->num_params();
+  // Checkpoints hold all P moments; with ZeRO-1 they are read into full-size buffers for the
+  // duration of the load and each rank keeps its slice.
+  std::vector<float> m_full, v_full;
+  float* m = m_.data();
+  float* v = v_.data();
+  if (zero1()) {
+    m_full.assign(P, 0.f);
+    v_full.assign(P, 0.f);
+    m = m_full.data();
+    v = v_full.data();
+  }
+  if (comm_->rank() == 0) state_ = load_checkpoint(dir, *model_, m, v);
+  if (comm_->world() > 1) {
+    comm_->broadcast(model_->params(), P, 0);
+    comm_->broadcast(m, P, 0);
+    comm_->broadcast(v, P, 0);
+    state_.step = int(share_from_rank0(*comm_, state_.step));
+    state_.loader.epoch = share_from_rank0(*comm_, state_.loader.epoch);
+    state_.loader.shard = share_from_rank0(*comm_, state_.loader.shard);
+    state_.loader.cursor = share_from_rank0(*comm_, state_.loader.cursor);
+  }
+  if (zero1()) {
+    const size_t hi = std::max(shard_lo_, std::min(shard_lo_ + shard_n_, P));
+    std::copy(m + shard_lo_, m + hi, m_.begin());  // past P (padding) stays zero
+    std::copy(v + shard_lo_, v + hi, v_.begin());
+  }
+  state_.config = cfg_.raw;
+  // The loader position counts global samples, so it is valid for any number of ranks.
+  train_loader_->set_position(state_.loader);
 }
 
 Trainer::~Trainer() {
@@ -112,25 +166,71 @@ StepMetrics Trainer::train_step() {
   TDA_CHECK(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) + " at step " +
                                      std::to_string(state_.step) +
                                      "; checkpoints written before this step are intact");
-  comm_->all_reduce_sum(model_->grads(), model_->num_params());
-
-  // Global-norm clipping, then AdamW per tensor (weight decay on matrices only).
-  double norm = std::sqrt(ops_->sum_squares(model_->grads(), model_->num_params()));
-  TDA_CHECK(std::isfinite(norm), "training diverged: gradient norm is not finite at step " +
-                                     std::to_string(state_.step));
-  if (o.grad_clip > 0 && norm > o.grad_clip)
-    ops_->scale(model_->grads(), model_->num_params(), float(o.grad_clip / (norm + 1e-6)));
   const double lr = learning_rate(state_.step, o.lr, o.min_lr, o.warmup_steps, t.max_steps);
-  for (const auto& ten : model_->tensors()) {
-    ops_->adamw(model_->params() + ten.offset, model_->grads() + ten.offset, m_.data() + ten.offset,
-                v_.data() + ten.offset, ten.numel, float(lr), float(o.beta1), float(o.beta2),
-                float(o.eps), ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
-  }
+  double norm = 0.0;
+  if (zero1())
+    optimizer_step_zero1(lr, &norm);
+  else
+    optimizer_step(lr, &norm);
   state_.step += 1;
   state_.last_train_loss = loss;
   state_.loader = train_loader_->position();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return StepMetrics{state_.step, loss, lr, norm, ms, double(t.total_batch_tokens) / (ms / 1000.0)};
+}
+
+// All-reduce the gradients, then global-norm clipping and AdamW per tensor (weight decay on
+// matrices only), every rank updating all parameters identically.
+void Trainer::optimizer_step(double lr, double* norm) {
+  const auto& o = cfg_.optim;
+  const size_t P = model_->num_params();
+  comm_->all_reduce_sum(model_->grads(), P);
+  *norm = std::sqrt(ops_->sum_squares(model_->grads(), P));
+  check_grad_norm(*norm, state_.step);
+  if (o.grad_clip > 0 && *norm > o.grad_clip)
+    ops_->scale(model_->grads(), P, float(o.grad_clip / (*norm + 1e-6)));
+  for (const auto& ten : model_->tensors()) {
+    ops_->adamw(model_->params() + ten.offset, model_->grads() + ten.offset, m_.data() + ten.offset,
+                v_.data() + ten.offset, ten.numel, float(lr), float(o.beta1), float(o.beta2),
+                float(o.eps), ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
+  }
+}
+
+// ZeRO-1: reduce-scatter the gradients, clip by the global norm (a double all-reduce of the
+// shards' sums of squares), AdamW on this rank's slice only, all-gather the parameters.
+void Trainer::optimizer_step_zero1(double lr, double* norm) {
+  const auto& o = cfg_.optim;
+  const size_t P = model_->num_params();
+  const size_t n = shard_n_ * size_t(comm_->world());
+  const size_t lo = shard_lo_, hi = std::max(lo, std::min(lo + shard_n_, P));
+  float* g = model_->grads();
+  if (!flat_.empty()) {  // P is not a multiple of W: work in a zero-padded copy
+    std::copy(model_->grads(), model_->grads() + P, flat_.begin());
+    std::fill(flat_.begin() + long(P), flat_.end(), 0.f);
+    g = flat_.data();
+  }
+  comm_->reduce_scatter_sum(g, n);
+  *norm = std::sqrt(comm_->all_reduce_sum(ops_->sum_squares(g + lo, shard_n_)));
+  check_grad_norm(*norm, state_.step);
+  if (o.grad_clip > 0 && *norm > o.grad_clip)
+    ops_->scale(g + lo, shard_n_, float(o.grad_clip / (*norm + 1e-6)));
+  // The slice may cut through tensors: each tensor's range is intersected with it, so weight
+  // decay is still decided per tensor.
+  for (const auto& ten : model_->tensors()) {
+    const size_t a = std::max(lo, ten.offset), b = std::min(hi, ten.offset + ten.numel);
+    if (a >= b) continue;
+    ops_->adamw(model_->params() + a, g + a, m_.data() + (a - lo), v_.data() + (a - lo), b - a,
+                float(lr), float(o.beta1), float(o.beta2), float(o.eps),
+                ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
+  }
+  if (flat_.empty()) {
+    comm_->all_gather(model_->params(), n);
+  } else {
+    std::copy(model_->params() + lo, model_->params() + hi, flat_.begin() + long(lo));
+    std::fill(flat_.begin() + long(hi), flat_.begin() + long(lo + shard_n_), 0.f);
+    comm_->all_gather(flat_.data(), n);
+    std::copy(flat_.begin(), flat_.begin() + long(P), model_->params());
+  }
 }
 
 double Trainer::evaluate() {
@@ -146,9 +246,25 @@ double Trainer::evaluate() {
 }
 
 void Trainer::save(bool final_save) {
+  // Checkpoints hold the full optimizer state whatever the sharding, so they resume on any
+  // number of ranks: ZeRO-1 gathers the moment shards first (a collective: every rank joins).
+  const float* m = m_.data();
+  const float* v = v_.data();
+  std::vector<float> m_full, v_full;
+  if (zero1() && comm_->world() > 1) {
+    const size_t n = shard_n_ * size_t(comm_->world());
+    for (auto* full : {&m_full, &v_full}) {
+      full->assign(n, 0.f);
+      const auto& mine = full == &m_full ? m_ : v_;
+      std::copy(mine.begin(), mine.end(), full->begin() + long(shard_lo_));
+      comm_->all_gather(full->data(), n);
+    }
+    m = m_full.data();
+    v = v_full.data();
+  }
   if (comm_->rank() != 0) return;
   std::string dir = opt_.out_dir + "/checkpoints/" + checkpoint_dir_name(state_.step);
-  save_checkpoint(dir, *model_, m_.data(), v_.data(), state_);
+  save_checkpoint(dir, *model_, m, v, state_);
   prune_checkpoints(opt_.out_dir, cfg_.train.keep_checkpoints);
   log_json({{"type", "checkpoint"}, {"step", state_.step}, {"dir", dir}, {"final", final_save}});
   spdlog::info("checkpoint {}", dir);
@@ -199,8 +315,12 @@ int Trainer::run() {
                    sm.step, last, sm.loss, sm.lr, sm.grad_norm, sm.ms, sm.tokens_per_s,
                    fmt_duration(eta));
     maybe_sample();
-    if (g_stop_signal.load() != 0) {
-      if (comm_->rank() == 0) spdlog::warn("signal {} received: checkpointing at step {}", g_stop_signal.load(), state_.step);
+    // Ranks must agree on stopping (a signal may reach them at different steps), or one would
+    // leave while the others wait for it in the next collective.
+    const int sig = g_stop_signal.load();
+    const bool stop = comm_->world() > 1 ? comm_->all_reduce_sum(sig != 0 ? 1.0 : 0.0) > 0 : sig != 0;
+    if (stop) {
+      if (comm_->rank() == 0) spdlog::warn("stop signal {} received: checkpointing at step {}", sig, state_.step);
       log_json({{"type", "event"}, {"event", "interrupted"}, {"step", state_.step}});
       save(true);
       std::signal(SIGINT, old_int);

@@ -1,6 +1,13 @@
 // The training loop: gradient accumulation to a token budget per step, AdamW with decoupled
 // weight decay on matrices only, warmup + cosine LR, global-norm clipping, validation every
 // N steps, metrics.jsonl, checkpoints, SIGINT/SIGTERM handling, NaN/Inf detection.
+//
+// Data parallel: every rank holds the full model and runs the same step on its slice of the
+// batch; gradients are summed once per step after accumulation. With dist.zero_stage=1 (ZeRO-1)
+// the AdamW moments are sharded: rank r owns the contiguous slice [r*S, (r+1)*S) of the flat
+// parameter buffer (S = ceil(P/W)), gradients are reduce-scattered, each rank updates only its
+// slice and the parameters are all-gathered. Checkpoints always hold the full optimizer state,
+// so a run can resume on any number of ranks.
 #pragma once
 #include <memory>
 #include <string>
@@ -45,6 +52,10 @@ class Trainer {
   void save(bool final_save);
   void log_json(const json& j);
   void maybe_sample();
+  void optimizer_step(double lr, double* norm);       // replicated moments
+  void optimizer_step_zero1(double lr, double* norm);  // sharded moments (ZeRO-1)
+  void resume_from(const std::string& dir);  // rank 0 reads, every rank gets its share
+  bool zero1() const { return cfg_.dist.zero_stage == 1; }
 
   Config cfg_;
   TrainOptions opt_;
@@ -53,7 +64,9 @@ class Trainer {
   Communicator* comm_;
   std::unique_ptr<GPT2> model_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
-  std::vector<float> m_, v_;
+  std::vector<float> m_, v_;  // AdamW moments: all P elements, or this rank's shard (ZeRO-1)
+  size_t shard_lo_ = 0, shard_n_ = 0;  // ZeRO-1: this rank's slice of the padded flat buffer
+  std::vector<float> flat_;  // ZeRO-1 with P % W != 0: padded copy for reduce-scatter/gather
   std::vector<int32_t> inputs_, targets_;
   TrainState state_;
   int accum_ = 1;
