@@ -15,8 +15,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, size_t n, float lr,
-                             float beta1, float beta2, float eps, float wd, float bc1,
-                             float bc2) {
+                             float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
     const float gi = g[i];
@@ -34,8 +33,8 @@ void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, flo
   if (n == 0) return;
   const float bc1 = 1.0f - std::pow(beta1, float(t));
   const float bc2 = 1.0f - std::pow(beta2, float(t));
-  check(launch(adamw_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), p, g, m,
-               v, n, lr, beta1, beta2, eps, wd, bc1, bc2),
+  check(launch(adamw_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), p, g, m, v,
+               n, lr, beta1, beta2, eps, wd, bc1, bc2),
         "adamw");
 }
 

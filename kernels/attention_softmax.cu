@@ -4,7 +4,8 @@
 //   forward:   online softmax over key chunks of 32 (lane l scores key j0 + l):
 //                m' = max(m, max_j s_ij);  l' = l e^(m - m') + sum_j e^(s_ij - m');
 //                o' = o e^(m - m') + sum_j e^(s_ij - m') v_j;   out_i = o / l;  LSE_i = m + log l
-//   backward:  p_ij = exp(s_ij - LSE_i);  D_i = g_i.o_i;  e_ij = g_i.v_j;  ds_ij = p_ij (e_ij - D_i)
+//   backward:  p_ij = exp(s_ij - LSE_i);  D_i = g_i.o_i;  e_ij = g_i.v_j;  ds_ij = p_ij (e_ij -
+//   D_i)
 //              dq_i = scale sum_{j<=i} ds_ij k_j          (dq kernel: one warp per query row)
 //              dk_j = scale sum_{i>=j} ds_ij q_i;  dv_j = sum_{i>=j} p_ij g_i
 //                                                          (dkdv kernel: one warp per key row)
@@ -34,14 +35,14 @@ __device__ inline float dot_shared(const float* sh, const float* g, int D) {
   return s;
 }
 
-__global__ void __launch_bounds__(kWarps * kWarp)
+__global__ void __launch_bounds__(kWarps* kWarp)
     attn_softmax_forward_kernel(AttnArgs a, size_t sqk) {
   __shared__ float sq[kWarps][kMaxD];
   __shared__ float sp[kWarps][kWarp];
   const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   const size_t row = size_t(blockIdx.x) * kWarps + w;  // (b*H + h)*T + i
-  if (row >= size_t(a.B) * a.H * T) return;             // the whole warp leaves
+  if (row >= size_t(a.B) * a.H * T) return;            // the whole warp leaves
   const size_t bh = row / T;
   const int i = int(row % T);
   const float* q = a.q + bh * sqk + size_t(i) * Dk;
@@ -51,7 +52,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   __syncwarp();
   float m = -INFINITY, l = 0.0f;
   float acc[kPer];
-TDA_UNROLL
+  TDA_UNROLL
   for (int r = 0; r < kPer; ++r) acc[r] = 0.0f;
   for (int j0 = 0; j0 <= i; j0 += kWarp) {
     const int j = j0 + lane;
@@ -63,7 +64,7 @@ TDA_UNROLL
     sp[w][lane] = p;
     __syncwarp();
     const int nj = min(kWarp, i - j0 + 1);
-TDA_UNROLL
+    TDA_UNROLL
     for (int r = 0; r < kPer; ++r) {
       const int d = lane + r * kWarp;
       if (d < Dv) {
@@ -76,7 +77,7 @@ TDA_UNROLL
     m = m_new;
   }
   const float inv = 1.0f / l;
-TDA_UNROLL
+  TDA_UNROLL
   for (int r = 0; r < kPer; ++r) {
     const int d = lane + r * kWarp;
     if (d < Dv) a.out[row * Dv + d] = acc[r] * inv;
@@ -85,7 +86,7 @@ TDA_UNROLL
 }
 
 // dq_i, and D_i = g_i.o_i saved to Dbuf for the dkdv kernel.
-__global__ void __launch_bounds__(kWarps * kWarp)
+__global__ void __launch_bounds__(kWarps* kWarp)
     attn_softmax_dq_kernel(AttnArgs a, size_t sqk, float* Dbuf) {
   __shared__ float sq[kWarps][kMaxD];
   __shared__ float sg[kWarps][kMaxD];
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   __syncwarp();
   const float lse = a.stats[row];
   float acc[kPer];
-TDA_UNROLL
+  TDA_UNROLL
   for (int r = 0; r < kPer; ++r) acc[r] = 0.0f;
   for (int j0 = 0; j0 <= i; j0 += kWarp) {
     const int j = j0 + lane;
@@ -125,7 +126,7 @@ TDA_UNROLL
     sds[w][lane] = ds;
     __syncwarp();
     const int nj = min(kWarp, i - j0 + 1);
-TDA_UNROLL
+    TDA_UNROLL
     for (int r = 0; r < kPer; ++r) {
       const int d = lane + r * kWarp;
       if (d < Dk)
@@ -134,14 +135,14 @@ TDA_UNROLL
     __syncwarp();
   }
   float* dq = a.dq + bh * sqk + size_t(i) * Dk;
-TDA_UNROLL
+  TDA_UNROLL
   for (int r = 0; r < kPer; ++r) {
     const int d = lane + r * kWarp;
     if (d < Dk) dq[d] = acc[r];
   }
 }
 
-__global__ void __launch_bounds__(kWarps * kWarp)
+__global__ void __launch_bounds__(kWarps* kWarp)
     attn_softmax_dkdv_kernel(AttnArgs a, size_t sqk, const float* Dbuf) {
   __shared__ float sk[kWarps][kMaxD];
   __shared__ float sv[kWarps][kMaxD];
@@ -159,7 +160,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   for (int d = lane; d < Dv; d += kWarp) sv[w][d] = a.v[bh * size_t(T) * Dv + size_t(j) * Dv + d];
   __syncwarp();
   float acck[kPer], accv[kPer];
-TDA_UNROLL
+  TDA_UNROLL
   for (int r = 0; r < kPer; ++r) acck[r] = accv[r] = 0.0f;
   for (int i0 = j; i0 < T; i0 += kWarp) {
     const int i = i0 + lane;
@@ -174,19 +175,25 @@ TDA_UNROLL
     sds[w][lane] = ds;
     __syncwarp();
     const int ni = min(kWarp, T - i0);
-TDA_UNROLL
+    const float* gi = g + size_t(i0) * Dv;
+    const float* qi = q + size_t(i0) * Dk;
+    TDA_UNROLL
     for (int r = 0; r < kPer; ++r) {
       const int d = lane + r * kWarp;
       if (d < Dv)
-        for (int ii = 0; ii < ni; ++ii) accv[r] += sp[w][ii] * g[size_t(i0 + ii) * Dv + d];
+        for (int ii = 0; ii < ni; ++ii) accv[r] += sp[w][ii] * gi[ii * Dv + d];
+    }
+    TDA_UNROLL
+    for (int r = 0; r < kPer; ++r) {
+      const int d = lane + r * kWarp;
       if (d < Dk)
-        for (int ii = 0; ii < ni; ++ii) acck[r] += sds[w][ii] * q[size_t(i0 + ii) * Dk + d];
+        for (int ii = 0; ii < ni; ++ii) acck[r] += sds[w][ii] * qi[ii * Dk + d];
     }
     __syncwarp();
   }
   float* dk = a.dk + bh * sqk + size_t(j) * Dk;
   float* dv = a.dv + krow * Dv;
-TDA_UNROLL
+  TDA_UNROLL
   for (int r = 0; r < kPer; ++r) {
     const int d = lane + r * kWarp;
     if (d < Dk) dk[d] = acck[r];
@@ -210,8 +217,8 @@ unsigned row_blocks(const AttnArgs& a) {
 void attention_softmax_forward(const AttnArgs& a) {
   check_softmax_args(a);
   if (size_t(a.B) * a.H * a.T == 0) return;
-  check(launch(attn_softmax_forward_kernel, dim3(row_blocks(a)), dim3(kWarps * kWarp), 0,
-               stream(), a, qk_stride(a)),
+  check(launch(attn_softmax_forward_kernel, dim3(row_blocks(a)), dim3(kWarps * kWarp), 0, stream(),
+               a, qk_stride(a)),
         "attention_softmax_forward");
 }
 
@@ -222,8 +229,8 @@ void attention_softmax_backward(const AttnArgs& a, float* scratch) {
   check(launch(attn_softmax_dq_kernel, dim3(row_blocks(a)), dim3(kWarps * kWarp), 0, stream(), a,
                qk_stride(a), scratch),
         "attention_softmax_dq");
-  check(launch(attn_softmax_dkdv_kernel, dim3(row_blocks(a)), dim3(kWarps * kWarp), 0, stream(),
-               a, qk_stride(a), static_cast<const float*>(scratch)),
+  check(launch(attn_softmax_dkdv_kernel, dim3(row_blocks(a)), dim3(kWarps * kWarp), 0, stream(), a,
+               qk_stride(a), static_cast<const float*>(scratch)),
         "attention_softmax_dkdv");
 }
 

@@ -11,8 +11,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 
-#define TDA_GRID_STRIDE(i, n) \
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+#define TDA_GRID_STRIDE(i, n)                                             \
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += size_t(gridDim.x) * blockDim.x)
 
 // y = 0.5 x (1 + tanh(u)),  u = c (x + 0.044715 x^3)
 __global__ void gelu_forward_kernel(float* y, const float* x, size_t n) {
@@ -38,37 +39,45 @@ __global__ void gelu_backward_kernel(float* dx, const float* x, const float* dy,
 
 // y = a + b
 __global__ void add_kernel(float* y, const float* a, const float* b, size_t n) {
-  TDA_GRID_STRIDE(i, n) { y[i] = a[i] + b[i]; }
+  TDA_GRID_STRIDE(i, n) {
+    y[i] = a[i] + b[i];
+  }
 }
 
 // y += a
 __global__ void add_inplace_kernel(float* y, const float* a, size_t n) {
-  TDA_GRID_STRIDE(i, n) { y[i] += a[i]; }
+  TDA_GRID_STRIDE(i, n) {
+    y[i] += a[i];
+  }
 }
 
 // x *= s
 __global__ void scale_kernel(float* x, size_t n, float s) {
-  TDA_GRID_STRIDE(i, n) { x[i] *= s; }
+  TDA_GRID_STRIDE(i, n) {
+    x[i] *= s;
+  }
 }
 
 // x = 0
 __global__ void zero_kernel(float* x, size_t n) {
-  TDA_GRID_STRIDE(i, n) { x[i] = 0.0f; }
+  TDA_GRID_STRIDE(i, n) {
+    x[i] = 0.0f;
+  }
 }
 #undef TDA_GRID_STRIDE
 }  // namespace
 
 void gelu_forward(float* y, const float* x, size_t n) {
   if (n == 0) return;
-  check(launch(gelu_forward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y,
-               x, n),
+  check(launch(gelu_forward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, x,
+               n),
         "gelu_forward");
 }
 
 void gelu_backward(float* dx, const float* x, const float* dy, size_t n) {
   if (n == 0) return;
-  check(launch(gelu_backward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
-               dx, x, dy, n),
+  check(launch(gelu_backward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), dx,
+               x, dy, n),
         "gelu_backward");
 }
 
@@ -80,9 +89,9 @@ void add(float* y, const float* a, const float* b, size_t n) {
 
 void add_inplace(float* y, const float* a, size_t n) {
   if (n == 0) return;
-  check(launch(add_inplace_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y,
-               a, n),
-        "add_inplace");
+  check(
+      launch(add_inplace_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, n),
+      "add_inplace");
 }
 
 void scale(float* x, size_t n, float s) {

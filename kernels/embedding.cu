@@ -12,8 +12,8 @@ namespace tda::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-__global__ void embedding_forward_kernel(float* y, const int32_t* tokens, const float* wte,
-                                         int N, int C) {
+__global__ void embedding_forward_kernel(float* y, const int32_t* tokens, const float* wte, int N,
+                                         int C) {
   const size_t total = size_t(N) * C;
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += size_t(gridDim.x) * blockDim.x) {
@@ -32,8 +32,8 @@ __global__ void embedding_backward_kernel(float* dwte, const float* dy, const in
 
 void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) {
   if (N == 0) return;
-  check(launch(embedding_forward_kernel, dim3(grid_for(size_t(N) * C, kThreads)), dim3(kThreads),
-               0, stream(), y, tokens, wte, N, C),
+  check(launch(embedding_forward_kernel, dim3(grid_for(size_t(N) * C, kThreads)), dim3(kThreads), 0,
+               stream(), y, tokens, wte, N, C),
         "embedding_forward");
 }
 

@@ -42,8 +42,8 @@ size_t lm_head_scratch(int N, int V_padded) {
 }
 
 void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
-                  const int32_t* targets, int N, int C, int V_padded, int V_real,
-                  float grad_scale, float* scratch) {
+                  const int32_t* targets, int N, int C, int V_padded, int V_real, float grad_scale,
+                  float* scratch) {
   for (int n0 = 0; n0 < N; n0 += kLmHeadChunkRows) {
     const int rows = N - n0 < kLmHeadChunkRows ? N - n0 : kLmHeadChunkRows;
     const float* xc = x + size_t(n0) * C;

@@ -34,14 +34,16 @@ __global__ void sum_partials_kernel(const double* partial, int n, double* out) {
 }
 }  // namespace
 
-size_t sum_squares_scratch() { return kBlocks + 1; }
+size_t sum_squares_scratch() {
+  return kBlocks + 1;
+}
 
 double sum_squares(const float* x, size_t n, double* scratch) {
   if (n == 0) return 0.0;
   const unsigned blocks = grid_for(n, kThreads, kBlocks);
-  check(launch(sum_squares_partial_kernel, dim3(blocks), dim3(kThreads), 0, stream(), x, n,
-               scratch),
-        "sum_squares_partial");
+  check(
+      launch(sum_squares_partial_kernel, dim3(blocks), dim3(kThreads), 0, stream(), x, n, scratch),
+      "sum_squares_partial");
   check(launch(sum_partials_kernel, dim3(1), dim3(kThreads), 0, stream(),
                static_cast<const double*>(scratch), int(blocks), scratch + kBlocks),
         "sum_partials");

@@ -14,8 +14,8 @@ constexpr int kRowsPerBlock = 4;
 constexpr int kDwRows = 32;
 constexpr int kDwThreads = 128;
 
-__global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w,
-                                       int N, int C, float eps) {
+__global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w, int N,
+                                       int C, float eps) {
   const int lane = threadIdx.x % kWarp;
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (n >= N) return;  // whole warps exit together: no collective is left waiting
@@ -68,7 +68,9 @@ __global__ void rmsnorm_dw_sum_kernel(float* dw, const float* partial, int chunk
   dw[c] += s;
 }
 
-int chunks_of(int N) { return (N + kDwRows - 1) / kDwRows; }
+int chunks_of(int N) {
+  return (N + kDwRows - 1) / kDwRows;
+}
 }  // namespace
 
 void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
@@ -80,14 +82,16 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int 
         "rmsnorm_forward");
 }
 
-size_t rmsnorm_backward_scratch(int N, int C) { return size_t(chunks_of(N)) * size_t(C); }
+size_t rmsnorm_backward_scratch(int N, int C) {
+  return size_t(chunks_of(N)) * size_t(C);
+}
 
 void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
                       const float* rstd, int N, int C, float* scratch) {
   if (N == 0) return;
   const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  check(launch(rmsnorm_backward_dx_kernel, dim3(blocks), dim3(kRowsPerBlock * kWarp), 0,
-               stream(), dx, dy, x, w, rstd, N, C),
+  check(launch(rmsnorm_backward_dx_kernel, dim3(blocks), dim3(kRowsPerBlock * kWarp), 0, stream(),
+               dx, dy, x, w, rstd, N, C),
         "rmsnorm_backward_dx");
   const unsigned cblocks = unsigned((C + kDwThreads - 1) / kDwThreads);
   check(launch(rmsnorm_dw_partial_kernel, dim3(cblocks, unsigned(chunks_of(N))), dim3(kDwThreads),

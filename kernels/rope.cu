@@ -64,8 +64,8 @@ __global__ void heads_kernel(float* heads, float* rows, int row, int col0, int B
 }
 }  // namespace
 
-void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
-                  const float* sin, int B, int T, int H, int D, int pos0) {
+void rope_forward(float* out, const float* x, int row, int col0, const float* cos, const float* sin,
+                  int B, int T, int H, int D, int pos0) {
   const size_t n = size_t(B) * T * H * (D / 2);
   if (n == 0) return;
   check(launch(rope_kernel<false>, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), out,

@@ -22,8 +22,7 @@ void run_case(const Case& c, uint64_t seed, std::vector<float>* bits = nullptr) 
   CudaOps gpu;
   const size_t BH = size_t(c.B) * c.H, sqk = c.stride ? c.stride : size_t(c.T) * c.D;
   const size_t nqk = BH * sqk, nv = BH * c.T * c.D, rows = BH * c.T;
-  auto q = rnd(nqk, 81, -2.f, 2.f), k = rnd(nqk, 82, -2.f, 2.f), v = rnd(nv, 83),
-       g = rnd(nv, 84);
+  auto q = rnd(nqk, 81, -2.f, 2.f), k = rnd(nqk, 82, -2.f, 2.f), v = rnd(nv, 83), g = rnd(nv, 84);
   AttnArgs a;
   a.math = AttnMath::kSoftmax;
   a.B = c.B;
@@ -47,8 +46,8 @@ void run_case(const Case& c, uint64_t seed, std::vector<float>* bits = nullptr) 
   cpu.attention_backward(r);
 
   ScheduleSeed guard(seed);
-  DeviceBuffer<float> gq(q), gk(k), gv(v), gg(g), gout(nv), gst(rows), gdq(std::vector<float>(nqk, 0.f)),
-      gdk(std::vector<float>(nqk, 0.f)), gdv(nv);
+  DeviceBuffer<float> gq(q), gk(k), gv(v), gg(g), gout(nv), gst(rows),
+      gdq(std::vector<float>(nqk, 0.f)), gdk(std::vector<float>(nqk, 0.f)), gdv(nv);
   AttnArgs d = a;
   d.q = gq.get();
   d.k = gk.get();

@@ -52,10 +52,10 @@ Run train(Ops& ops, const Config& cfg, int steps, int B, int T) {
 TEST_CASE("cuda: tiny GPT-2 trains like the CPU backend on the emulator", "[cuda][emu]") {
   // Vocabulary 128 padded / 100 real keeps the emulated LM head small and exercises the mask;
   // two layers and two heads (head dim 32) exercise the per-layer and per-head paths.
-  const Config cfg = load_config(std::string(TDA_SOURCE_DIR) + "/configs/tiny/softmax.json",
-                                 {"model.n_layer=2", "model.d_model=64", "model.n_head=2",
-                                  "model.seq_len=32", "model.vocab_size=128",
-                                  "model.real_vocab_size=100"});
+  const Config cfg =
+      load_config(std::string(TDA_SOURCE_DIR) + "/configs/tiny/softmax.json",
+                  {"model.n_layer=2", "model.d_model=64", "model.n_head=2", "model.seq_len=32",
+                   "model.vocab_size=128", "model.real_vocab_size=100"});
   const int steps = 5, B = 2, T = 32;
   CpuOps cpu;
   CudaOps gpu;
@@ -81,7 +81,8 @@ TEST_CASE("cuda: tiny GPT-2 trains like the CPU backend on the emulator", "[cuda
     CHECK(same_bits(again.params, got.params));
   }
   // Parameters: AdamW moves each by at most ~lr per step, so a gradient rounding difference can
-  // move a parameter by a small fraction of lr; the bound is on the tensor scale (norm gains 1); observed ~2e-6.
+  // move a parameter by a small fraction of lr; the bound is on the tensor scale (norm gains 1);
+  // observed ~2e-6.
   INFO("parameter rel_err " << rel_err(got.params, ref.params));
   CHECK(rel_err(got.params, ref.params) < 1e-4);
 }

@@ -55,7 +55,8 @@ TEST_CASE("cuda: rmsnorm forward and backward match the CPU backend", "[cuda][em
     std::vector<float> first_dx, first_dw;
     for (uint64_t seed : {0, 3, 11}) {  // shuffled schedules: the warp reductions must not care
       ScheduleSeed guard(seed);
-      DeviceBuffer<float> gx(x), gw(w), gy(x.size()), gr(static_cast<size_t>(N)), gdy(dy), gdx(dx0), gdw(dw0);
+      DeviceBuffer<float> gx(x), gw(w), gy(x.size()), gr(static_cast<size_t>(N)), gdy(dy), gdx(dx0),
+          gdw(dw0);
       gpu.rmsnorm_forward(gy.get(), gr.get(), gx.get(), gw.get(), N, C, 1e-5f);
       CHECK(rel_err(gy.to_host(), y) < kTol);
       CHECK(rel_err(gr.to_host(), rstd) < kTol);
@@ -164,8 +165,8 @@ TEST_CASE("cuda: lm_head_loss matches the CPU backend across row chunks", "[cuda
     std::vector<float> loss(static_cast<size_t>(N)), dx(size_t(N) * C);
     auto dW = dW0;
     const float gs = 1.0f / N;
-    cpu.lm_head_loss(loss.data(), dx.data(), dW.data(), x.data(), W.data(), tg.data(), N, C, Vp,
-                     Vr, gs);
+    cpu.lm_head_loss(loss.data(), dx.data(), dW.data(), x.data(), W.data(), tg.data(), N, C, Vp, Vr,
+                     gs);
     std::vector<float> first;
     for (uint64_t seed : {0, 5}) {
       ScheduleSeed guard(seed);

@@ -1,9 +1,8 @@
 // CudaOps: the Ops interface on device pointers. Matmuls through tda::cuda::gemm (cuBLAS on a
 // GPU, the CPU SGEMM under the emulator), everything else through the kernels/*.cu wrappers.
-#include "backend/cuda/cuda_ops.h"
-
 #include <algorithm>
 
+#include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
 #include "core/error.h"
 
@@ -22,9 +21,10 @@ void CudaOps::matmul_forward(float* y, const float* x, const float* W, int N, in
 }
 
 // dx = dy W  (N,OC)x(OC,C), overwritten or accumulated;  dW += dy^T x  (OC,N)x(N,C)
-void CudaOps::matmul_backward(float* dx, float* dW, const float* dy, const float* x,
-                              const float* W, int N, int C, int OC, bool accumulate_dx) {
-  if (dx) cuda::gemm(false, false, N, C, OC, 1.0f, dy, OC, W, C, accumulate_dx ? 1.0f : 0.0f, dx, C);
+void CudaOps::matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
+                              int N, int C, int OC, bool accumulate_dx) {
+  if (dx)
+    cuda::gemm(false, false, N, C, OC, 1.0f, dy, OC, W, C, accumulate_dx ? 1.0f : 0.0f, dx, C);
   if (dW) cuda::gemm(true, false, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dW, C);
 }
 
@@ -39,12 +39,18 @@ void CudaOps::rmsnorm_backward(float* dx, float* dw, const float* dy, const floa
   cuda::rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C, s);
 }
 
-void CudaOps::gelu_forward(float* y, const float* x, size_t n) { cuda::gelu_forward(y, x, n); }
+void CudaOps::gelu_forward(float* y, const float* x, size_t n) {
+  cuda::gelu_forward(y, x, n);
+}
 void CudaOps::gelu_backward(float* dx, const float* x, const float* dy, size_t n) {
   cuda::gelu_backward(dx, x, dy, n);
 }
-void CudaOps::add(float* y, const float* a, const float* b, size_t n) { cuda::add(y, a, b, n); }
-void CudaOps::add_inplace(float* y, const float* a, size_t n) { cuda::add_inplace(y, a, n); }
+void CudaOps::add(float* y, const float* a, const float* b, size_t n) {
+  cuda::add(y, a, b, n);
+}
+void CudaOps::add_inplace(float* y, const float* a, size_t n) {
+  cuda::add_inplace(y, a, n);
+}
 
 void CudaOps::embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) {
   cuda::embedding_forward(y, tokens, wte, N, C);
@@ -85,7 +91,9 @@ void CudaOps::lm_head_logits(float* logits, const float* x, const float* W, int 
   cuda::gemm(false, true, 1, V, C, 1.0f, x, C, W, C, 0.0f, logits, V);
 }
 
-void CudaOps::attention_forward(const AttnArgs& a) { cuda::attention_softmax_forward(a); }
+void CudaOps::attention_forward(const AttnArgs& a) {
+  cuda::attention_softmax_forward(a);
+}
 
 void CudaOps::attention_backward(const AttnArgs& a) {
   float* s = cuda::scratch(fscratch_, fscratch_n_, size_t(a.B) * a.H * a.T);
@@ -97,13 +105,17 @@ double CudaOps::sum_squares(const float* x, size_t n) {
   return cuda::sum_squares(x, n, s);
 }
 
-void CudaOps::scale(float* x, size_t n, float s) { cuda::scale(x, n, s); }
+void CudaOps::scale(float* x, size_t n, float s) {
+  cuda::scale(x, n, s);
+}
 
 void CudaOps::adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
                     float beta2, float eps, float wd, int t) {
   cuda::adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, t);
 }
 
-void CudaOps::zero(float* x, size_t n) { cuda::zero(x, n); }
+void CudaOps::zero(float* x, size_t n) {
+  cuda::zero(x, n);
+}
 
 }  // namespace tda

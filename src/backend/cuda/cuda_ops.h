@@ -32,8 +32,8 @@ void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, con
 void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C);
 void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N, int C);
 
-void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
-                  const float* sin, int B, int T, int H, int D, int pos0);
+void rope_forward(float* out, const float* x, int row, int col0, const float* cos, const float* sin,
+                  int B, int T, int H, int D, int pos0);
 void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
                    const float* sin, int B, int T, int H, int D, int pos0);
 void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H, int D);
@@ -42,8 +42,8 @@ void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int
 constexpr int kLmHeadChunkRows = 256;
 size_t lm_head_scratch(int N, int V_padded);  // floats: one chunk of logits
 void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
-                  const int32_t* targets, int N, int C, int V_padded, int V_real,
-                  float grad_scale, float* scratch);
+                  const int32_t* targets, int N, int C, int V_padded, int V_real, float grad_scale,
+                  float* scratch);
 
 void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
            float beta2, float eps, float wd, int t);
@@ -65,8 +65,8 @@ class CudaOps final : public Ops {
 
   const char* name() const override { return "cuda"; }
   void matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) override;
-  void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
-                       int N, int C, int OC, bool accumulate_dx) override;
+  void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W, int N,
+                       int C, int OC, bool accumulate_dx) override;
   void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
                        float eps) override;
   void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,

@@ -7,6 +7,8 @@
 #include <cblas.h>
 #endif
 
+#include <vector>
+
 #include "core/error.h"
 
 namespace tda::cuda {
@@ -23,8 +25,9 @@ cublasHandle_t handle() {
   static cublasHandle_t h = [] {
     cublasHandle_t c = nullptr;
     TDA_CHECK(cublasCreate(&c) == CUBLAS_STATUS_SUCCESS, "cuda: cublasCreate failed");
-    // Plain fp32: no TF32 tensor-core rounding, so results stay comparable to the CPU backend.
-    TDA_CHECK(cublasSetMathMode(c, CUBLAS_PEDANTIC_MATH) == CUBLAS_STATUS_SUCCESS,
+    // Default math: cublasSgemm stays plain fp32 (no TF32 rounding unless the environment sets
+    // NVIDIA_TF32_OVERRIDE=1), while cublasGemmEx on bf16 may use tensor cores.
+    TDA_CHECK(cublasSetMathMode(c, CUBLAS_DEFAULT_MATH) == CUBLAS_STATUS_SUCCESS,
               "cuda: cublasSetMathMode failed");
     return c;
   }();
@@ -41,10 +44,24 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   TDA_CHECK(cublasSetStream(handle(), stream()) == CUBLAS_STATUS_SUCCESS,
             "cuda: cublasSetStream failed");
-  const cublasStatus_t st = cublasSgemm(handle(), op_b, op_a, N, M, K, &alpha, B, ldb, A, lda,
-                                        &beta, C, ldc);
-  TDA_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuda: cublasSgemm failed (status " +
-                                             std::to_string(int(st)) + ")");
+  const cublasStatus_t st =
+      cublasSgemm(handle(), op_b, op_a, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc);
+  TDA_CHECK(st == CUBLAS_STATUS_SUCCESS,
+            "cuda: cublasSgemm failed (status " + std::to_string(int(st)) + ")");
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
+               int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TDA_CHECK(cublasSetStream(handle(), stream()) == CUBLAS_STATUS_SUCCESS,
+            "cuda: cublasSetStream failed");
+  const cublasStatus_t st =
+      cublasGemmEx(handle(), op_b, op_a, N, M, K, &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda,
+                   &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  TDA_CHECK(st == CUBLAS_STATUS_SUCCESS,
+            "cuda: cublasGemmEx failed (status " + std::to_string(int(st)) + ")");
 }
 #else
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
@@ -52,6 +69,27 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   if (M == 0 || N == 0) return;
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+namespace {
+// The stored (rows, cols) matrix with row stride ld, widened to a dense fp32 copy.
+std::vector<float> widen(const __nv_bfloat16* x, int rows, int cols, int ld) {
+  std::vector<float> out(size_t(rows) * size_t(cols));
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c)
+      out[size_t(r) * cols + c] = __bfloat162float(x[size_t(r) * ld + c]);
+  return out;
+}
+}  // namespace
+
+// Emulator: bf16 -> fp32 is exact, so this is the fp32 GEMM of the rounded inputs.
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
+               int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  const int ar = trans_a ? K : M, ac = trans_a ? M : K;
+  const int br = trans_b ? N : K, bc = trans_b ? K : N;
+  const std::vector<float> a = widen(A, ar, ac, lda), b = widen(B, br, bc, ldb);
+  gemm(trans_a, trans_b, M, N, K, alpha, a.data(), ac, b.data(), bc, beta, C, ldc);
 }
 #endif
 

@@ -18,8 +18,21 @@ void check(cudaError_t err, const char* what);
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc);
 
+// bf16 inputs, fp32 output and fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F: tensor
+// cores on sm_80+); same layout conventions as gemm(). Under the emulator the inputs are widened
+// to fp32 (exact) and go through the CPU SGEMM. The building block of the bf16 storage path
+// (docs/cuda.md); CudaOps does not use it yet.
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
+               int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc);
+
+// Casts (kernels/cast.cu): y = bf16(x) rounded to nearest even; x = float(y) (exact).
+void cast_to_bf16(__nv_bfloat16* y, const float* x, size_t n);
+void cast_to_float(float* x, const __nv_bfloat16* y, size_t n);
+
 // The backend's stream (the legacy default stream in this version).
-inline cudaStream_t stream() { return nullptr; }
+inline cudaStream_t stream() {
+  return nullptr;
+}
 
 // Grows a device scratch buffer to at least `n` elements (never shrinks); frees with cudaFree.
 template <class T>
