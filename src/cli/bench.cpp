@@ -89,10 +89,7 @@ int bench_attention(int argc, char** argv) {
       "lengths", "sequence lengths, comma separated (also accepted as --T)",
       cxxopts::value<std::string>()->default_value("256,512,1024,2048,4096,8192"))(
       "reps", "timed repetitions", cxxopts::value<int>()->default_value("1"))("h,help", "help");
-  // cxxopts takes no one-letter long options; accept the documented --T spelling.
-  std::string lengths_flag = "--lengths";
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--T") argv[i] = const_cast<char*>(lengths_flag.c_str());
+  alias_flag(argc, argv, "--T", "--lengths");
   auto r = opts.parse(argc, argv);
   if (r.count("help")) {
     std::cout << opts.help() << "\n";

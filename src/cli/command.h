@@ -20,4 +20,11 @@ struct RegisterCommand {
   }
 };
 
+// cxxopts takes no one-letter long options (`--T` would be a syntax error): rewrite argv so a
+// documented spelling like `--T` reaches the option registered as `to` (e.g. "--lengths").
+inline void alias_flag(int argc, char** argv, const char* from, const char* to) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == from) argv[i] = const_cast<char*>(to);
+}
+
 }  // namespace tda

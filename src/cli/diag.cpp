@@ -23,11 +23,13 @@ int cmd_diag(int argc, char** argv) {
   opts.add_options()("checkpoint", "checkpoint directory", cxxopts::value<std::string>())(
       "text", "input text", cxxopts::value<std::string>())(
       "tokens-file", "llm.c .bin shard; its first T tokens are used",
-      cxxopts::value<std::string>())("T", "max sequence length (default: model seq_len)",
+      cxxopts::value<std::string>())("max-len", "max sequence length (default: model seq_len); also --T or -T",
                                      cxxopts::value<int>())(
       "out", "output JSON file (default stdout)", cxxopts::value<std::string>())(
       "dump-map", "LAYER,HEAD: also write this head's maps into the JSON",
       cxxopts::value<std::string>())("h,help", "show help");
+  alias_flag(argc, argv, "--T", "--max-len");
+  alias_flag(argc, argv, "-T", "--max-len");
   auto r = opts.parse(argc, argv);
   if (r.count("help") || !r.count("checkpoint") || (!r.count("text") && !r.count("tokens-file"))) {
     std::cout << opts.help() << "\n";
@@ -35,7 +37,7 @@ int cmd_diag(int argc, char** argv) {
   }
   const std::string dir = r["checkpoint"].as<std::string>();
   Config cfg = config_from_json(read_checkpoint_state(dir).config, dir + "/state.json");
-  const int T_max = r.count("T") ? r["T"].as<int>() : cfg.model.seq_len;
+  const int T_max = r.count("max-len") ? r["max-len"].as<int>() : cfg.model.seq_len;
   TDA_CHECK(T_max >= 1, "diag: --T must be >= 1");
   std::vector<int32_t> tokens;
   if (r.count("tokens-file")) {
