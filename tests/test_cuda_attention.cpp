@@ -102,3 +102,40 @@ TEST_CASE("cuda: attention kinds other than softmax are refused", "[cuda][emu]")
   a.math = AttnMath::kRelu;
   CHECK_THROWS_AS(gpu.attention_forward(a), Error);
 }
+
+// Negative control: the comparison above can fail. Dropping the row constant D_i from the
+// backward (the debug hook both backends implement) must move dq far beyond the tolerance,
+// while the two backends still agree with each other when both drop it.
+TEST_CASE("cuda: attention backward without the D_i term is caught", "[cuda][emu]") {
+  const int B = 1, H = 2, T = 37, D = 16;
+  const size_t n = size_t(B) * H * T * D, rows = size_t(B) * H * T;
+  auto q = rnd(n, 85, -2.f, 2.f), k = rnd(n, 86, -2.f, 2.f), v = rnd(n, 87), g = rnd(n, 88);
+  auto run = [&](Ops& ops, bool drop) {
+    DeviceBuffer<float> gq(q), gk(k), gv(v), gg(g), out(n), st(rows), dq(n), dk(n), dv(n);
+    AttnArgs a;
+    a.B = B;
+    a.H = H;
+    a.T = T;
+    a.Dqk = a.Dv = D;
+    a.scale = 0.25f;
+    a.q = gq.get();
+    a.k = gk.get();
+    a.v = gv.get();
+    a.out = out.get();
+    a.stats = st.get();
+    a.dout = gg.get();
+    a.dq = dq.get();
+    a.dk = dk.get();
+    a.dv = dv.get();
+    a.debug_drop_term = drop;
+    ops.attention_forward(a);
+    ops.attention_backward(a);
+    return dq.to_host();
+  };
+  CpuOps cpu;
+  CudaOps gpu;
+  const auto good = run(gpu, false), bad = run(gpu, true);
+  CHECK(rel_err(bad, good) > 1e-2);            // the wrong gradient is far from the right one
+  CHECK(rel_err(bad, run(cpu, true)) < 2e-5);  // and both backends implement the hook alike
+  CHECK(rel_err(good, run(cpu, false)) < 2e-5);
+}
