@@ -269,7 +269,7 @@ TEST_CASE("SIGINT to a self-launched run checkpoints on every rank and exits 0",
   CHECK(st.step < 500);
 }
 
-TEST_CASE("--gpus says the cuda backend is not built", "[dist]") {
+TEST_CASE("the --gpus flag says the cuda backend is not built", "[dist]") {
   std::string out;
   CHECK(run_tda("train --config " + source_dir() + "/configs/tiny/softmax.json --gpus 2", &out) !=
         0);

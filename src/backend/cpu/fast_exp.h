@@ -10,7 +10,11 @@ namespace tda {
 
 inline float fast_expf(float x) {
   // Below -87.3 the result is under FLT_MIN: flush to 0 (what softmax wants); clamp the top.
-  x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  // Written so that NaN also lands on the low clamp (comparisons with NaN are false): the
+  // float->int conversion below must never see NaN. A NaN logit still makes the loss NaN
+  // through the target logit, which the trainer reports.
+  x = x > 88.7f ? 88.7f : x;
+  x = x > -87.3f ? x : -87.3f;
   const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
   const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723212e-6f;
   float p = 1.0f / 720.0f;
@@ -20,7 +24,7 @@ inline float fast_expf(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t bits = (int32_t(n) + 127) << 23;
+  const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return x <= -87.3f ? 0.0f : p * scale;
