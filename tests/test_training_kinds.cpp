@@ -2,7 +2,8 @@
 // validation loss from ~ln(50257) = 10.8 to below 7.0. Measured at 100 steps: softmax 5.84,
 // gated_softmax 5.80 (scripts/bench/tiny_all_kinds.sh 100). The bar is deliberately loose so
 // that the sparse kinds, which start slower, pass reliably; a run with a NaN, a wrong gradient
-// sign or a dead optimizer stays above 9.
+// sign or a dead optimizer stays above 9. softmax is checked at steps 100 and 200 by
+// test_training.cpp, so it is not trained a second time here.
 #include <catch2/catch.hpp>
 
 #include "core/config.h"
@@ -32,7 +33,6 @@ void train_kind(const std::string& kind) {
 #define TDA_TRAIN_KIND_TEST(kind) \
   TEST_CASE("tiny " #kind " config trains below 7.0 validation loss", "[training][slow][kinds]") { train_kind(#kind); }
 
-TDA_TRAIN_KIND_TEST(softmax)
 TDA_TRAIN_KIND_TEST(gated_softmax)
 TDA_TRAIN_KIND_TEST(ssmax)
 TDA_TRAIN_KIND_TEST(entmax)
