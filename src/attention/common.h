@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "attention/variant.h"
 #include "backend/ops.h"
 
 namespace tda {
@@ -46,6 +47,12 @@ inline AttnArgs make_args(AttnMath m, int B, int H, int T, int Dqk, int Dv, floa
   a.Dqk = Dqk;
   a.Dv = Dv;
   a.scale = scale;
+  return a;
+}
+// Same, with batch, length and the first computed query row (KV-cache decoding) from `c`.
+inline AttnArgs make_args(AttnMath m, const AttnContext& c, int H, int Dqk, int Dv, float scale) {
+  AttnArgs a = make_args(m, c.B, H, c.T, Dqk, Dv, scale);
+  a.q_start = c.q_start;
   return a;
 }
 

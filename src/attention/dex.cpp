@@ -100,7 +100,7 @@ class DexAttention final : public AttentionVariant {
     return (1.f - al) * ramp * diff_lambda_init(c.layer) + al * extra[1][0];
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kSoftmax, c.B, H_, c.T, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

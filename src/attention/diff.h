@@ -122,8 +122,8 @@ class DiffAttention : public AttentionVariant {
     return s;
   }
   AttnArgs args(const AttnContext& c, const Buf& s, const std::vector<float*>& extra) const {
-    AttnArgs a = make_args(relu_ ? AttnMath::kDiffRelu : AttnMath::kDiffSoftmax, c.B, Hp_, c.T, D_,
-                           2 * D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(relu_ ? AttnMath::kDiffRelu : AttnMath::kDiffSoftmax, c, Hp_, D_, 2 * D_,
+                           1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.q2 = s.q + size_t(c.T) * D_;
     a.k = s.k;

@@ -85,7 +85,7 @@ class LssaAttention final : public AttentionVariant {
       }
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kSoftplus, c.B, H_, c.T, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(AttnMath::kSoftplus, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

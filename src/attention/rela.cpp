@@ -160,7 +160,7 @@ class RelaAttention final : public AttentionVariant {
     return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, p, p + nt};
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kRelu, c.B, H_, c.T, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(AttnMath::kRelu, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

@@ -64,6 +64,7 @@ class SoftmaxAttention final : public AttentionVariant {
     a.B = c.B;
     a.H = H_;
     a.T = c.T;
+    a.q_start = c.q_start;
     a.Dqk = D_;
     a.Dv = D_;
     a.scale = 1.0f / std::sqrt(float(D_));

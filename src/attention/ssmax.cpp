@@ -106,7 +106,7 @@ class SsmaxAttention final : public AttentionVariant {
     return extra[0][h] * std::log(float(i + 1)) + b;  // n_i = i + 1 (paper), log 1 = 0 at i = 0
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kSoftmax, c.B, H_, c.T, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.qs;
     a.k = s.k;
     a.v = s.v;

@@ -118,7 +118,7 @@ class TdaAttention final : public AttentionVariant {
     return cfg_.learn_beta ? extra[1][0] : float(cfg_.beta);
   }
   AttnArgs args(const AttnContext& c, const Buf& s, const std::vector<float*>& extra) const {
-    AttnArgs a = make_args(AttnMath::kDiffThreshold, c.B, H_, c.T, D_, D_, 1.0f);
+    AttnArgs a = make_args(AttnMath::kDiffThreshold, c, H_, D_, D_, 1.0f);
     a.q = s.q1;
     a.k = s.k1;
     a.q2 = s.q2;

@@ -108,7 +108,7 @@ class TraAttention final : public AttentionVariant {
   }
   float* dgamma(const std::vector<float*>& dextra) const { return dextra[cfg_.learn_beta ? 1 : 0]; }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kThreshold, c.B, H_, c.T, D_, D_, 1.0f);  // cosine scores
+    AttnArgs a = make_args(AttnMath::kThreshold, c, H_, D_, D_, 1.0f);  // cosine scores
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

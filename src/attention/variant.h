@@ -35,7 +35,11 @@ struct AttnContext {
   long step;          // optimizer step (some variants anneal with it)
   const float* cos;   // RoPE tables (T_max, head_dim/2)
   const float* sin;
-  int pos0;           // absolute position of the first token (KV-cache decoding)
+  int pos0;  // absolute position of the first token (RoPE offset)
+  // Forward only (KV-cache decoding, model/generator.h): query rows i < q_start are not
+  // computed by the attention kernel (their outputs are zero); rows >= q_start see every key
+  // j <= i, so they equal a full forward. Backward requires q_start == 0.
+  int q_start = 0;
 };
 
 class AttentionVariant {

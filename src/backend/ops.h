@@ -80,6 +80,10 @@ struct AttnArgs {
   long long* tiles_skipped = nullptr;
   long long* tiles_total = nullptr;
   bool no_skip = false;  // disable tile skipping (tests compare against it)
+  // Forward only: rows i < q_start are skipped (out/out2 rows written as 0, stats and
+  // survivors untouched); row i >= q_start is exactly what a full forward computes for it.
+  // KV-cache decoding (model/generator.h) computes only the new rows. Backward requires 0.
+  int q_start = 0;
   // backward
   const float* dout = nullptr;
   float* dq = nullptr;

@@ -1,10 +1,10 @@
 // tda sample --checkpoint DIR --prompt "..." [--tokens N] [--temperature T] [--top-k K] [--greedy]
+//            [--max-context N]   (KV-cache decoding; model/generator.h)
 #include <cxxopts.hpp>
 #include <iostream>
 
-#include "backend/cpu/cpu_ops.h"
 #include "cli/command.h"
-#include "train/checkpoint.h"
+#include "eval/loaded_model.h"
 #include "train/sampler.h"
 
 namespace tda {
@@ -18,23 +18,22 @@ int cmd_sample(int argc, char** argv) {
       "temperature", "sampling temperature (0 = greedy)", cxxopts::value<double>()->default_value("1.0"))(
       "top-k", "sample from the k most likely tokens (0 = all)", cxxopts::value<int>()->default_value("40"))(
       "greedy", "greedy decoding")("seed", "RNG seed", cxxopts::value<uint64_t>()->default_value("1337"))(
+      "max-context", "KV-cache length in tokens, may exceed the trained length (0 = model's)",
+      cxxopts::value<int>()->default_value("0"))(
       "h,help", "show help");
   auto r = opts.parse(argc, argv);
   if (r.count("help") || !r.count("checkpoint")) {
     std::cout << opts.help() << "\n";
     return r.count("help") ? 0 : 2;
   }
-  const std::string dir = r["checkpoint"].as<std::string>();
-  Config cfg = config_from_json(read_checkpoint_state(dir).config, dir + "/state.json");
-  CpuOps ops;
-  GPT2 model(cfg.model, cfg.attention, ops);
-  load_checkpoint(dir, model, nullptr, nullptr);
+  LoadedModel lm = load_model_for_eval(r["checkpoint"].as<std::string>());  // sets dex's step
   SampleOptions so;
   so.max_new_tokens = r["tokens"].as<int>();
   so.temperature = r.count("greedy") ? 0.0 : r["temperature"].as<double>();
   so.top_k = r["top-k"].as<int>();
   so.seed = r["seed"].as<uint64_t>();
-  std::cout << sample_text(model, r["prompt"].as<std::string>(), so) << std::endl;
+  so.max_context = r["max-context"].as<int>();
+  std::cout << sample_text(*lm.model, r["prompt"].as<std::string>(), so) << std::endl;
   return 0;
 }
 

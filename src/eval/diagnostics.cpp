@@ -134,6 +134,7 @@ std::vector<std::string> view_names(AttnMath m) {
 }
 
 LayerMaps materialize_maps(const AttnArgs& a, int b) {
+  TDA_CHECK(a.q_start == 0, "diag: maps need every query row (q_start == 0)");
   LayerMaps L;
   L.math = a.math;
   L.H = a.H;

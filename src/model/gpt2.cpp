@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "model/rope.h"
 
 namespace tda {
 
@@ -31,19 +32,7 @@ GPT2::GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops) : m_(m), op
   params_.assign(tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().numel, 0.f);
   grads_.assign(params_.size(), 0.f);
 
-  // RoPE tables. NTK-aware scaling (for context extension by factor s) raises the base:
-  // theta' = theta * s^(D/(D-2)), stretching low frequencies while keeping high ones.
-  const int D = m.head_dim(), half = D / 2;
-  const double theta = m.rope_theta * std::pow(m.rope_ntk_factor, double(D) / double(D - 2));
-  const int T_max = int(std::ceil(m.seq_len * std::max(1.0, m.rope_ntk_factor)));
-  rope_cos_.resize(size_t(T_max) * half);
-  rope_sin_.resize(size_t(T_max) * half);
-  for (int t = 0; t < T_max; ++t)
-    for (int i = 0; i < half; ++i) {
-      double ang = t * std::pow(theta, -2.0 * i / D);
-      rope_cos_[size_t(t) * half + i] = float(std::cos(ang));
-      rope_sin_[size_t(t) * half + i] = float(std::sin(ang));
-    }
+  build_rope_tables(m, rope_trained_context(m), rope_cos_, rope_sin_);
 }
 
 size_t GPT2::add_tensor(const std::string& name, std::vector<int64_t> shape, ParamSpec::Init init,
@@ -73,7 +62,7 @@ void GPT2::init_weights(uint64_t seed) {
 }
 
 void GPT2::set_batch(int B, int T) {
-  TDA_CHECK(T <= m_.seq_len * std::max(1.0, m_.rope_ntk_factor),
+  TDA_CHECK(T <= rope_trained_context(m_),
             "model: sequence length " + std::to_string(T) + " exceeds the RoPE table");
   if (B == B_ && T == T_) return;
   B_ = B;

@@ -55,7 +55,10 @@ class GPT2 {
   const ParamTensor& tensor(const std::string& name) const;
   const ModelConfig& config() const { return m_; }
   const AttentionVariant& attention() const { return *attn_; }
+  AttentionVariant& attention() { return *attn_; }
   void set_step(long step) { step_ = step; }  // for variants that anneal with training
+  long step() const { return step_; }
+  Ops& ops() const { return ops_; }
   // FLOPs of one training step per token (forward + backward), counted in docs/perf.md.
   double train_flops_per_token(int T) const;
 

@@ -86,10 +86,11 @@ void cpu_entmax_forward(const AttnArgs& a) {
         const float* k = a.k + bh * sqk;
         const float* v = a.v + size_t(bh) * T * Dv;
         const size_t row = size_t(bh) * T + i;
-        row_scores(z.data(), q + size_t(i) * Dk, k, i, Dk, a.scale);
-        const RowSolve rs = solve_row(a, z.data(), i + 1, buf);
         float* o = a.out + row * Dv;
         std::fill(o, o + Dv, 0.f);
+        if (i < a.q_start) continue;  // KV-cache decoding: row not computed (output 0)
+        row_scores(z.data(), q + size_t(i) * Dk, k, i, Dk, a.scale);
+        const RowSolve rs = solve_row(a, z.data(), i + 1, buf);
         int surv = 0;
         for (int j = 0; j <= i; ++j) {
           const float p = attn::Entmax15::prob(z[size_t(j)], rs.tau, rs.norm);

@@ -46,21 +46,22 @@ inline Slices slices(const AttnArgs& a, int bh) {
   return s;
 }
 
-// Scores of rows [i0, i1) against keys [j0, j1) into st (kTile x kTile), j <= i only.
-inline void score_tile(float* st, const float* q, const float* k, int i0, int i1, int j0, int j1,
-                       int D, float scale) {
-  for (int i = i0; i < i1; ++i) {
+// Scores of rows [ib, i1) against keys [j0, j1) into st (kTile x kTile, row i at i - i0, where
+// i0 <= ib is the block's first row), j <= i only.
+inline void score_tile(float* st, const float* q, const float* k, int i0, int ib, int i1, int j0,
+                       int j1, int D, float scale) {
+  for (int i = ib; i < i1; ++i) {
     const int jend = std::min(j1, i + 1);
     for (int j = j0; j < jend; ++j)
       st[(i - i0) * kTile + (j - j0)] = scale * dot(q + size_t(i) * D, k + size_t(j) * D, D);
   }
 }
 
-// True when some causal (i, j) of the tile has a non-zero weight in some view.
+// True when some causal (i, j), i in [ib, i1), of the tile has a non-zero weight in some view.
 template <class P, bool kTwo>
-bool tile_alive(const AttnArgs& a, const float* s1, const float* s2, int i0, int i1, int j0,
+bool tile_alive(const AttnArgs& a, const float* s1, const float* s2, int i0, int ib, int i1, int j0,
                 int j1) {
-  for (int i = i0; i < i1; ++i) {
+  for (int i = ib; i < i1; ++i) {
     const float tau = a.tau ? a.tau[i] : 0.f;
     const int jend = std::min(j1, i + 1);
     for (int j = j0; j < jend; ++j) {
@@ -79,6 +80,15 @@ void stream_forward(const AttnArgs& a) {
   // Normalised two-view (diff_softmax) keeps two accumulators, one per softmax normaliser;
   // un-normalised two-view kinds fold lambda into one accumulator of (a1 - lambda a2).
   constexpr bool kTwoAcc = kTwo && P::kNormalized;
+  // Rows below q_start are not computed (KV-cache decoding): their outputs are zeroed, and the
+  // row blocks start at the block holding q_start. Each computed row sees the same tiles in the
+  // same order as in a full forward, so its result is bit-identical.
+  TDA_CHECK(a.q_start >= 0 && a.q_start <= T, "attention: q_start outside [0, T]");
+  const int qs = a.q_start, first_block = (qs / kTile) * kTile;
+  for (int bh = 0; bh < a.B * a.H; ++bh) {
+    std::fill(a.out + size_t(bh) * T * Dv, a.out + (size_t(bh) * T + qs) * Dv, 0.f);
+    if (kTwoAcc) std::fill(a.out2 + size_t(bh) * T * Dv, a.out2 + (size_t(bh) * T + qs) * Dv, 0.f);
+  }
   long long skipped = 0, total = 0;
 #pragma omp parallel reduction(+ : skipped, total)
   {
@@ -88,9 +98,9 @@ void stream_forward(const AttnArgs& a) {
     std::vector<float> surv(size_t(kTile) * 3);
 #pragma omp for collapse(2) schedule(dynamic)
     for (int bh = 0; bh < a.B * a.H; ++bh)
-      for (int i0 = 0; i0 < T; i0 += kTile) {
+      for (int i0 = first_block; i0 < T; i0 += kTile) {
         const Slices x = slices(a, bh);
-        const int i1 = std::min(T, i0 + kTile);
+        const int i1 = std::min(T, i0 + kTile), ib = std::max(i0, qs);
         std::fill(row1.begin(), row1.end(), typename P::Row{});
         std::fill(row2.begin(), row2.end(), typename P::Row{});
         std::fill(acc1.begin(), acc1.end(), 0.f);
@@ -98,15 +108,15 @@ void stream_forward(const AttnArgs& a) {
         std::fill(surv.begin(), surv.end(), 0.f);
         for (int j0 = 0; j0 < i1; j0 += kTile) {
           const int j1 = std::min(i1, j0 + kTile);
-          score_tile(s1.data(), x.q, x.k, i0, i1, j0, j1, Dk, a.scale);
-          if (kTwo) score_tile(s2.data(), x.q2, x.k2, i0, i1, j0, j1, Dk, a.scale);
+          score_tile(s1.data(), x.q, x.k, i0, ib, i1, j0, j1, Dk, a.scale);
+          if (kTwo) score_tile(s2.data(), x.q2, x.k2, i0, ib, i1, j0, j1, Dk, a.scale);
           ++total;
           if (P::kSparse && !a.no_skip &&
-              !tile_alive<P, kTwo>(a, s1.data(), s2.data(), i0, i1, j0, j1)) {
+              !tile_alive<P, kTwo>(a, s1.data(), s2.data(), i0, ib, i1, j0, j1)) {
             ++skipped;  // every weight of the tile is exactly 0: nothing to add
             continue;
           }
-          for (int i = i0; i < i1; ++i) {
+          for (int i = ib; i < i1; ++i) {
             const int r = i - i0, jend = std::min(j1, i + 1);
             const float tau = a.tau ? a.tau[i] : 0.f;
             const float* t1 = s1.data() + r * kTile - j0;
@@ -151,7 +161,7 @@ void stream_forward(const AttnArgs& a) {
             }
           }
         }
-        for (int i = i0; i < i1; ++i) {
+        for (int i = ib; i < i1; ++i) {
           const int r = i - i0;
           const size_t row = size_t(bh) * T + i;
           const float inv1 = 1.f / P::norm(row1[r]);
@@ -234,11 +244,11 @@ void stream_backward(const AttnArgs& a) {
         const int j1 = std::min(T, j0 + kTile);
         for (int i0 = (j0 / kTile) * kTile; i0 < T; i0 += kTile) {
           const int i1 = std::min(T, i0 + kTile);
-          score_tile(s1.data(), x.q, x.k, i0, i1, j0, j1, Dk, a.scale);
-          if (kTwo) score_tile(s2.data(), x.q2, x.k2, i0, i1, j0, j1, Dk, a.scale);
+          score_tile(s1.data(), x.q, x.k, i0, i0, i1, j0, j1, Dk, a.scale);
+          if (kTwo) score_tile(s2.data(), x.q2, x.k2, i0, i0, i1, j0, j1, Dk, a.scale);
           // A dead tile has a = 0 and da/ds = 0 everywhere: its ds, dv, dq, dk terms are all 0.
           if (P::kSparse && !a.no_skip &&
-              !tile_alive<P, kTwo>(a, s1.data(), s2.data(), i0, i1, j0, j1))
+              !tile_alive<P, kTwo>(a, s1.data(), s2.data(), i0, i0, i1, j0, j1))
             continue;
           for (int i = std::max(i0, j0); i < i1; ++i) {
             const size_t row = size_t(bh) * T + i;
@@ -346,6 +356,7 @@ void CpuOps::attention_backward(const AttnArgs& in) {
   const AttnArgs a =
       (in.math == AttnMath::kRelu || in.math == AttnMath::kDiffRelu) ? relu_args(in) : in;
   TDA_CHECK(a.dout && a.dq && a.dk && a.dv, "attention: backward needs dout, dq, dk, dv");
+  TDA_CHECK(a.q_start == 0, "attention: backward needs q_start == 0 (full rows)");
   if (attn_two_views(a.math)) TDA_CHECK(a.dq2 && a.dk2, "attention: two-view math needs dq2, dk2");
   using namespace attn;
   switch (a.math) {

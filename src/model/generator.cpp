@@ -1,0 +1,166 @@
+#include "model/generator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "core/error.h"
+#include "model/rope.h"
+
+namespace tda {
+
+Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
+    : model_(model), ops_(model.ops()) {
+  const ModelConfig& m = model.config();
+  TDA_CHECK(std::strcmp(ops_.name(), "cuda") != 0,
+            "generator: KV-cache decoding runs on the CPU backend only");
+  max_ctx_ = max_context > 0 ? max_context : rope_trained_context(m);
+  chunk_ = std::max(1, std::min(prefill_chunk, max_ctx_));
+  build_rope_tables(m, max_ctx_, cos_, sin_);
+
+  float* P = model.params();
+  const auto at = [&](const std::string& name) { return P + model.tensor(name).offset; };
+  wte_ = at("transformer.wte.weight");
+  lnf_ = at("transformer.ln_f.weight");
+  lm_head_ = at("lm_head.weight");
+  for (int l = 0; l < m.n_layer; ++l) {
+    const std::string p = "transformer.h." + std::to_string(l) + ".";
+    LayerWeights L{at(p + "ln_1.weight"),
+                   at(p + "attn.c_attn.weight"),
+                   at(p + "attn.c_proj.weight"),
+                   at(p + "ln_2.weight"),
+                   at(p + "mlp.c_fc.weight"),
+                   at(p + "mlp.c_proj.weight"),
+                   {}};
+    for (const auto& s : model.attention().extra_params(l))
+      L.extra.push_back(at(p + "attn." + s.name));
+    layers_.push_back(std::move(L));
+  }
+
+  const size_t C = size_t(m.d_model), W = size_t(model.attention().proj_width());
+  const size_t T = size_t(max_ctx_), n = size_t(chunk_);
+  proj_cache_.assign(size_t(m.n_layer) * T * W, 0.f);
+  act_.assign(model.attention().act_floats(1, max_ctx_), 0.f);
+  y_.assign(T * C, 0.f);
+  x_.assign(n * C, 0.f);
+  ln_.assign(n * C, 0.f);
+  rstd_.assign(n, 0.f);
+  xmid_.assign(n * C, 0.f);
+  fc_.assign(n * 4 * C, 0.f);
+  fcg_.assign(n * 4 * C, 0.f);
+  logits_.assign(size_t(m.vocab_size), 0.f);
+}
+
+const float* Generator::append(const int32_t* tokens, int n) {
+  const ModelConfig& m = model_.config();
+  TDA_CHECK(n >= 1, "generator: append needs at least one token");
+  TDA_CHECK(position() + n <= max_ctx_, "generator: context of " + std::to_string(position() + n) +
+                                            " tokens exceeds max_context " +
+                                            std::to_string(max_ctx_));
+  for (int i = 0; i < n; ++i)
+    TDA_CHECK(tokens[i] >= 0 && tokens[i] < m.vocab_size,
+              "generator: token " + std::to_string(tokens[i]) + " out of range");
+  for (int i = 0; i < n; i += chunk_) forward_chunk(tokens + i, std::min(chunk_, n - i));
+  return logits_.data();
+}
+
+const float* Generator::prefill(const std::vector<int32_t>& prompt) {
+  reset();
+  return append(prompt.data(), int(prompt.size()));
+}
+
+// The block of GPT2::forward_trunk on the chunk's rows (pre-norm: x + attn(ln1 x), then
+// + MLP(ln2 .)); attention reads the cached proj of every earlier position.
+void Generator::forward_chunk(const int32_t* tokens, int n) {
+  const ModelConfig& m = model_.config();
+  AttentionVariant& attn = model_.attention();
+  const int pos = position(), T = pos + n, C = m.d_model, W = attn.proj_width();
+  const size_t nC = size_t(n) * C;
+  const float eps = float(m.norm_eps);
+  float* x = x_.data();
+  ops_.embedding_forward(x, tokens, wte_, n, C);
+  for (int l = 0; l < m.n_layer; ++l) {
+    const LayerWeights& L = layers_[size_t(l)];
+    float* proj = proj_cache_.data() + size_t(l) * max_ctx_ * W;  // rows 0..max_ctx-1
+    ops_.rmsnorm_forward(ln_.data(), rstd_.data(), x, L.ln1, n, C, eps);
+    ops_.matmul_forward(proj + size_t(pos) * W, ln_.data(), L.c_attn, n, C, W);
+    AttnContext ctx{ops_, 1, T, l, m.n_layer, model_.step(), cos_.data(), sin_.data(), 0};
+    ctx.q_start = pos;  // rows [pos, T) are new; the kernel skips the others
+    attn.forward(ctx, proj, y_.data(), act_.data(), L.extra);
+    ops_.matmul_forward(xmid_.data(), y_.data() + size_t(pos) * C, L.c_proj, n, C, C);
+    ops_.add_inplace(xmid_.data(), x, nC);
+    ops_.rmsnorm_forward(ln_.data(), rstd_.data(), xmid_.data(), L.ln2, n, C, eps);
+    ops_.matmul_forward(fc_.data(), ln_.data(), L.c_fc, n, C, 4 * C);
+    ops_.gelu_forward(fcg_.data(), fc_.data(), nC * 4);
+    ops_.matmul_forward(x, fcg_.data(), L.mlp_proj, n, 4 * C, C);
+    ops_.add_inplace(x, xmid_.data(), nC);
+  }
+  const float* last = x + size_t(n - 1) * C;
+  ops_.rmsnorm_forward(ln_.data(), rstd_.data(), last, lnf_, 1, C, eps);
+  ops_.lm_head_logits(logits_.data(), ln_.data(), lm_head_, C, m.vocab_size);
+  tokens_.insert(tokens_.end(), tokens, tokens + n);
+}
+
+int32_t TokenSampler::next(const float* logits, int V) {
+  if (o_.temperature <= 0 || o_.top_k == 1)
+    return int32_t(std::max_element(logits, logits + V) - logits);
+  std::vector<int> idx(static_cast<size_t>(V));
+  std::iota(idx.begin(), idx.end(), 0);
+  const int k = o_.top_k > 0 ? std::min(o_.top_k, V) : V;
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int a, int b) { return logits[a] > logits[b]; });
+  // p_i proportional to exp((l_i - l_max) / T) over the k kept ids; inverse-CDF draw.
+  const double mx = logits[idx[0]];
+  std::vector<double> p(static_cast<size_t>(k));
+  double sum = 0;
+  for (int i = 0; i < k; ++i)
+    sum += p[size_t(i)] = std::exp((logits[idx[size_t(i)]] - mx) / o_.temperature);
+  const double u = rng_.uniform_double() * sum;
+  double acc = 0;
+  for (int i = 0; i < k; ++i)
+    if ((acc += p[size_t(i)]) >= u) return idx[size_t(i)];
+  return idx[size_t(k - 1)];
+}
+
+std::vector<int32_t> decode(Generator& gen, const GenerateOptions& o) {
+  TDA_CHECK(gen.position() >= 1, "decode: empty cache (prefill a prompt first)");
+  const int V = gen.model().config().real_vocab_size, max_ctx = gen.max_context();
+  const float* logits = gen.logits();
+  TokenSampler sampler(o.sampling);
+  std::vector<int32_t> out;
+  for (int i = 0; i < o.max_new_tokens; ++i) {
+    const int32_t t = sampler.next(logits, V);
+    out.push_back(t);
+    if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end()) break;
+    if (o.stop_when && o.stop_when(out)) break;
+    if (i + 1 == o.max_new_tokens) break;  // no logits needed after the last token
+    if (gen.position() < max_ctx) {
+      logits = gen.step(t);
+    } else {  // sliding window: the last keep - 1 cached tokens and t
+      const int keep = std::max(1, max_ctx * 3 / 4);
+      const std::vector<int32_t>& c = gen.tokens();
+      std::vector<int32_t> w(c.end() - (keep - 1), c.end());
+      w.push_back(t);
+      logits = gen.prefill(w);
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> generate(Generator& gen, const std::vector<int32_t>& prompt,
+                              const GenerateOptions& o) {
+  TDA_CHECK(!prompt.empty(), "generate: empty prompt");
+  const size_t keep = std::min(prompt.size(), size_t(gen.max_context()));
+  gen.prefill(std::vector<int32_t>(prompt.end() - long(keep), prompt.end()));
+  return decode(gen, o);
+}
+
+void Generator::truncate(int n) {
+  TDA_CHECK(n >= 0 && n <= position(),
+            "generator: truncate(" + std::to_string(n) + ") outside the cache");
+  tokens_.resize(size_t(n));
+}
+
+}  // namespace tda
