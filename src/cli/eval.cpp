@@ -6,7 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli/command.h"
+#include "cli/eval_command.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
 #include "eval/loaded_model.h"
@@ -78,28 +78,43 @@ int cmd_eval_mc(int argc, char** argv) {
   return 0;
 }
 
+RegisterEvalCommand reg_mc("mc", "zero-shot multiple choice (lm-eval scoring)", cmd_eval_mc);
+
+std::string eval_usage() {
+  std::string u = "usage: tda eval <evaluation> [options]   (tda eval <evaluation> --help)\n\n";
+  for (const auto& kv : eval_commands()) u += "  " + kv.first + "\t" + kv.second.help + "\n";
+  return u;
+}
+
 int cmd_eval(int argc, char** argv) {
-  const std::string usage =
-      "usage: tda eval mc --checkpoint DIR --task T [--data PATH] [--limit N] [--out FILE]\n";
   if (argc < 2) {
-    std::cout << usage;
+    std::cout << eval_usage();
     return 2;
   }
   const std::string sub = argv[1];
-  if (sub == "mc") {
-    std::string name = std::string(argv[0]) + " mc";
-    std::vector<char*> args{name.data()};
-    for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
-    return cmd_eval_mc(int(args.size()), args.data());
-  }
   if (sub == "-h" || sub == "--help") {
-    std::cout << usage;
+    std::cout << eval_usage();
     return 0;
   }
-  throw Error("eval: unknown evaluation '" + sub + "' (mc)");
+  auto it = eval_commands().find(sub);
+  if (it == eval_commands().end()) {
+    std::string names;
+    for (const auto& kv : eval_commands()) names += (names.empty() ? "" : ", ") + kv.first;
+    throw Error("eval: unknown evaluation '" + sub + "' (" + names + ")");
+  }
+  std::string name = std::string(argv[0]) + " " + sub;
+  std::vector<char*> args{name.data()};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  return it->second.run(int(args.size()), args.data());
 }
 
-RegisterCommand reg("eval", "zero-shot evaluation of a checkpoint (mc)", cmd_eval);
+RegisterCommand reg("eval", "evaluation of a checkpoint (tda eval --help lists them)", cmd_eval);
 
 }  // namespace
+
+std::map<std::string, Command>& eval_commands() {
+  static std::map<std::string, Command> c;
+  return c;
+}
+
 }  // namespace tda
