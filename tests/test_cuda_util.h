@@ -19,6 +19,7 @@
 namespace tda::cuda_test {
 
 using emu_test::DeviceBuffer;
+using emu_test::HostAccessGuard;
 using emu_test::ScheduleSeed;
 
 inline std::vector<float> rnd(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {

@@ -45,4 +45,19 @@ class ScheduleSeed {
   uint64_t saved_;
 };
 
+// Turns the emulator's host-access guard on for a scope (allocations made inside it are
+// PROT_NONE outside kernels and memcpys), restoring the previous setting.
+class HostAccessGuard {
+ public:
+  explicit HostAccessGuard(bool on = true) : saved_(tda::emu::host_access_guard()) {
+    tda::emu::set_host_access_guard(on);
+  }
+  HostAccessGuard(const HostAccessGuard&) = delete;
+  HostAccessGuard& operator=(const HostAccessGuard&) = delete;
+  ~HostAccessGuard() { tda::emu::set_host_access_guard(saved_); }
+
+ private:
+  bool saved_;
+};
+
 }  // namespace tda::emu_test

@@ -165,6 +165,17 @@ class Ops {
   virtual void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
                      float beta2, float eps, float wd, int t) = 0;
   virtual void zero(float* x, size_t n) = 0;
+
+  // Memory of this backend. Every buffer the ops above read or write comes from alloc_bytes()
+  // (through DeviceArray, backend/device_array.h). Host code may dereference such a buffer only
+  // when host_memory() is true; otherwise it moves data with upload/download. The defaults are
+  // host memory (the CPU backend); the CUDA backend overrides them with device memory.
+  virtual bool host_memory() const { return true; }
+  virtual void* alloc_bytes(size_t bytes);  // 64-byte aligned, contents unspecified
+  virtual void free_bytes(void* p);
+  virtual void upload(void* dst, const void* host_src, size_t bytes);
+  virtual void download(void* host_dst, const void* src, size_t bytes);
+  virtual void copy(void* dst, const void* src, size_t bytes);  // within this backend's memory
 };
 
 }  // namespace tda

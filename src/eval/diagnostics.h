@@ -118,6 +118,12 @@ class ProbeOps final : public Ops {
              float eps, float wd, int t) override {
     in_.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, t);
   }
+  bool host_memory() const override { return in_.host_memory(); }
+  void* alloc_bytes(size_t bytes) override { return in_.alloc_bytes(bytes); }
+  void free_bytes(void* p) override { in_.free_bytes(p); }
+  void upload(void* d, const void* s, size_t b) override { in_.upload(d, s, b); }
+  void download(void* d, const void* s, size_t b) override { in_.download(d, s, b); }
+  void copy(void* d, const void* s, size_t b) override { in_.copy(d, s, b); }
   void zero(float* x, size_t n) override { in_.zero(x, n); }
 
  private:

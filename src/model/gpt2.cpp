@@ -29,10 +29,18 @@ GPT2::GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops) : m_(m), op
   }
   lnf_ = add_tensor("transformer.ln_f.weight", {C}, I::kOnes, 0, false);
   lm_head_ = add_tensor("lm_head.weight", {V, C}, I::kNormal, 0.02f, true);
-  params_.assign(tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().numel, 0.f);
-  grads_.assign(params_.size(), 0.f);
+  const size_t P = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().numel;
+  params_ = DeviceArray<float>(ops_, P);
+  grads_ = DeviceArray<float>(ops_, P);
+  ops_.zero(params_.data(), P);
+  ops_.zero(grads_.data(), P);
 
-  build_rope_tables(m, rope_trained_context(m), rope_cos_, rope_sin_);
+  std::vector<float> cos, sin;
+  build_rope_tables(m, rope_trained_context(m), cos, sin);
+  rope_cos_ = DeviceArray<float>(ops_, cos.size());
+  rope_sin_ = DeviceArray<float>(ops_, sin.size());
+  rope_cos_.upload(cos.data(), cos.size());
+  rope_sin_.upload(sin.data(), sin.size());
 }
 
 size_t GPT2::add_tensor(const std::string& name, std::vector<int64_t> shape, ParamSpec::Init init,
@@ -58,7 +66,9 @@ const ParamTensor& GPT2::tensor(const std::string& name) const {
 
 void GPT2::init_weights(uint64_t seed) {
   Rng rng(seed);
-  for (const auto& t : tensors_) init_param(params_.data() + t.offset, t.numel, t.init, t.init_a, rng);
+  std::vector<float> host(params_.size());
+  for (const auto& t : tensors_) init_param(host.data() + t.offset, t.numel, t.init, t.init_a, rng);
+  params_from_host(host.data());
 }
 
 void GPT2::set_batch(int B, int T) {
@@ -69,33 +79,52 @@ void GPT2::set_batch(int B, int T) {
   T_ = T;
   const size_t N = size_t(B) * T, C = size_t(m_.d_model), L = size_t(m_.n_layer);
   const size_t W = size_t(attn_->proj_width());
-  inputs_.assign(N, 0);
-  targets_.assign(N, 0);
-  resid_.assign((L + 1) * N * C, 0.f);
-  ln1_.assign(L * N * C, 0.f);
-  rstd1_.assign(L * N, 0.f);
-  proj_.assign(L * N * W, 0.f);
-  attn_act_.assign(L * attn_->act_floats(B, T), 0.f);
-  atty_.assign(L * N * C, 0.f);
-  xmid_.assign(L * N * C, 0.f);
-  ln2_.assign(L * N * C, 0.f);
-  rstd2_.assign(L * N, 0.f);
-  fc_.assign(L * N * 4 * C, 0.f);
-  fcg_.assign(L * N * 4 * C, 0.f);
-  lnf_out_.assign(N * C, 0.f);
-  rstdf_.assign(N, 0.f);
-  losses_.assign(N, 0.f);
-  dlnf_.assign(N * C, 0.f);
-  dres_.assign(N * C, 0.f);
-  dproj_.assign(N * W, 0.f);
-  dbuf_.assign(N * C, 0.f);
-  dfc_.assign(N * 4 * C, 0.f);
-  attn_scratch_.assign(attn_->scratch_floats(B, T), 0.f);
+  // Carve the arena: each buffer starts on a 64-float (256-byte) boundary, the alignment
+  // cudaMalloc gives, so vectorised kernels see the same alignment as separate allocations.
+  struct Slot {
+    float** ptr;
+    size_t n;
+  };
+  const Slot slots[] = {{&resid_, (L + 1) * N * C},
+                        {&ln1_, L * N * C},
+                        {&rstd1_, L * N},
+                        {&proj_, L * N * W},
+                        {&attn_act_, L * attn_->act_floats(B, T)},
+                        {&atty_, L * N * C},
+                        {&xmid_, L * N * C},
+                        {&ln2_, L * N * C},
+                        {&rstd2_, L * N},
+                        {&fc_, L * N * 4 * C},
+                        {&fcg_, L * N * 4 * C},
+                        {&lnf_out_, N * C},
+                        {&rstdf_, N},
+                        {&losses_, N},
+                        {&dlnf_, N * C},
+                        {&dres_, N * C},
+                        {&dproj_, N * W},
+                        {&dbuf_, N * C},
+                        {&dfc_, N * 4 * C},
+                        {&attn_scratch_, attn_->scratch_floats(B, T)},
+                        {&logits_, size_t(m_.vocab_size)}};
+  auto padded = [](size_t n) { return (n + 63) / 64 * 64; };
+  size_t total = 0;
+  for (const Slot& s : slots) total += padded(s.n);
+  if (total > arena_.size()) arena_ = DeviceArray<float>(ops_, total);
+  if (2 * N > tokens_.size()) tokens_ = DeviceArray<int32_t>(ops_, 2 * N);
+  size_t at = 0;
+  for (const Slot& s : slots) {
+    *s.ptr = arena_.data() + at;
+    at += padded(s.n);
+  }
+  ops_.zero(arena_.data(), arena_.size());  // as fresh vectors were: no stale values leak in
+  inputs_ = tokens_.data();
+  targets_ = tokens_.data() + N;
+  losses_host_.assign(N, 0.f);
 }
 
-std::vector<float*> GPT2::extras(std::vector<float>& buf, const Layer& L) {
+std::vector<float*> GPT2::extras(float* base, const Layer& L) {
   std::vector<float*> r;
-  for (size_t off : L.extra) r.push_back(buf.data() + off);
+  for (size_t off : L.extra) r.push_back(base + off);
   return r;
 }
 
@@ -106,35 +135,34 @@ void GPT2::forward_trunk(const int32_t* inputs) {
   for (int n = 0; n < N; ++n)
     TDA_CHECK(inputs[n] >= 0 && inputs[n] < m_.vocab_size,
               "model: input token " + std::to_string(inputs[n]) + " out of range");
-  std::copy(inputs, inputs + N, inputs_.begin());
-  ops_.embedding_forward(resid_.data(), inputs, P + wte_, N, C);
+  tokens_.upload(inputs, size_t(N));
+  ops_.embedding_forward(resid_, inputs_, P + wte_, N, C);
   const size_t NC = size_t(N) * C;
   for (int l = 0; l < m_.n_layer; ++l) {
     const Layer& L = layers_[size_t(l)];
-    float* x = resid_.data() + l * NC;
-    float* ln1 = ln1_.data() + l * NC;
-    float* proj = proj_.data() + size_t(l) * N * W;
-    float* act = attn_act_.data() + size_t(l) * attn_->act_floats(B_, T_);
-    float* atty = atty_.data() + l * NC;
-    float* xmid = xmid_.data() + l * NC;
-    float* ln2 = ln2_.data() + l * NC;
-    float* fc = fc_.data() + l * NC * 4;
-    float* fcg = fcg_.data() + l * NC * 4;
-    float* xout = resid_.data() + (l + 1) * NC;
-    ops_.rmsnorm_forward(ln1, rstd1_.data() + size_t(l) * N, x, P + L.ln1, N, C, eps);
+    float* x = resid_ + l * NC;
+    float* ln1 = ln1_ + l * NC;
+    float* proj = proj_ + size_t(l) * N * W;
+    float* act = attn_act_ + size_t(l) * attn_->act_floats(B_, T_);
+    float* atty = atty_ + l * NC;
+    float* xmid = xmid_ + l * NC;
+    float* ln2 = ln2_ + l * NC;
+    float* fc = fc_ + l * NC * 4;
+    float* fcg = fcg_ + l * NC * 4;
+    float* xout = resid_ + (l + 1) * NC;
+    ops_.rmsnorm_forward(ln1, rstd1_ + size_t(l) * N, x, P + L.ln1, N, C, eps);
     ops_.matmul_forward(proj, ln1, P + L.c_attn, N, C, W);
     AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(), 0};
-    attn_->forward(ctx, proj, atty, act, extras(params_, L));
+    attn_->forward(ctx, proj, atty, act, extras(P, L));
     ops_.matmul_forward(xmid, atty, P + L.c_proj, N, C, C);
     ops_.add_inplace(xmid, x, NC);
-    ops_.rmsnorm_forward(ln2, rstd2_.data() + size_t(l) * N, xmid, P + L.ln2, N, C, eps);
+    ops_.rmsnorm_forward(ln2, rstd2_ + size_t(l) * N, xmid, P + L.ln2, N, C, eps);
     ops_.matmul_forward(fc, ln2, P + L.c_fc, N, C, 4 * C);
     ops_.gelu_forward(fcg, fc, NC * 4);
     ops_.matmul_forward(xout, fcg, P + L.mlp_proj, N, 4 * C, C);
     ops_.add_inplace(xout, xmid, NC);
   }
-  ops_.rmsnorm_forward(lnf_out_.data(), rstdf_.data(), resid_.data() + size_t(m_.n_layer) * NC,
-                       P + lnf_, N, C, eps);
+  ops_.rmsnorm_forward(lnf_out_, rstdf_, resid_ + size_t(m_.n_layer) * NC, P + lnf_, N, C, eps);
 }
 
 double GPT2::forward(const int32_t* inputs, const int32_t* targets, bool train, float grad_scale) {
@@ -144,21 +172,23 @@ double GPT2::forward(const int32_t* inputs, const int32_t* targets, bool train, 
     TDA_CHECK(targets[n] >= 0 && targets[n] < m_.real_vocab_size,
               "model: target token " + std::to_string(targets[n]) + " out of range");
   forward_trunk(inputs);
-  std::copy(targets, targets + N, targets_.begin());
-  ops_.lm_head_loss(losses_.data(), train ? dlnf_.data() : nullptr,
-                    train ? grads_.data() + lm_head_ : nullptr, lnf_out_.data(),
-                    params_.data() + lm_head_, targets, N, C, m_.vocab_size, m_.real_vocab_size,
-                    grad_scale);
+  tokens_.upload(targets, size_t(N), size_t(N));
+  ops_.lm_head_loss(losses_, train ? dlnf_ : nullptr, train ? grads_.data() + lm_head_ : nullptr,
+                    lnf_out_, params_.data() + lm_head_, targets_, N, C, m_.vocab_size,
+                    m_.real_vocab_size, grad_scale);
+  // The only device-to-host transfer of a training step: N floats, summed in order on the host.
+  ops_.download(losses_host_.data(), losses_, size_t(N) * sizeof(float));
   double sum = 0.0;
-  for (int n = 0; n < N; ++n) sum += losses_[size_t(n)];
+  for (int n = 0; n < N; ++n) sum += losses_host_[size_t(n)];
   return sum / N;
 }
 
 void GPT2::forward_logits(const int32_t* inputs, int T, float* logits) {
   set_batch(1, T);
   forward_trunk(inputs);
-  ops_.lm_head_logits(logits, lnf_out_.data() + size_t(T - 1) * m_.d_model,
-                      params_.data() + lm_head_, m_.d_model, m_.vocab_size);
+  ops_.lm_head_logits(logits_, lnf_out_ + size_t(T - 1) * m_.d_model, params_.data() + lm_head_,
+                      m_.d_model, m_.vocab_size);
+  ops_.download(logits, logits_, size_t(m_.vocab_size) * sizeof(float));
 }
 
 void GPT2::backward() {
@@ -166,37 +196,34 @@ void GPT2::backward() {
   const size_t NC = size_t(N) * C;
   float* P = params_.data();
   float* G = grads_.data();
-  float* dres = dres_.data();
+  float* dres = dres_;
   ops_.zero(dres, NC);
-  ops_.rmsnorm_backward(dres, G + lnf_, dlnf_.data(), resid_.data() + size_t(m_.n_layer) * NC,
-                        P + lnf_, rstdf_.data(), N, C);
+  ops_.rmsnorm_backward(dres, G + lnf_, dlnf_, resid_ + size_t(m_.n_layer) * NC, P + lnf_, rstdf_,
+                        N, C);
   for (int l = m_.n_layer - 1; l >= 0; --l) {
     const Layer& L = layers_[size_t(l)];
-    float* x = resid_.data() + l * NC;
-    float* ln1 = ln1_.data() + l * NC;
-    float* proj = proj_.data() + size_t(l) * N * W;
-    float* act = attn_act_.data() + size_t(l) * attn_->act_floats(B_, T_);
-    float* atty = atty_.data() + l * NC;
-    float* xmid = xmid_.data() + l * NC;
-    float* ln2 = ln2_.data() + l * NC;
-    float* fc = fc_.data() + l * NC * 4;
-    float* fcg = fcg_.data() + l * NC * 4;
+    float* x = resid_ + l * NC;
+    float* ln1 = ln1_ + l * NC;
+    float* proj = proj_ + size_t(l) * N * W;
+    float* act = attn_act_ + size_t(l) * attn_->act_floats(B_, T_);
+    float* atty = atty_ + l * NC;
+    float* xmid = xmid_ + l * NC;
+    float* ln2 = ln2_ + l * NC;
+    float* fc = fc_ + l * NC * 4;
+    float* fcg = fcg_ + l * NC * 4;
     // x_out = xmid + gelu(ln2 Wfc^T) Wp^T: dres is d x_out and also (residual) part of d xmid.
-    ops_.matmul_backward(dfc_.data(), G + L.mlp_proj, dres, fcg, P + L.mlp_proj, N, 4 * C, C, false);
-    ops_.gelu_backward(dfc_.data(), fc, dfc_.data(), NC * 4);
-    ops_.matmul_backward(dbuf_.data(), G + L.c_fc, dfc_.data(), ln2, P + L.c_fc, N, C, 4 * C, false);
-    ops_.rmsnorm_backward(dres, G + L.ln2, dbuf_.data(), xmid, P + L.ln2, rstd2_.data() + size_t(l) * N,
-                          N, C);
+    ops_.matmul_backward(dfc_, G + L.mlp_proj, dres, fcg, P + L.mlp_proj, N, 4 * C, C, false);
+    ops_.gelu_backward(dfc_, fc, dfc_, NC * 4);
+    ops_.matmul_backward(dbuf_, G + L.c_fc, dfc_, ln2, P + L.c_fc, N, C, 4 * C, false);
+    ops_.rmsnorm_backward(dres, G + L.ln2, dbuf_, xmid, P + L.ln2, rstd2_ + size_t(l) * N, N, C);
     // xmid = x + attn(ln1) Wo^T
-    ops_.matmul_backward(dbuf_.data(), G + L.c_proj, dres, atty, P + L.c_proj, N, C, C, false);
+    ops_.matmul_backward(dbuf_, G + L.c_proj, dres, atty, P + L.c_proj, N, C, C, false);
     AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(), 0};
-    attn_->backward(ctx, proj, dbuf_.data(), dproj_.data(), act, extras(params_, L), extras(grads_, L),
-                    attn_scratch_.data());
-    ops_.matmul_backward(dbuf_.data(), G + L.c_attn, dproj_.data(), ln1, P + L.c_attn, N, C, W, false);
-    ops_.rmsnorm_backward(dres, G + L.ln1, dbuf_.data(), x, P + L.ln1, rstd1_.data() + size_t(l) * N,
-                          N, C);
+    attn_->backward(ctx, proj, dbuf_, dproj_, act, extras(P, L), extras(G, L), attn_scratch_);
+    ops_.matmul_backward(dbuf_, G + L.c_attn, dproj_, ln1, P + L.c_attn, N, C, W, false);
+    ops_.rmsnorm_backward(dres, G + L.ln1, dbuf_, x, P + L.ln1, rstd1_ + size_t(l) * N, N, C);
   }
-  ops_.embedding_backward(G + wte_, dres, inputs_.data(), N, C);
+  ops_.embedding_backward(G + wte_, dres, inputs_, N, C);
 }
 
 void GPT2::zero_grad() { ops_.zero(grads_.data(), grads_.size()); }

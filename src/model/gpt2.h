@@ -4,12 +4,19 @@
 //
 // All parameters live in one contiguous buffer (as llm.c): the optimizer, grad norm, all-reduce
 // and checkpoints see one array. Tensor names are those of the HF export (docs/checkpoints.md).
+//
+// Every buffer lives in the backend's memory (Ops::alloc_bytes): parameters, gradients and RoPE
+// tables from the constructor, activations, scratch and token buffers in one arena allocated by
+// set_batch. Host data crosses only by upload (weights at init/load, tokens per forward) and
+// download (per-token losses, logits, weights for checkpoints), so on the CUDA backend params()
+// and grads() are device pointers that only Ops methods may dereference.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "attention/variant.h"
+#include "backend/device_array.h"
 #include "backend/ops.h"
 #include "core/config.h"
 
@@ -42,15 +49,19 @@ class GPT2 {
   double forward(const int32_t* inputs, const int32_t* targets, bool train, float grad_scale);
   void backward();
   // Per-token cross-entropy (B*T, natural log) of the last forward() with targets; row b*T + t
-  // is -log p(targets[b,t] | inputs[b, 0..t]).
-  const float* token_losses() const { return losses_.data(); }
-  // Logits (V_padded) at position `pos` of sequence 0 after a forward pass without targets.
+  // is -log p(targets[b,t] | inputs[b, 0..t]). Host memory (downloaded by forward()).
+  const float* token_losses() const { return losses_host_.data(); }
+  // Host logits (V_padded) at the last of T positions of `inputs` (host, T tokens).
   void forward_logits(const int32_t* inputs, int T, float* logits);
 
   void zero_grad();
+  // The flat parameter / gradient buffers in the backend's memory (device pointers on CUDA).
   float* params() { return params_.data(); }
   float* grads() { return grads_.data(); }
   size_t num_params() const { return params_.size(); }
+  // Host copies of the parameters (checkpoints, export), and the way back.
+  std::vector<float> params_to_host() const { return params_.to_host(); }
+  void params_from_host(const float* host) { params_.upload(host, params_.size()); }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const ParamTensor& tensor(const std::string& name) const;
   const ModelConfig& config() const { return m_; }
@@ -70,7 +81,7 @@ class GPT2 {
   size_t add_tensor(const std::string& name, std::vector<int64_t> shape, ParamSpec::Init init,
                     float a, bool decay);
   void forward_trunk(const int32_t* inputs);
-  std::vector<float*> extras(std::vector<float>& buf, const Layer& L);
+  std::vector<float*> extras(float* base, const Layer& L);
 
   ModelConfig m_;
   Ops& ops_;
@@ -78,17 +89,23 @@ class GPT2 {
   std::vector<ParamTensor> tensors_;
   size_t wte_ = 0, lnf_ = 0, lm_head_ = 0;
   std::vector<Layer> layers_;
-  std::vector<float> params_, grads_;
-  std::vector<float> rope_cos_, rope_sin_;
+  DeviceArray<float> params_, grads_;
+  DeviceArray<float> rope_cos_, rope_sin_;
   long step_ = 0;
 
-  // Activations for the current (B, T).
+  // Activations for the current (B, T): pointers carved from one arena, which grows only when a
+  // shape needs more than it holds (so sampling at B = 1 after training allocates nothing).
   int B_ = 0, T_ = 0;
-  std::vector<int32_t> inputs_, targets_;
-  std::vector<float> resid_;          // (L+1, N, C): input of each block, then the final stream
-  std::vector<float> ln1_, rstd1_, proj_, attn_act_, atty_, xmid_, ln2_, rstd2_, fc_, fcg_;
-  std::vector<float> lnf_out_, rstdf_, losses_, dlnf_;
-  std::vector<float> dres_, dproj_, dbuf_, dfc_, attn_scratch_;
+  DeviceArray<float> arena_;
+  DeviceArray<int32_t> tokens_;  // inputs (N) then targets (N)
+  int32_t *inputs_ = nullptr, *targets_ = nullptr;
+  float* resid_ = nullptr;  // (L+1, N, C): input of each block, then the final stream
+  float *ln1_ = nullptr, *rstd1_ = nullptr, *proj_ = nullptr, *attn_act_ = nullptr;
+  float *atty_ = nullptr, *xmid_ = nullptr, *ln2_ = nullptr, *rstd2_ = nullptr, *fc_ = nullptr;
+  float *fcg_ = nullptr, *lnf_out_ = nullptr, *rstdf_ = nullptr, *losses_ = nullptr;
+  float *dlnf_ = nullptr, *dres_ = nullptr, *dproj_ = nullptr, *dbuf_ = nullptr;
+  float *dfc_ = nullptr, *attn_scratch_ = nullptr, *logits_ = nullptr;
+  std::vector<float> losses_host_;
 };
 
 }  // namespace tda

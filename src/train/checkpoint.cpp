@@ -32,8 +32,8 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const float* m, 
   fs::path tmp = final_dir.parent_path() / ("." + final_dir.filename().string() + ".tmp");
   remove_tree(tmp.string());
   make_dirs(tmp.string());
-  GPT2& mm = const_cast<GPT2&>(model);
-  write_safetensors((tmp / "model.safetensors").string(), refs(model, mm.params(), ""),
+  const std::vector<float> params = model.params_to_host();  // device -> host on CUDA
+  write_safetensors((tmp / "model.safetensors").string(), refs(model, params.data(), ""),
                     {{"format", "pt"}, {"producer", "tda"}});
   std::vector<TensorRef> opt = refs(model, m, ".exp_avg");
   for (auto& r : refs(model, v, ".exp_avg_sq")) opt.push_back(r);
@@ -78,7 +78,9 @@ TrainState read_checkpoint_state(const std::string& dir) {
 TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float* v) {
   TrainState st = read_checkpoint_state(dir);
   SafetensorsFile mf(dir + "/model.safetensors");
-  for (const auto& t : model.tensors()) mf.read_into(t.name, t.shape, model.params() + t.offset);
+  std::vector<float> params(model.num_params());
+  for (const auto& t : model.tensors()) mf.read_into(t.name, t.shape, params.data() + t.offset);
+  model.params_from_host(params.data());
   if (m && v) {
     SafetensorsFile of(dir + "/optimizer.safetensors");
     for (const auto& t : model.tensors()) {

@@ -21,10 +21,12 @@ struct TrainState {
   json config;
 };
 
+// m, v: host copies of the AdamW moments (P floats each); the parameters are downloaded from
+// the model's backend.
 void save_checkpoint(const std::string& dir, const GPT2& model, const float* m, const float* v,
                      const TrainState& st);
-// Loads parameters into `model` (names and shapes must match) and, if m/v are non-null, the
-// optimizer moments. Returns the saved state.
+// Loads parameters into `model` (names and shapes must match; uploaded to its backend) and, if
+// m/v (host, P floats each) are non-null, the optimizer moments. Returns the saved state.
 TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float* v);
 // Reads only state.json (e.g. to rebuild the model config from a checkpoint).
 TrainState read_checkpoint_state(const std::string& dir);

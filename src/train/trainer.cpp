@@ -10,7 +10,7 @@
 #include <cmath>
 #include <csignal>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/make_ops.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "train/sampler.h"
@@ -43,18 +43,20 @@ int64_t share_from_rank0(Communicator& c, int64_t x) {
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::move(opt)) {
-  TDA_CHECK(cfg_.train.device == "cpu",
-            "train.device \"" + cfg_.train.device + "\": this build has only the cpu backend");
   if (cfg_.train.threads > 0) {
     omp_set_num_threads(cfg_.train.threads);
     openblas_set_num_threads(cfg_.train.threads);
   }
-  ops_ = std::make_unique<CpuOps>();
+  ops_ = make_ops(cfg_.train.device);
   if (!opt_.comm) {
     own_comm_ = std::make_unique<LocalCommunicator>();
     opt_.comm = own_comm_.get();
   }
   comm_ = opt_.comm;
+  // The MPI communicator reduces host buffers; device buffers need a device-aware one (NCCL).
+  TDA_CHECK(ops_->host_memory() || comm_->world() == 1,
+            "train.device \"" + cfg_.train.device +
+                "\": data-parallel training needs a communicator for device memory (not built)");
   const auto& m = cfg_.model;
   const auto& t = cfg_.train;
   const long per_micro = long(t.micro_batch) * m.seq_len * comm_->world();
@@ -71,13 +73,15 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
     const size_t W = size_t(comm_->world());
     shard_n_ = (P + W - 1) / W;
     shard_lo_ = size_t(comm_->rank()) * shard_n_;
-    if (shard_n_ * W != P) flat_.assign(shard_n_ * W, 0.f);  // else work in the model's buffers
-    m_.assign(shard_n_, 0.f);
-    v_.assign(shard_n_, 0.f);
-  } else {
-    m_.assign(P, 0.f);
-    v_.assign(P, 0.f);
+    if (shard_n_ * W != P) {  // else work in the model's buffers
+      flat_ = DeviceArray<float>(*ops_, shard_n_ * W);
+      ops_->zero(flat_.data(), flat_.size());
+    }
   }
+  m_ = DeviceArray<float>(*ops_, zero1() ? shard_n_ : P);
+  v_ = DeviceArray<float>(*ops_, m_.size());
+  ops_->zero(m_.data(), m_.size());
+  ops_->zero(v_.data(), v_.size());
   inputs_.resize(size_t(t.micro_batch) * m.seq_len);
   targets_.resize(inputs_.size());
   train_loader_ = std::make_unique<DataLoader>(cfg_.data.train, t.micro_batch, m.seq_len,
@@ -106,32 +110,23 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
 
 void Trainer::resume_from(const std::string& dir) {
   const size_t P = model_->num_params();
-  // Checkpoints hold all P moments; with ZeRO-1 they are read into full-size buffers for the
-  // duration of the load and each rank keeps its slice.
-  std::vector<float> m_full, v_full;
-  float* m = m_.data();
-  float* v = v_.data();
-  if (zero1()) {
-    m_full.assign(P, 0.f);
-    v_full.assign(P, 0.f);
-    m = m_full.data();
-    v = v_full.data();
-  }
-  if (comm_->rank() == 0) state_ = load_checkpoint(dir, *model_, m, v);
+  // Checkpoints hold all P moments: they are read into host buffers, shared, and each rank
+  // uploads its slice (all of it without ZeRO-1).
+  std::vector<float> m(P, 0.f), v(P, 0.f);
+  if (comm_->rank() == 0) state_ = load_checkpoint(dir, *model_, m.data(), v.data());
   if (comm_->world() > 1) {
     comm_->broadcast(model_->params(), P, 0);
-    comm_->broadcast(m, P, 0);
-    comm_->broadcast(v, P, 0);
+    comm_->broadcast(m.data(), P, 0);
+    comm_->broadcast(v.data(), P, 0);
     state_.step = int(share_from_rank0(*comm_, state_.step));
     state_.loader.epoch = share_from_rank0(*comm_, state_.loader.epoch);
     state_.loader.shard = share_from_rank0(*comm_, state_.loader.shard);
     state_.loader.cursor = share_from_rank0(*comm_, state_.loader.cursor);
   }
-  if (zero1()) {
-    const size_t hi = std::max(shard_lo_, std::min(shard_lo_ + shard_n_, P));
-    std::copy(m + shard_lo_, m + hi, m_.begin());  // past P (padding) stays zero
-    std::copy(v + shard_lo_, v + hi, v_.begin());
-  }
+  const size_t lo = zero1() ? shard_lo_ : 0;
+  const size_t hi = zero1() ? std::max(shard_lo_, std::min(shard_lo_ + shard_n_, P)) : P;
+  m_.upload(m.data() + lo, hi - lo);  // past P (ZeRO-1 padding) stays zero
+  v_.upload(v.data() + lo, hi - lo);
   state_.config = cfg_.raw;
   // The loader position counts global samples, so it is valid for any number of ranks.
   train_loader_->set_position(state_.loader);
@@ -205,8 +200,8 @@ void Trainer::optimizer_step_zero1(double lr, double* norm) {
   const size_t lo = shard_lo_, hi = std::max(lo, std::min(lo + shard_n_, P));
   float* g = model_->grads();
   if (!flat_.empty()) {  // P is not a multiple of W: work in a zero-padded copy
-    std::copy(model_->grads(), model_->grads() + P, flat_.begin());
-    std::fill(flat_.begin() + long(P), flat_.end(), 0.f);
+    ops_->copy(flat_.data(), model_->grads(), P * sizeof(float));
+    ops_->zero(flat_.data() + P, n - P);
     g = flat_.data();
   }
   comm_->reduce_scatter_sum(g, n);
@@ -226,10 +221,10 @@ void Trainer::optimizer_step_zero1(double lr, double* norm) {
   if (flat_.empty()) {
     comm_->all_gather(model_->params(), n);
   } else {
-    std::copy(model_->params() + lo, model_->params() + hi, flat_.begin() + long(lo));
-    std::fill(flat_.begin() + long(hi), flat_.begin() + long(lo + shard_n_), 0.f);
+    ops_->copy(flat_.data() + lo, model_->params() + lo, (hi - lo) * sizeof(float));
+    ops_->zero(flat_.data() + hi, lo + shard_n_ - hi);
     comm_->all_gather(flat_.data(), n);
-    std::copy(flat_.begin(), flat_.begin() + long(P), model_->params());
+    ops_->copy(model_->params(), flat_.data(), P * sizeof(float));
   }
 }
 
@@ -248,23 +243,22 @@ double Trainer::evaluate() {
 void Trainer::save(bool final_save) {
   // Checkpoints hold the full optimizer state whatever the sharding, so they resume on any
   // number of ranks: ZeRO-1 gathers the moment shards first (a collective: every rank joins).
-  const float* m = m_.data();
-  const float* v = v_.data();
-  std::vector<float> m_full, v_full;
+  // The moments are downloaded to host buffers (a copy on the CPU backend).
+  std::vector<float> m, v;
   if (zero1() && comm_->world() > 1) {
     const size_t n = shard_n_ * size_t(comm_->world());
-    for (auto* full : {&m_full, &v_full}) {
+    for (auto* full : {&m, &v}) {
       full->assign(n, 0.f);
-      const auto& mine = full == &m_full ? m_ : v_;
-      std::copy(mine.begin(), mine.end(), full->begin() + long(shard_lo_));
+      (full == &m ? m_ : v_).download(full->data() + shard_lo_, shard_n_);
       comm_->all_gather(full->data(), n);
     }
-    m = m_full.data();
-    v = v_full.data();
+  } else {
+    m = m_.to_host();
+    v = v_.to_host();
   }
   if (comm_->rank() != 0) return;
   std::string dir = opt_.out_dir + "/checkpoints/" + checkpoint_dir_name(state_.step);
-  save_checkpoint(dir, *model_, m, v, state_);
+  save_checkpoint(dir, *model_, m.data(), v.data(), state_);
   prune_checkpoints(opt_.out_dir, cfg_.train.keep_checkpoints);
   log_json({{"type", "checkpoint"}, {"step", state_.step}, {"dir", dir}, {"final", final_save}});
   spdlog::info("checkpoint {}", dir);

@@ -64,9 +64,10 @@ class Trainer {
   Communicator* comm_;
   std::unique_ptr<GPT2> model_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
-  std::vector<float> m_, v_;  // AdamW moments: all P elements, or this rank's shard (ZeRO-1)
+  // In the backend's memory (device memory on CUDA), like the model's buffers:
+  DeviceArray<float> m_, v_;  // AdamW moments: all P elements, or this rank's shard (ZeRO-1)
   size_t shard_lo_ = 0, shard_n_ = 0;  // ZeRO-1: this rank's slice of the padded flat buffer
-  std::vector<float> flat_;  // ZeRO-1 with P % W != 0: padded copy for reduce-scatter/gather
+  DeviceArray<float> flat_;  // ZeRO-1 with P % W != 0: padded copy for reduce-scatter/gather
   std::vector<int32_t> inputs_, targets_;
   TrainState state_;
   int accum_ = 1;

@@ -1,9 +1,12 @@
 // CudaOps: the Ops interface on device pointers. Matmuls through tda::cuda::gemm (cuBLAS on a
 // GPU, the CPU SGEMM under the emulator), everything else through the kernels/*.cu wrappers.
 #include <algorithm>
+#include <cstdio>
+#include <memory>
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
+#include "backend/make_ops.h"
 #include "core/error.h"
 
 namespace tda {
@@ -120,5 +123,39 @@ void CudaOps::adamw(float* p, const float* g, float* m, float* v, size_t n, floa
 void CudaOps::zero(float* x, size_t n) {
   cuda::zero(x, n);
 }
+
+void* CudaOps::alloc_bytes(size_t bytes) {
+  void* p = nullptr;
+  cuda::check(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc");
+  return p;
+}
+void CudaOps::free_bytes(void* p) {
+  cuda::check(cudaFree(p), "cudaFree");
+}
+void CudaOps::upload(void* dst, const void* host_src, size_t bytes) {
+  cuda::check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy upload");
+}
+void CudaOps::download(void* host_dst, const void* src, size_t bytes) {
+  cuda::check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy download");
+}
+void CudaOps::copy(void* dst, const void* src, size_t bytes) {
+  cuda::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy copy");
+}
+
+namespace {
+// `--device cuda`: registered when these objects are linked (make_ops.h).
+std::unique_ptr<Ops> make_cuda_ops() {
+  int devices = 0;
+  cuda::check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  TDA_CHECK(devices > 0, "device cuda: no CUDA device found");
+#ifdef TDA_CUDA_EMU
+  std::fprintf(stderr,
+               "warning: device cuda runs on the CPU SIMT emulator in this build (for testing; "
+               "very slow). scripts/build_cuda.sh builds build-cuda/tda for a GPU.\n");
+#endif
+  return std::make_unique<CudaOps>();
+}
+const bool registered = register_backend("cuda", make_cuda_ops);
+}  // namespace
 
 }  // namespace tda

@@ -98,6 +98,14 @@ class CudaOps final : public Ops {
              float beta2, float eps, float wd, int t) override;
   void zero(float* x, size_t n) override;
 
+  // Device memory (cudaMalloc / cudaMemcpy): host code must not dereference it.
+  bool host_memory() const override { return false; }
+  void* alloc_bytes(size_t bytes) override;
+  void free_bytes(void* p) override;
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+
  private:
   // Device scratch, grown on demand (never inside a kernel).
   float* fscratch_ = nullptr;

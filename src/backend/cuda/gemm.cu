@@ -67,6 +67,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
+  emu::DeviceAccess access;  // emulated cuBLAS reads device memory on the host
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -88,6 +89,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
   if (M == 0 || N == 0) return;
   const int ar = trans_a ? K : M, ac = trans_a ? M : K;
   const int br = trans_b ? N : K, bc = trans_b ? K : N;
+  emu::DeviceAccess access;
   const std::vector<float> a = widen(A, ar, ac, lda), b = widen(B, br, bc, ldb);
   gemm(trans_a, trans_b, M, N, K, alpha, a.data(), ac, b.data(), bc, beta, C, ldc);
 }

@@ -53,6 +53,7 @@ inline cudaError_t run_grid(dim3 grid, dim3 block, size_t shmem, void (*body)(co
   }
   auto raw = reinterpret_cast<uintptr_t>(e.smem.get());
   auto* smem = reinterpret_cast<unsigned char*>((raw + kSmemAlignment - 1) & ~(kSmemAlignment - 1));
+  DeviceAccess access;  // the host-access guard lets kernels (only) touch device memory
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {

@@ -5,7 +5,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -28,10 +32,26 @@ struct RuntimeState {
   std::unordered_map<void*, size_t> device_allocs;        // device pointer -> bytes
   std::unordered_map<const void*, int> max_dynamic_smem;  // kernel -> opt-in limit
   size_t device_bytes = 0;
+  // Host-access guard (see DeviceAccess below).
+  bool guard = [] {
+    const char* e = std::getenv("TDA_EMU_GUARD");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  std::unordered_map<void*, size_t> guarded;  // mmap'd allocations -> mapped bytes
+  int access_depth = 0;                       // > 0 while the emulator touches device memory
 };
 inline RuntimeState& runtime() {
   static RuntimeState s;
   return s;
+}
+
+// Caller holds runtime().mu.
+inline void protect_all(int prot) {
+  for (const auto& [p, bytes] : runtime().guarded)
+    if (mprotect(p, bytes, prot) != 0) {
+      std::perror("tda emu: mprotect");
+      std::abort();
+    }
 }
 inline thread_local cudaError_t tl_last_error = cudaSuccess;
 // A failed kernel, reported by the synchronising calls as on the GPU (where it would be an
@@ -56,6 +76,35 @@ constexpr size_t kDefaultDynamicSmem = 48 * 1024;  // larger needs cudaFuncSetAt
 constexpr size_t kMaxDynamicSmem = 227 * 1024;     // sm_90 opt-in maximum per block
 constexpr size_t kEmulatedDeviceBytes = size_t{80} << 30;
 }  // namespace detail
+
+// Host-access guard. On a GPU, host code that dereferences a cudaMalloc pointer faults; here
+// device memory is host memory, so such a bug would pass silently. With the guard on
+// (set_host_access_guard(true) or TDA_EMU_GUARD=1), cudaMalloc returns page-aligned mappings
+// that stay PROT_NONE except inside a DeviceAccess scope, which the emulator opens around
+// kernel grids, cudaMemcpy/cudaMemset and the emulated cuBLAS calls: any other host access to
+// device memory dies with SIGSEGV at the offending instruction. It applies to allocations made
+// while it is on. Off by default: AddressSanitizer cannot see overflows inside whole pages.
+inline void set_host_access_guard(bool on) {
+  std::lock_guard<std::mutex> lock(detail::runtime().mu);
+  detail::runtime().guard = on;
+}
+inline bool host_access_guard() {
+  std::lock_guard<std::mutex> lock(detail::runtime().mu);
+  return detail::runtime().guard;
+}
+class DeviceAccess {
+ public:
+  DeviceAccess() {
+    std::lock_guard<std::mutex> lock(detail::runtime().mu);
+    if (detail::runtime().access_depth++ == 0) detail::protect_all(PROT_READ | PROT_WRITE);
+  }
+  ~DeviceAccess() {
+    std::lock_guard<std::mutex> lock(detail::runtime().mu);
+    if (--detail::runtime().access_depth == 0) detail::protect_all(PROT_NONE);
+  }
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+};
 
 // The message of the last failed launch (deadlock, bad warp mask, ...): cudaGetErrorString can
 // only name the code.
@@ -150,10 +199,21 @@ inline cudaError_t cudaMalloc(void** ptr, size_t size) {
   *ptr = nullptr;
   if (size == 0) return cudaSuccess;
   size_t rounded = (size + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
-  void* p = std::aligned_alloc(kDeviceAlignment, rounded);
-  if (!p) return record(cudaErrorMemoryAllocation);
-  std::memset(p, kUninitialisedByte, rounded);
   std::lock_guard<std::mutex> lock(runtime().mu);
+  void* p = nullptr;
+  if (runtime().guard) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    rounded = (size + page - 1) / page * page;
+    p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return record(cudaErrorMemoryAllocation);
+    std::memset(p, kUninitialisedByte, rounded);
+    if (runtime().access_depth == 0) mprotect(p, rounded, PROT_NONE);
+    runtime().guarded[p] = rounded;
+  } else {
+    p = std::aligned_alloc(kDeviceAlignment, rounded);
+    if (!p) return record(cudaErrorMemoryAllocation);
+    std::memset(p, kUninitialisedByte, rounded);
+  }
   runtime().device_allocs[p] = rounded;
   runtime().device_bytes += rounded;
   *ptr = p;
@@ -163,14 +223,18 @@ inline cudaError_t cudaMalloc(void** ptr, size_t size) {
 inline cudaError_t cudaFree(void* ptr) {
   using namespace tda::emu::detail;
   if (!ptr) return cudaSuccess;
-  {
-    std::lock_guard<std::mutex> lock(runtime().mu);
-    auto it = runtime().device_allocs.find(ptr);
-    if (it == runtime().device_allocs.end()) return record(cudaErrorInvalidValue);
-    runtime().device_bytes -= it->second;
-    runtime().device_allocs.erase(it);
+  std::lock_guard<std::mutex> lock(runtime().mu);
+  auto it = runtime().device_allocs.find(ptr);
+  if (it == runtime().device_allocs.end()) return record(cudaErrorInvalidValue);
+  runtime().device_bytes -= it->second;
+  runtime().device_allocs.erase(it);
+  auto g = runtime().guarded.find(ptr);
+  if (g != runtime().guarded.end()) {
+    munmap(ptr, g->second);
+    runtime().guarded.erase(g);
+  } else {
+    std::free(ptr);
   }
-  std::free(ptr);
   return cudaSuccess;
 }
 
@@ -196,6 +260,7 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cud
   if (count == 0) return cudaSuccess;
   if (!dst || !src || static_cast<int>(kind) < 0 || static_cast<int>(kind) > 4)
     return tda::emu::detail::record(cudaErrorInvalidValue);
+  tda::emu::DeviceAccess access;
   std::memmove(dst, src, count);
   return cudaSuccess;
 }
@@ -206,6 +271,7 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count,
 inline cudaError_t cudaMemset(void* ptr, int value, size_t count) {
   if (count == 0) return cudaSuccess;
   if (!ptr) return tda::emu::detail::record(cudaErrorInvalidValue);
+  tda::emu::DeviceAccess access;
   std::memset(ptr, value, count);
   return cudaSuccess;
 }
