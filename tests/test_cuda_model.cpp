@@ -71,11 +71,12 @@ TEST_CASE("cuda: tiny GPT-2 trains like the CPU backend on the emulator", "[cuda
   for (int s = 0; s < steps; ++s) {
     INFO("step " << s << " loss cpu " << ref.losses[s] << " cuda " << got.losses[s] << " norm cpu "
                  << ref.norms[s] << " cuda " << got.norms[s]);
-    // fp32 on both sides, sums in different orders: per-op differences of ~1e-7 relative
-    // compound through 2 layers and 5 AdamW steps; observed <= 3e-8 relative for the loss and
-    // <= 5e-8 for the grad norm, so 1e-5 / 1e-4 flag a real error, not rounding.
-    CHECK(std::fabs(got.losses[s] - ref.losses[s]) <= 1e-5 * ref.losses[s]);
-    CHECK(std::fabs(got.norms[s] - ref.norms[s]) <= 1e-4 * ref.norms[s]);
+    // The CUDA attention runs its products on bf16 tensor cores (q, k, v, dout and the weights
+    // rounded to bf16, unit roundoff 2^-9 ~ 2e-3; attention outputs within ~3e-3 and gradients
+    // within ~7e-3 of the CPU, tests/test_cuda_attention.cpp), every other op in fp32. Observed
+    // <= 5e-5 relative for the loss and <= 1.2e-3 for the grad norm; bounds 5e-4 / 1e-2.
+    CHECK(std::fabs(got.losses[s] - ref.losses[s]) <= 5e-4 * ref.losses[s]);
+    CHECK(std::fabs(got.norms[s] - ref.norms[s]) <= 1e-2 * ref.norms[s]);
   }
   CHECK(got.losses.back() < got.losses.front() - 0.05);  // it learns
   // Deterministic (no float atomics anywhere): a shuffled emulator schedule gives the same bits,
@@ -88,8 +89,9 @@ TEST_CASE("cuda: tiny GPT-2 trains like the CPU backend on the emulator", "[cuda
     CHECK(same_bits(again.params, got.params));
   }
   // Parameters: AdamW moves each by at most ~lr per step, so a gradient rounding difference can
-  // move a parameter by a small fraction of lr; the bound is on the tensor scale (norm gains 1);
-  // observed ~2e-6.
+  // move a parameter by up to lr per step where the gradient is near 0 (m / sqrt(v) flips);
+  // the bound is on the tensor scale (norm gains 1); observed ~7e-3 with bf16 attention
+  // (~2e-6 when attention was fp32), bound 3e-2.
   INFO("parameter rel_err " << rel_err(got.params, ref.params));
-  CHECK(rel_err(got.params, ref.params) < 1e-4);
+  CHECK(rel_err(got.params, ref.params) < 3e-2);
 }

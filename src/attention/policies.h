@@ -11,6 +11,8 @@
 //   P::add(row, w)                  fold one weight into the row normaliser
 //   P::norm(row)                    Z_i (1 for un-normalised policies)
 //   P::stat(row)                    the one float saved per row for the backward
+//   P::merge(row, other)            fold in the state of the same row over other keys (the CUDA
+//                                   kernels split a row's keys over the 4 lanes of a quad)
 // Backward contract:
 //   P::bwd(s, stat, tau, p, &a, &f) recompute a_ij and f_ij with ds_ij = f_ij (da_ij - D_i)
 //                                   (D_i = g_i.o_i for normalised policies, 0 otherwise).
@@ -52,6 +54,14 @@ struct SoftmaxPolicy {
   TDA_HD static void add(Row& r, float w) { r.l += w; }
   TDA_HD static float norm(const Row& r) { return r.l; }  // l_i >= 1: every row holds j = i
   TDA_HD static float stat(const Row& r) { return r.m + logf(r.l); }
+  // (m, l) + (m', l') = (M, l e^(m-M) + l' e^(m'-M)), M = max(m, m'); an empty side (m = -inf)
+  // contributes 0.
+  TDA_HD static void merge(Row& r, const Row& o) {
+    const float M = r.m > o.m ? r.m : o.m;
+    if (M == -INFINITY) return;
+    r.l = (r.m == -INFINITY ? 0.f : r.l * expf(r.m - M)) + (o.m == -INFINITY ? 0.f : o.l * expf(o.m - M));
+    r.m = M;
+  }
   TDA_HD static void bwd(float s, float lse, float, int, float* a, float* f) {
     *a = expf(s - lse);
     *f = *a;
@@ -73,6 +83,7 @@ struct SoftplusPolicy {
   TDA_HD static void add(Row& r, float w) { r.F += w; }
   TDA_HD static float norm(const Row& r) { return r.F; }  // F_i >= softplus(s_ii) > 0
   TDA_HD static float stat(const Row& r) { return r.F; }
+  TDA_HD static void merge(Row& r, const Row& o) { r.F += o.F; }
   TDA_HD static void bwd(float s, float F, float, int, float* a, float* f) {
     *a = softplus(s) / F;
     *f = sigmoid(s) / F;
@@ -93,6 +104,7 @@ struct ThresholdPolicy {
   TDA_HD static void add(Row&, float) {}
   TDA_HD static float norm(const Row&) { return 1.f; }
   TDA_HD static float stat(const Row&) { return 0.f; }
+  TDA_HD static void merge(Row&, const Row&) {}
   TDA_HD static void bwd(float s, float, float tau, int p, float* a, float* f) {
     const float r = s - tau;
     if (r > 0.f) {

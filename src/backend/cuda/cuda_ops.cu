@@ -95,15 +95,12 @@ void CudaOps::lm_head_logits(float* logits, const float* x, const float* W, int 
 }
 
 void CudaOps::attention_forward(const AttnArgs& a) {
-  // Partial rows (KV-cache decoding) are a CPU-backend feature so far.
-  TDA_CHECK(a.q_start == 0, "cuda backend: attention q_start > 0 is not supported");
-  cuda::attention_softmax_forward(a);
+  cuda::attention_forward(a);
 }
 
 void CudaOps::attention_backward(const AttnArgs& a) {
-  TDA_CHECK(a.q_start == 0, "cuda backend: attention backward needs q_start == 0");
-  float* s = cuda::scratch(fscratch_, fscratch_n_, size_t(a.B) * a.H * a.T);
-  cuda::attention_softmax_backward(a, s);
+  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::attention_backward_scratch(a));
+  cuda::attention_backward(a, s);
 }
 
 double CudaOps::sum_squares(const float* x, size_t n) {

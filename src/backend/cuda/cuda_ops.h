@@ -51,9 +51,17 @@ void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, flo
 size_t sum_squares_scratch();  // doubles
 double sum_squares(const float* x, size_t n, double* scratch);
 
-// Causal softmax attention (AttnMath::kSoftmax only); backward needs B*H*T floats of scratch.
-void attention_softmax_forward(const AttnArgs& a);
-void attention_softmax_backward(const AttnArgs& a, float* scratch);
+// Causal attention, every AttnMath (src/backend/cuda/attention.cu dispatches to the tensor-core
+// kernels/attention_fwd.cu, attention_bwd.cu and the entmax kernel). tiles_skipped/tiles_total,
+// when set, are device counters (integer atomics). Backward scratch: floats, device.
+void attention_forward(const AttnArgs& a);
+size_t attention_backward_scratch(const AttnArgs& a);
+void attention_backward(const AttnArgs& a, float* scratch);
+// The tiled (policy) kernels and the entmax kernel behind them.
+void attention_tiled_forward(const AttnArgs& a);
+void attention_tiled_backward(const AttnArgs& a, float* scratch);
+void attention_entmax_forward(const AttnArgs& a);
+void attention_entmax_backward(const AttnArgs& a, float* scratch);
 }  // namespace cuda
 
 class CudaOps final : public Ops {

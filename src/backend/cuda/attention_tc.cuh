@@ -1,0 +1,189 @@
+// Building blocks of the tensor-core attention kernels (kernels/attention_fwd.cu,
+// kernels/attention_bwd.cu): bf16 tiles in shared memory, mma.m16n8k16 fragments, quad
+// reductions. FlashAttention-2 layout: a block owns kTile = 64 query rows (forward, dq) or 64 keys
+// (dk/dv), each of its 4 warps 16 of them; the other side streams through shared memory in tiles
+// of 64. kTile equals the CPU kernel's tile, so tiles_skipped / tiles_total compare one to one.
+//
+// Fragment layout (PTX ISA, m16n8k16; g = lane/4, t = lane%4): an accumulator c[4] of a 16x8
+// tile holds (row g, cols 2t, 2t+1) in c[0], c[1] and (row g+8, same cols) in c[2], c[3]. Two
+// adjacent accumulators (cols 0..7 and 8..15) are exactly the A fragment of a 16x16 operand, so
+// P = w(S) goes from the score mma into the P.V mma without shared memory.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "attention/policies.h"
+#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/mma.h"
+#include "backend/ops.h"
+
+namespace tda::cuda::fa {
+
+constexpr int kTile = 64;   // query rows per block, keys per streamed tile
+constexpr int kWarps = 4;   // 16 rows per warp
+constexpr int kThreads = kWarps * kWarp;
+
+// Shared tiles are kTile rows of kD bf16 (the head-dim bucket, zero-padded past D) plus 8 bf16 of
+// padding: rows then start 4 banks apart, so the fragment loads below are conflict-free.
+template <int kD>
+TDA_HD constexpr int ld() {
+  return kD + 8;
+}
+template <int kD>
+TDA_HD constexpr int tile_elems() {
+  return kTile * ld<kD>();
+}
+
+__device__ inline uint16_t bf16_bits(float x) {
+  return __bfloat16_as_ushort(__float2bfloat16(x));
+}
+// Two bf16 in one register, the smaller index in the low half (the mma operand convention).
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  return uint32_t(bf16_bits(lo)) | (uint32_t(bf16_bits(hi)) << 16);
+}
+__device__ inline uint32_t ld32(const uint16_t* p) {
+  uint32_t v;
+  memcpy(&v, p, sizeof v);  // 4-byte aligned: even column, even row stride
+  return v;
+}
+__device__ inline uint32_t ld_pair(const uint16_t* p, int stride) {
+  return uint32_t(p[0]) | (uint32_t(p[stride]) << 16);
+}
+
+// A operand (16x16) stored row-major: A[r][c] = base[r * ld + c].
+__device__ inline void frag_a(uint32_t a[4], const uint16_t* base, int ldm, int lane) {
+  const uint16_t* p = base + (lane >> 2) * ldm + 2 * (lane & 3);
+  a[0] = ld32(p);
+  a[1] = ld32(p + 8 * ldm);
+  a[2] = ld32(p + 8);
+  a[3] = ld32(p + 8 * ldm + 8);
+}
+// B operand (16x8) stored n-major, B[k][n] = base[n * ld + k]: the K tile in S = Q K^T.
+__device__ inline void frag_b_nmajor(uint32_t b[2], const uint16_t* base, int ldm, int lane) {
+  const uint16_t* p = base + (lane >> 2) * ldm + 2 * (lane & 3);
+  b[0] = ld32(p);
+  b[1] = ld32(p + 8);
+}
+// B operand stored k-major, B[k][n] = base[k * ld + n]: the V tile in O = P V.
+__device__ inline void frag_b_kmajor(uint32_t b[2], const uint16_t* base, int ldm, int lane) {
+  const uint16_t* p = base + 2 * (lane & 3) * ldm + (lane >> 2);
+  b[0] = ld_pair(p, ldm);
+  b[1] = ld_pair(p + 8 * ldm, ldm);
+}
+// A operand from two accumulators holding columns 0..7 (c0) and 8..15 (c1), rounded to bf16.
+__device__ inline void frag_a_from_acc(uint32_t a[4], const float c0[4], const float c1[4]) {
+  a[0] = pack_bf16(c0[0], c0[1]);
+  a[1] = pack_bf16(c0[2], c0[3]);
+  a[2] = pack_bf16(c1[0], c1[1]);
+  a[3] = pack_bf16(c1[2], c1[3]);
+}
+
+// Rows [r0, r0 + kTile) of a (rows x D) fp32 matrix with row stride D into a bf16 tile; rows past
+// `rows` and columns past D are zero (they then add nothing to any product).
+template <int kD>
+__device__ inline void load_tile(uint16_t* dst, const float* src, int r0, int rows, int D) {
+  for (int idx = threadIdx.x; idx < kTile * kD; idx += kThreads) {
+    const int r = idx / kD, c = idx % kD;
+    const float x = (r0 + r < rows && c < D) ? src[size_t(r0 + r) * D + c] : 0.f;
+    dst[r * ld<kD>() + c] = bf16_bits(x);
+  }
+}
+
+// acc[nt] (16 rows x 8 cols, nt = 0..7: a 16 x 64 tile) = A(16 x D) B(D x 64), A row-major at
+// a_base, B n-major at b_base (both with row stride ld<kD>), D rounded up to a multiple of 16
+// (the padding is zero).
+template <int kD>
+__device__ inline void mma_rows_x64(float acc[8][4], const uint16_t* a_base,
+                                    const uint16_t* b_base, int D, int lane) {
+  TDA_UNROLL
+  for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  TDA_UNROLL
+  for (int kc = 0; kc < kD / 16; ++kc) {
+    if (16 * kc < D) {
+      uint32_t a[4];
+      frag_a(a, a_base + 16 * kc, ld<kD>(), lane);
+      TDA_UNROLL
+      for (int nt = 0; nt < 8; ++nt) {
+        uint32_t b[2];
+        frag_b_nmajor(b, b_base + 8 * nt * ld<kD>() + 16 * kc, ld<kD>(), lane);
+        mma_m16n8k16_bf16(acc[nt], a, b, acc[nt]);
+      }
+    }
+  }
+}
+
+// acc[n] (16 x 8, n < kD/8: a 16 x D tile) += W(16 x 64, in accumulator layout) B(64 x D), B
+// k-major at b_base (a row of the tile per key/query).
+template <int kD>
+__device__ inline void mma_acc_x64(float acc[kD / 8][4], const float w[8][4],
+                                   const uint16_t* b_base, int D, int lane) {
+  TDA_UNROLL
+  for (int kc = 0; kc < 4; ++kc) {
+    uint32_t a[4];
+    frag_a_from_acc(a, w[2 * kc], w[2 * kc + 1]);
+    TDA_UNROLL
+    for (int n = 0; n < kD / 8; ++n) {
+      if (8 * n < D) {
+        uint32_t b[2];
+        frag_b_kmajor(b, b_base + 16 * kc * ld<kD>() + 8 * n, ld<kD>(), lane);
+        mma_m16n8k16_bf16(acc[n], a, b, acc[n]);
+      }
+    }
+  }
+}
+
+// Sum / max over the 4 lanes of a quad (the lanes that share accumulator rows).
+__device__ inline float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ inline float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// Merge a policy's row state over the quad (each lane saw a quarter of the row's keys).
+template <class P>
+__device__ inline void quad_merge(typename P::Row& r) {
+  if constexpr (P::kNormalized) {
+    constexpr int n = int(sizeof(typename P::Row) / sizeof(float));
+    for (int off = 1; off <= 2; off <<= 1) {
+      float f[n];
+      memcpy(f, &r, sizeof r);
+      TDA_UNROLL
+      for (int c = 0; c < n; ++c) f[c] = __shfl_xor_sync(0xffffffffu, f[c], off);
+      typename P::Row o;
+      memcpy(&o, f, sizeof o);
+      P::merge(r, o);
+    }
+  }
+}
+
+// Element r of accumulator nt: row offset (within the warp's 16) and column (within the 64).
+__device__ inline int acc_row(int lane, int r) {
+  return (lane >> 2) + 8 * (r >> 1);
+}
+__device__ inline int acc_col(int lane, int nt, int r) {
+  return 8 * nt + 2 * (lane & 3) + (r & 1);
+}
+
+// Per-row statistics of a policy math (attn_n_stats, usable in device code): one per normalised
+// view (softmax LSE, softplus F), none for rectifiers.
+template <class P, bool kTwo>
+TDA_HD constexpr int n_stats() {
+  return P::kNormalized ? (kTwo ? 2 : 1) : 0;
+}
+
+// Head dims are served by buckets of 64 and 128 (shared tiles and accumulators sized for the
+// bucket, the mma loops cut at the real D).
+constexpr int kMaxHeadDim = 128;
+inline int max_head_dim(const AttnArgs& a) {
+  return a.Dqk > a.Dv ? a.Dqk : a.Dv;
+}
+
+inline size_t qk_stride(const AttnArgs& a) {
+  return a.qk_bh_stride ? a.qk_bh_stride : size_t(a.T) * a.Dqk;
+}
+
+}  // namespace tda::cuda::fa

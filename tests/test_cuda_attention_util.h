@@ -1,0 +1,142 @@
+// Shared harness of the CUDA attention tests: one attention problem (any AttnMath) run forward and
+// backward on CpuOps (the reference) and on the emulated CudaOps, every output collected by name.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "test_cuda_util.h"  // defines TDA_CUDA_EMU first
+#include "backend/cuda/runtime.h"
+
+namespace tda::cuda_test {
+
+struct AttnProblem {
+  AttnMath math = AttnMath::kSoftmax;
+  int B = 1, H = 2, T = 17, Dqk = 16, Dv = 16;
+  int power = 2;
+  float lambda = 0.f;
+  float scale = 0.f;  // 0: 1/sqrt(Dqk)
+  bool bisect = false, no_skip = false, drop = false;
+  int q_start = 0;           // forward only (run_attention then skips the backward)
+  bool diff_layout = false;  // q2 = q + T*Dqk inside one (B, 2H, T, Dqk) buffer (the Diff layout)
+  std::vector<float> q, k, v, g, q2, k2, tau;
+
+  size_t nqk() const { return size_t(B) * H * T * Dqk * (diff_layout ? 2 : 1); }
+  size_t nv() const { return size_t(B) * H * T * Dv; }
+  size_t rows() const { return size_t(B) * H * T; }
+  bool two() const { return attn_two_views(math); }
+  bool thresholded() const {
+    return math == AttnMath::kThreshold || math == AttnMath::kDiffThreshold;
+  }
+
+  // Random inputs: q, k in [-a, a], v and dout in [-1, 1], tau_i in [-0.2, 0.4].
+  void fill(uint32_t seed, float amp = 2.f) {
+    q = rnd(nqk(), seed + 1, -amp, amp);
+    k = rnd(nqk(), seed + 2, -amp, amp);
+    v = rnd(nv(), seed + 3);
+    g = rnd(nv(), seed + 4);
+    if (two() && !diff_layout) {
+      q2 = rnd(nqk(), seed + 5, -amp, amp);
+      k2 = rnd(nqk(), seed + 6, -amp, amp);
+    }
+    tau = thresholded() ? rnd(size_t(T), seed + 7, -0.2f, 0.4f) : std::vector<float>();
+  }
+};
+
+using Outputs = std::map<std::string, std::vector<float>>;
+
+// x rounded to bf16 and back (what the tensor-core kernels see).
+inline std::vector<float> bf16_round(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = __bfloat162float(__float2bfloat16(x[i]));
+  return y;
+}
+
+inline AttnProblem rounded(const AttnProblem& p) {
+  AttnProblem r = p;
+  for (auto* x : {&r.q, &r.k, &r.v, &r.g, &r.q2, &r.k2}) *x = bf16_round(*x);
+  return r;
+}
+
+// Forward then backward on `ops`; `skipped`/`total` receive the tile counters.
+inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped = nullptr,
+                             long long* total = nullptr) {
+  const size_t nqk = p.nqk(), nv = p.nv(), rows = p.rows();
+  const int nst = attn_n_stats(p.math), ns = p.two() ? 3 : 1;
+  DeviceBuffer<float> q(p.q), k(p.k), v(p.v), g(p.g), out(nv), out2(nv), st(rows * 2),
+      surv(rows * ns), dq(nqk), dk(nqk), dv(nv), dtau(rows), dlam(rows);
+  DeviceBuffer<float> q2(p.q2.empty() ? std::vector<float>(1) : p.q2),
+      k2(p.k2.empty() ? std::vector<float>(1) : p.k2), tau(p.tau.empty() ? std::vector<float>(1) : p.tau);
+  DeviceBuffer<float> dq2(p.diff_layout ? 1 : nqk), dk2(p.diff_layout ? 1 : nqk);
+  DeviceBuffer<long long> cnt(std::vector<long long>{0, 0});
+  AttnArgs a;
+  a.math = p.math;
+  a.B = p.B;
+  a.H = p.H;
+  a.T = p.T;
+  a.Dqk = p.Dqk;
+  a.Dv = p.Dv;
+  a.scale = p.scale > 0.f ? p.scale : 1.f / std::sqrt(float(p.Dqk));
+  a.power = p.power;
+  a.lambda = p.lambda;
+  a.entmax_bisect = p.bisect;
+  a.no_skip = p.no_skip;
+  a.debug_drop_term = p.drop;
+  a.q = q.get();
+  a.k = k.get();
+  a.v = v.get();
+  if (p.two()) {
+    if (p.diff_layout) {
+      a.qk_bh_stride = 2 * size_t(p.T) * p.Dqk;
+      a.q2 = a.q + size_t(p.T) * p.Dqk;
+      a.k2 = a.k + size_t(p.T) * p.Dqk;
+    } else {
+      a.q2 = q2.get();
+      a.k2 = k2.get();
+    }
+  }
+  if (!p.tau.empty()) a.tau = tau.get();
+  a.out = out.get();
+  a.out2 = p.math == AttnMath::kDiffSoftmax ? out2.get() : nullptr;
+  a.stats = st.get();
+  a.survivors = surv.get();
+  a.tiles_skipped = cnt.get();
+  a.tiles_total = cnt.get() + 1;
+  a.dout = g.get();
+  a.dq = dq.get();
+  a.dk = dk.get();
+  a.dv = dv.get();
+  if (p.two()) {
+    a.dq2 = p.diff_layout ? a.dq + size_t(p.T) * p.Dqk : dq2.get();
+    a.dk2 = p.diff_layout ? a.dk + size_t(p.T) * p.Dqk : dk2.get();
+  }
+  a.drow_tau = dtau.get();
+  a.drow_lambda = dlam.get();
+  a.q_start = p.q_start;
+  ops.attention_forward(a);
+  if (p.q_start == 0) ops.attention_backward(a);
+  Outputs o;
+  o["out"] = out.to_host();
+  if (a.out2) o["out2"] = out2.to_host();
+  if (nst > 0) {
+    auto s = st.to_host();
+    s.resize(rows * nst);
+    o["stats"] = s;
+  }
+  o["survivors"] = surv.to_host();
+  o["dq"] = dq.to_host();  // the diff layout holds dq and dq2 in one buffer
+  o["dk"] = dk.to_host();
+  o["dv"] = dv.to_host();
+  if (p.two() && !p.diff_layout) {
+    o["dq2"] = dq2.to_host();
+    o["dk2"] = dk2.to_host();
+  }
+  o["drow_tau"] = dtau.to_host();
+  o["drow_lambda"] = dlam.to_host();
+  const auto c = cnt.to_host();
+  if (skipped) *skipped = c[0];
+  if (total) *total = c[1];
+  return o;
+}
+
+}  // namespace tda::cuda_test
