@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Compiles every kernels/*.cu and src/backend/cuda/*.cu (the CUDA backend) with nvcc for sm_80 (A100) and sm_90 (H100), warnings as errors,
-# and keeps ptxas's register/spill report in build-cuda/ptxas.log. Needs the CUDA toolkit, not a
-# GPU. Usage: scripts/build_cuda.sh   (NVCC=/path/to/nvcc and BUILD_DIR=... override)
+# and keeps ptxas's register/spill report in build-cuda/ptxas.log. Also compiles the NCCL
+# communicator (src/dist/nccl_communicator.cpp) against the real <nccl.h> and links it into a
+# shared object with -lnccl -lcudart, checking that every NCCL/CUDA function it calls is exported
+# by the installed libraries. Needs the CUDA toolkit and NCCL, not a GPU.
+# Usage: scripts/build_cuda.sh   (NVCC=/path/to/nvcc, BUILD_DIR=..., NCCL_HOME=... override)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +45,37 @@ if [ $status -ne 0 ]; then
   cat "$LOG" >&2
   exit $status
 fi
+
+# NCCL: headers and library from NCCL_HOME, else next to nvcc (/usr/local/cuda), else the system.
+CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
+NCCL_HOME=${NCCL_HOME:-$CUDA_HOME}
+nccl_lib=""
+for d in "$NCCL_HOME/lib64" "$NCCL_HOME/lib" /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib; do
+  if [ -e "$d/libnccl.so" ] || [ -e "$d/libnccl.so.2" ]; then nccl_lib=$d; break; fi
+done
+if [ -z "$nccl_lib" ]; then
+  echo "[build_cuda] libnccl not found (set NCCL_HOME=...)" >&2
+  exit 1
+fi
+echo "[build_cuda] src/dist/nccl_communicator.cpp (NCCL from $nccl_lib)"
+NCCL_FLAGS=(-std=c++17 -O3 -Isrc -I"$NCCL_HOME/include" -DTDA_WITH_NCCL -Xcompiler -fPIC
+            -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings)
+"$NVCC" "${NCCL_FLAGS[@]}" -c src/dist/nccl_communicator.cpp -o "$BUILD_DIR/nccl_communicator.o"
+"$NVCC" -shared "$BUILD_DIR/nccl_communicator.o" -o "$BUILD_DIR/libtda_nccl.so" \
+  -L"$nccl_lib" -lnccl -lcudart
+# A shared object may leave symbols undefined; make sure the NCCL and CUDA runtime ones exist.
+libs=("$nccl_lib"/libnccl.so* "$CUDA_HOME"/lib*/libcudart.so*)
+exported=$(for l in "${libs[@]}"; do nm -D --defined-only "$l" 2>/dev/null; done | awk '{print $NF}' | sed 's/@.*//' | sort -u)
+missing=0
+for sym in $(nm -u "$BUILD_DIR/nccl_communicator.o" | awk '{print $2}' | grep -E '^(nccl|cuda)' | sed 's/@.*//' | sort -u); do
+  if ! grep -qx "$sym" <<<"$exported"; then
+    echo "[build_cuda] $sym: not exported by libnccl/libcudart" >&2
+    missing=1
+  fi
+done
+[ $missing -eq 0 ] || exit 1
+echo "[build_cuda] ok: libtda_nccl.so links against $(ls "$nccl_lib"/libnccl.so.* | head -1)"
+
 # A short summary of what reviewers look for: registers and any spill per kernel and arch.
 grep -E "Compiling entry|Used [0-9]+ registers|spill" "$LOG" || true
 echo "[build_cuda] ok: ${#sources[@]} file(s), ptxas report in $LOG"

@@ -1,8 +1,10 @@
 // tda train --config FILE [--out DIR] [--resume auto|DIR] [--set key=value ...] [--procs N]
+//           [--gpus N]
 //
-// Data parallel: `--procs N` starts N CPU ranks itself (under the system mpirun, see
-// dist/launch.h); a process started by a user-typed mpirun or srun finds its rank in the
-// environment. docs/distributed.md has the launch recipes.
+// Data parallel: `--procs N` starts N CPU ranks itself (under the system mpirun), `--gpus N`
+// forks N NCCL workers itself (no mpirun; dist/launch.h); a process started by a user-typed
+// mpirun or srun finds its rank in the environment. docs/distributed.md has the launch recipes.
+#include <algorithm>
 #include <cstdio>
 #include <cxxopts.hpp>
 #include <iostream>
@@ -17,16 +19,16 @@
 namespace tda {
 namespace {
 
-// argv after `tda train` without --procs N / --procs=N (the workers must not launch again).
+// argv after `tda train` without --procs/--gpus N (the workers must not launch again).
 std::vector<std::string> worker_args(int argc, char** argv) {
   std::vector<std::string> r;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--procs") {
+    if (a == "--procs" || a == "--gpus") {
       ++i;
       continue;
     }
-    if (a.rfind("--procs=", 0) == 0) continue;
+    if (a.rfind("--procs=", 0) == 0 || a.rfind("--gpus=", 0) == 0) continue;
     r.push_back(a);
   }
   return r;
@@ -35,7 +37,7 @@ std::vector<std::string> worker_args(int argc, char** argv) {
 // Runs the trainer on this process's rank. A failure on one rank of several ends the whole job
 // (the others would wait for it forever in the next collective).
 int run_rank(const Config& cfg, TrainOptions to) {
-  std::unique_ptr<Communicator> comm = make_communicator();
+  std::unique_ptr<Communicator> comm = make_communicator(cfg.train.device);
   WorkerRecord record(comm->rank());
   to.comm = comm.get();
   try {
@@ -67,8 +69,9 @@ int cmd_train(int argc, char** argv) {
       "steps", "stop after this many steps (default: train.max_steps)",
       cxxopts::value<int>()->default_value("-1"))(
       "procs", "data-parallel CPU ranks, started by tda under the system mpirun",
-      cxxopts::value<int>()->default_value("1"))("gpus", "data-parallel GPU ranks (CUDA backend)",
-                                                 cxxopts::value<int>()->default_value("0"))(
+      cxxopts::value<int>()->default_value("1"))(
+      "gpus", "data-parallel GPU ranks (NCCL), one worker process per GPU started by tda",
+      cxxopts::value<int>()->default_value("0"))(
       "h,help", "show help");
   auto r = opts.parse(argc, argv);
   if (r.count("help") || !r.count("config")) {
@@ -91,18 +94,19 @@ int cmd_train(int argc, char** argv) {
   to.max_steps_override = r["steps"].as<int>();
 
   const int procs = r["procs"].as<int>(), gpus = r["gpus"].as<int>();
-  TDA_CHECK(gpus == 0, "--gpus " + std::to_string(gpus) +
-                           ": cuda backend not built (use --procs N for CPU ranks)");
   TDA_CHECK(procs >= 1, "--procs must be >= 1, got " + std::to_string(procs));
-  if (procs > 1) {
+  TDA_CHECK(gpus >= 0, "--gpus must be >= 1, got " + std::to_string(gpus));
+  TDA_CHECK(procs == 1 || gpus == 0, "--procs (CPU ranks) and --gpus (GPU ranks): pick one");
+  if (procs > 1 || gpus > 1) {
     TDA_CHECK(!launch_env().launched,
-              "--procs starts its own workers: drop it under mpirun/srun (each process they "
-              "start is already one rank)");
+              std::string(gpus > 1 ? "--gpus" : "--procs") +
+                  " starts its own workers: drop it under mpirun/srun (each process they start "
+                  "is already one rank)");
     LaunchOptions lo;
-    lo.procs = procs;
+    lo.procs = std::max(procs, gpus);
     lo.worker_dir = to.out_dir + "/.workers";
     lo.args = worker_args(argc, argv);
-    return launch_workers(lo);
+    return gpus > 1 ? launch_gpu_workers(lo) : launch_workers(lo);
   }
   return run_rank(cfg, to);
 }

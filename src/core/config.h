@@ -44,6 +44,7 @@ struct OptimConfig {
 
 struct DistConfig {
   int zero_stage;
+  double bucket_mb;  // gradient all-reduce bucket size in MiB (dist/grad_reducer.h); 0: one bucket
 };
 
 struct Config {

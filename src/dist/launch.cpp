@@ -16,24 +16,17 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "dist/launch_internal.h"
 
 namespace tda {
 
 namespace {
-constexpr const char* kWorkerDirEnv = "TDA_WORKER_DIR";
 
 volatile sig_atomic_t g_signal = 0;
 volatile sig_atomic_t g_signal_count = 0;
 extern "C" void on_launcher_signal(int sig) {
   g_signal = sig;
   g_signal_count = g_signal_count + 1;
-}
-
-std::string self_exe() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  TDA_CHECK(n > 0, "cannot find the tda binary (/proc/self/exe)");
-  return std::string(buf, size_t(n));
 }
 
 std::string find_mpirun() {
@@ -89,15 +82,61 @@ std::string describe_status(int st) {
 }
 }  // namespace
 
+// The reason a job failed, most specific first: a rank's own error (not a communication
+// failure, which only echoes another rank's death), then the first worker that vanished without
+// a word, then any other non-zero exit. Empty if every worker recorded success.
+std::string worker_failure(const std::string& dir, int procs, int first_gone,
+                           const std::vector<int>& pids) {
+  std::vector<int> codes(size_t(procs), 0);
+  std::vector<std::string> msgs{size_t(procs)};
+  std::vector<bool> recorded(size_t(procs), false);
+  for (int r = 0; r < procs; ++r)
+    recorded[size_t(r)] = read_exit(dir, r, &codes[size_t(r)], &msgs[size_t(r)]);
+  auto is_comm_failure = [](const std::string& m) {
+    return m.rfind("MPI_", 0) == 0 || m.rfind("nccl", 0) == 0;
+  };
+  std::string why;
+  for (int r = 0; r < procs && why.empty(); ++r)
+    if (recorded[size_t(r)] && codes[size_t(r)] != 0 && !is_comm_failure(msgs[size_t(r)]))
+      why = "rank " + std::to_string(r) + ": " +
+            (msgs[size_t(r)].empty() ? "exit code " + std::to_string(codes[size_t(r)])
+                                     : msgs[size_t(r)]);
+  std::vector<int> order;
+  if (first_gone >= 0) order.push_back(first_gone);
+  for (int r = 0; r < procs; ++r) order.push_back(r);
+  for (int r : order) {
+    if (!why.empty()) break;
+    if (recorded[size_t(r)]) continue;
+    why = "worker rank " + std::to_string(r) +
+          (pids[size_t(r)] > 0
+               ? " (pid " + std::to_string(pids[size_t(r)]) + ") died (killed or crashed)"
+               : " did not start");
+  }
+  for (int r = 0; r < procs && why.empty(); ++r)
+    if (codes[size_t(r)] != 0) why = "rank " + std::to_string(r) + ": " + msgs[size_t(r)];
+  return why;
+}
+
+void split_cores_between(int procs) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max(1u, cores / unsigned(procs)));
+  set_default_env("OMP_NUM_THREADS", threads);
+  set_default_env("OPENBLAS_NUM_THREADS", threads);
+}
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  TDA_CHECK(n > 0, "cannot find the tda binary (/proc/self/exe)");
+  return std::string(buf, size_t(n));
+}
+
 int launch_workers(const LaunchOptions& opt) {
   const std::string mpirun = find_mpirun();
   remove_tree(opt.worker_dir);
   make_dirs(opt.worker_dir);
   // One BLAS/OpenMP thread pool per rank, splitting the cores, unless the user chose.
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string threads = std::to_string(std::max(1u, cores / unsigned(opt.procs)));
-  set_default_env("OMP_NUM_THREADS", threads);
-  set_default_env("OPENBLAS_NUM_THREADS", threads);
+  split_cores_between(opt.procs);
   ::setenv(kWorkerDirEnv, opt.worker_dir.c_str(), 1);
 
   // -q: mpirun's multi-line banners are replaced by our one-line report. --bind-to none: the
@@ -171,35 +210,10 @@ int launch_workers(const LaunchOptions& opt) {
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
 
-  // The reason, most specific first: a rank's own error (not a communication failure, which
-  // only echoes another rank's death), then the first worker that vanished without a word.
-  std::vector<int> codes(size_t(opt.procs), 0);
-  std::vector<std::string> msgs(size_t(opt.procs));
-  std::vector<bool> recorded(size_t(opt.procs), false);
-  for (int r = 0; r < opt.procs; ++r)
-    recorded[size_t(r)] = read_exit(opt.worker_dir, r, &codes[size_t(r)], &msgs[size_t(r)]);
-  auto is_comm_failure = [](const std::string& m) { return m.rfind("MPI_", 0) == 0; };
   std::string why;
   if (g_signal_count > 1 && st != 0)
     why = "interrupted twice: workers stopped without a final checkpoint";
-  for (int r = 0; r < opt.procs && why.empty(); ++r)
-    if (recorded[size_t(r)] && codes[size_t(r)] != 0 && !is_comm_failure(msgs[size_t(r)]))
-      why = "rank " + std::to_string(r) + ": " +
-            (msgs[size_t(r)].empty() ? "exit code " + std::to_string(codes[size_t(r)])
-                                     : msgs[size_t(r)]);
-  std::vector<int> order;
-  if (first_gone >= 0) order.push_back(first_gone);
-  for (int r = 0; r < opt.procs; ++r) order.push_back(r);
-  for (int r : order) {
-    if (!why.empty()) break;
-    if (recorded[size_t(r)]) continue;
-    why = "worker rank " + std::to_string(r) +
-          (pids[size_t(r)] > 0
-               ? " (pid " + std::to_string(pids[size_t(r)]) + ") died (killed or crashed)"
-               : " did not start");
-  }
-  for (int r = 0; r < opt.procs && why.empty(); ++r)
-    if (codes[size_t(r)] != 0) why = "rank " + std::to_string(r) + ": " + msgs[size_t(r)];
+  if (why.empty()) why = worker_failure(opt.worker_dir, opt.procs, first_gone, pids);
   remove_tree(opt.worker_dir);
   if (why.empty() && st == 0) return 0;
   if (why.empty()) why = describe_status(st);

@@ -21,6 +21,14 @@ struct LaunchOptions {
 // Runs the job to completion; returns 0, or throws tda::Error with a one-line reason.
 int launch_workers(const LaunchOptions& opt);
 
+// `tda train --gpus N` (gpu_launch.cpp): forks N workers of this binary directly, no mpirun.
+// The launcher makes the NCCL unique id and passes it with the rank in the environment
+// (TDA_NCCL_ID, TDA_RANK, TDA_WORLD_SIZE, TDA_LOCAL_RANK; dist/communicator.h), gives worker r
+// the r-th GPU of CUDA_VISIBLE_DEVICES (or GPU r), forwards SIGINT/SIGTERM once (a second one
+// kills the workers), and when a worker dies or fails kills the others and throws one line.
+// Same contract as launch_workers otherwise (worker_dir, return value).
+int launch_gpu_workers(const LaunchOptions& opt);
+
 // Worker side. When this process was started by launch_workers (TDA_WORKER_DIR is set), records
 // its pid and, via finish(), its exit code and error message; otherwise does nothing.
 class WorkerRecord {

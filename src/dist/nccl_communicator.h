@@ -1,16 +1,30 @@
-// Communicator over NCCL for GPU (device) buffers: one rank per GPU. Built only with the CUDA
-// backend (TDA_WITH_NCCL); the default CPU build compiles nothing here.
+// Communicator over NCCL for GPU (device) buffers: one rank per GPU. Compiled only with the CUDA
+// backend: by nvcc/g++ against NVIDIA's <nccl.h> and libnccl (TDA_WITH_NCCL, scripts/
+// build_cuda.sh), and in the emulated build (TDA_CUDA_EMU) against the shared-memory stand-in
+// dist/nccl_emu/nccl.h, where "device" pointers are host pointers. The default CPU objects
+// compile nothing here; the communicator is reached through make_communicator() (a factory this
+// file registers), so tda_lib never links NCCL itself.
 //
-// The ranks meet through MPI (rank 0 makes the ncclUniqueId and broadcasts it), so the same
-// binary works under `tda train --gpus N` (self-launched under mpirun), a user's mpirun and srun.
-// Every pointer passed in must be device memory; collectives run on the communicator's stream
-// and synchronise before returning (the trainer has no overlap yet).
-// Determinism: NCCL's ring/tree reductions use a fixed order for a fixed topology, message size
-// and NCCL_ALGO/NCCL_PROTO; set those explicitly when bit-reproducibility across jobs matters.
+// Bootstrap: the ranks need one ncclUniqueId. `tda train --gpus N` makes it in the launcher and
+// hands it to its workers in TDA_NCCL_ID (hex); under mpirun/srun rank 0 makes it and broadcasts
+// it over MPI (the bootstrap communicator, also used for barrier and abort).
+//
+// Every collective runs on the communicator's stream and synchronises before returning (the
+// trainer has no overlap yet). Determinism: NCCL's ring/tree reductions have a fixed order for a
+// fixed topology, message size and NCCL_ALGO/NCCL_PROTO; set those explicitly when bit
+// reproducibility across jobs matters. The stand-in sums in rank order (bit-reproducible).
 #pragma once
-#ifdef TDA_WITH_NCCL
+#if defined(TDA_WITH_NCCL) || defined(TDA_CUDA_EMU)
+#include <memory>
+#include <string>
+
+#if defined(TDA_CUDA_EMU)
+#include "backend/cuda/emu/runtime.h"
+#include "dist/nccl_emu/nccl.h"
+#else
 #include <cuda_runtime.h>
 #include <nccl.h>
+#endif
 
 #include "dist/communicator.h"
 
@@ -18,8 +32,11 @@ namespace tda {
 
 class NcclCommunicator final : public Communicator {
  public:
-  // `bootstrap` (an MpiCommunicator) carries the unique id; local_rank picks the GPU.
-  NcclCommunicator(Communicator& bootstrap, int local_rank);
+  // Joins the communicator named by `id` as rank `rank` of `world` on CUDA device `device`.
+  // `bootstrap` (may be null) is an MPI communicator of the same ranks: barrier and abort_job
+  // go through it when present.
+  NcclCommunicator(const ncclUniqueId& id, int rank, int world, int device,
+                   std::unique_ptr<Communicator> bootstrap);
   ~NcclCommunicator() override;
   int rank() const override { return rank_; }
   int world() const override { return world_; }
@@ -32,13 +49,18 @@ class NcclCommunicator final : public Communicator {
   void abort_job(int code) override;
 
  private:
+  void check(ncclResult_t r, const char* what) const;
   void sync();
-  Communicator& bootstrap_;
+  std::unique_ptr<Communicator> bootstrap_;
   int rank_ = 0, world_ = 1;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   double* scalar_ = nullptr;  // device scratch for all_reduce_sum(double)
 };
 
+// The id as text (hex) for an environment variable, and back; throws tda::Error on bad text.
+std::string nccl_id_to_hex(const ncclUniqueId& id);
+ncclUniqueId nccl_id_from_hex(const std::string& hex);
+
 }  // namespace tda
-#endif  // TDA_WITH_NCCL
+#endif  // TDA_WITH_NCCL || TDA_CUDA_EMU

@@ -13,6 +13,7 @@
 #include "backend/make_ops.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "dist/grad_reducer.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
 
@@ -174,12 +175,12 @@ StepMetrics Trainer::train_step() {
   return StepMetrics{state_.step, loss, lr, norm, ms, double(t.total_batch_tokens) / (ms / 1000.0)};
 }
 
-// All-reduce the gradients, then global-norm clipping and AdamW per tensor (weight decay on
-// matrices only), every rank updating all parameters identically.
+// All-reduce the gradients (in dist.bucket_mb buckets), then global-norm clipping and AdamW per
+// tensor (weight decay on matrices only), every rank updating all parameters identically.
 void Trainer::optimizer_step(double lr, double* norm) {
   const auto& o = cfg_.optim;
   const size_t P = model_->num_params();
-  comm_->all_reduce_sum(model_->grads(), P);
+  GradReducer(*comm_, size_t(cfg_.dist.bucket_mb * double(1 << 20))).reduce(model_->grads(), P);
   *norm = std::sqrt(ops_->sum_squares(model_->grads(), P));
   check_grad_norm(*norm, state_.step);
   if (o.grad_clip > 0 && *norm > o.grad_clip)
