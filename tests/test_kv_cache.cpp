@@ -16,6 +16,7 @@
 #include "attention/variant.h"
 #include "model/generator.h"
 #include "test_attention_util.h"
+#include "test_cuda_util.h"
 #include "test_eval_util.h"
 
 namespace tda {
@@ -129,14 +130,18 @@ TEST_CASE("KV-cache greedy decoding equals full recomputation for every mechanis
   }
 }
 
-// Forwards every op to CpuOps, except that the threshold tau_i of computed rows is read at the
-// position relative to the first new row (tau[i - q_start]): the classic KV-cache bug of
-// deriving position-dependent terms from the chunk instead of the absolute position.
-class RelativeTauOps final : public Ops {
+// Forwards every op to CpuOps and records the rows of each matmul and attention call. With
+// relative_tau, the threshold tau_i of computed rows is read at the position relative to the
+// first new row (tau[i - q_start]): the classic KV-cache bug of deriving position-dependent
+// terms from the chunk instead of the absolute position.
+class RecordingOps final : public Ops {
  public:
   CpuOps in;
-  const char* name() const override { return "relative-tau"; }
+  bool relative_tau = false;
+  std::vector<int> matmul_rows, attention_rows;  // N per matmul; T - q_start per attention call
+  const char* name() const override { return "recording"; }
   void matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) override {
+    matmul_rows.push_back(N);
     in.matmul_forward(y, x, W, N, C, OC);
   }
   void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W, int N,
@@ -187,7 +192,8 @@ class RelativeTauOps final : public Ops {
     in.lm_head_logits(logits, x, W, C, V);
   }
   void attention_forward(const AttnArgs& a) override {
-    if (!a.tau || a.q_start == 0) return in.attention_forward(a);
+    attention_rows.push_back(a.T - a.q_start);
+    if (!relative_tau || !a.tau || a.q_start == 0) return in.attention_forward(a);
     std::vector<float> tau(a.tau, a.tau + a.T);
     for (int i = a.q_start; i < a.T; ++i) tau[size_t(i)] = a.tau[i - a.q_start];
     AttnArgs b = a;
@@ -208,7 +214,8 @@ TEST_CASE("KV-cache check catches a threshold read at the relative position", "[
   for (const std::string kind : {"tra", "tda"}) {
     DYNAMIC_SECTION(kind) {
       Config cfg = tiny_eval_config(kind, 128, kTinyShape);
-      RelativeTauOps ops;
+      RecordingOps ops;
+      ops.relative_tau = true;
       GPT2 model(cfg.model, cfg.attention, ops);
       model.init_weights(11);
       perturb_for_test(model, 5);
@@ -216,6 +223,39 @@ TEST_CASE("KV-cache check catches a threshold read at the relative position", "[
       const Compare r = decode_both(model, random_prompt(60, 300, 3), 16, 16, 0);
       INFO("relative logit error with the bug " << r.max_rel_err);
       CHECK(r.max_rel_err > 1e-2);  // far outside the 1e-5 tolerance
+    }
+  }
+}
+
+TEST_CASE("KV-cache step runs the trunk and the attention rows of the new token only", "[kv]") {
+  // O(T C) per token and layer: every trunk matmul of a step has one row and every attention
+  // call computes one query row; a 2-token append computes two.
+  for (const std::string kind : {"tda", "dex"}) {  // dex: its d x d matmul runs over all rows
+    DYNAMIC_SECTION(kind) {
+      Config cfg = tiny_eval_config(kind, 128, kTinyShape);
+      RecordingOps ops;
+      GPT2 model(cfg.model, cfg.attention, ops);
+      model.init_weights(11);
+      Generator gen(model, 0, 16);
+      gen.prefill(random_prompt(40, 300, 6));
+      ops.matmul_rows.clear();
+      ops.attention_rows.clear();
+      gen.step(7);
+      const std::vector<int> attn_one(2, 1);  // two layers
+      CHECK(ops.attention_rows == attn_one);
+      // per layer: c_attn, c_proj, mlp c_fc, mlp c_proj on the new row; dex adds f = o M^T over
+      // all H * T = 2 * 41 rows (its O(T C d) epilogue)
+      std::vector<int> expect;
+      for (int l = 0; l < 2; ++l) {
+        expect.push_back(1);
+        if (kind == "dex") expect.push_back(2 * 41);
+        for (int i = 0; i < 3; ++i) expect.push_back(1);
+      }
+      CHECK(ops.matmul_rows == expect);
+      ops.attention_rows.clear();
+      const int32_t two[2] = {8, 9};
+      gen.append(two, 2);
+      CHECK(ops.attention_rows == std::vector<int>(2, 2));
     }
   }
 }
@@ -284,6 +324,36 @@ TEST_CASE("generate: sampling is seeded, stops on a stop token, slides past max_
   o.stop_tokens = {s1[5]};
   const std::vector<int32_t> s4 = generate(big, prompt, o);
   CHECK(s4.size() == size_t(std::find(s1.begin(), s1.end(), s1[5]) - s1.begin()) + 1);
+}
+
+}  // namespace
+}  // namespace tda
+
+namespace tda {
+namespace {
+
+// Partial rows are forward-only and CPU-only: the other paths refuse q_start > 0 instead of
+// silently computing something else.
+TEST_CASE("q_start > 0 is refused by backward and by the CUDA backend", "[kv]") {
+  AttnArgs a;
+  a.math = AttnMath::kSoftmax;
+  a.B = a.H = 1;
+  a.T = 4;
+  a.Dqk = a.Dv = 2;
+  a.scale = 1.f;
+  a.q_start = 1;
+  std::vector<float> x(8, 0.5f), st(4), d(8);
+  a.q = a.k = a.v = x.data();
+  a.out = d.data();
+  a.dout = d.data();
+  a.stats = st.data();
+  a.dq = a.dk = a.dv = d.data();
+  CpuOps cpu;
+  CHECK_NOTHROW(cpu.attention_forward(a));
+  CHECK_THROWS_WITH(cpu.attention_backward(a), Catch::Contains("q_start"));
+  CudaOps gpu;
+  CHECK_THROWS_WITH(gpu.attention_forward(a), Catch::Contains("q_start"));
+  CHECK_THROWS_WITH(gpu.attention_backward(a), Catch::Contains("q_start"));
 }
 
 }  // namespace
