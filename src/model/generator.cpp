@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <string>
 
@@ -14,11 +13,14 @@ namespace tda {
 Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
     : model_(model), ops_(model.ops()) {
   const ModelConfig& m = model.config();
-  TDA_CHECK(std::strcmp(ops_.name(), "cuda") != 0,
-            "generator: KV-cache decoding runs on the CPU backend only");
   max_ctx_ = max_context > 0 ? max_context : rope_trained_context(m);
   chunk_ = std::max(1, std::min(prefill_chunk, max_ctx_));
-  build_rope_tables(m, max_ctx_, cos_, sin_);
+  std::vector<float> cos, sin;
+  build_rope_tables(m, max_ctx_, cos, sin);
+  cos_ = DeviceArray<float>(ops_, cos.size());
+  sin_ = DeviceArray<float>(ops_, sin.size());
+  cos_.upload(cos.data(), cos.size());
+  sin_.upload(sin.data(), sin.size());
 
   float* P = model.params();
   const auto at = [&](const std::string& name) { return P + model.tensor(name).offset; };
@@ -41,15 +43,22 @@ Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
 
   const size_t C = size_t(m.d_model), W = size_t(model.attention().proj_width());
   const size_t T = size_t(max_ctx_), n = size_t(chunk_);
-  proj_cache_.assign(size_t(m.n_layer) * T * W, 0.f);
-  act_.assign(model.attention().act_floats(1, max_ctx_), 0.f);
-  y_.assign(T * C, 0.f);
-  x_.assign(n * C, 0.f);
-  ln_.assign(n * C, 0.f);
-  rstd_.assign(n, 0.f);
-  xmid_.assign(n * C, 0.f);
-  fc_.assign(n * 4 * C, 0.f);
-  fcg_.assign(n * 4 * C, 0.f);
+  const auto buffer = [&](size_t count) {
+    DeviceArray<float> a(ops_, count);
+    ops_.zero(a.data(), count);  // rows below q_start are read by row-wise pre/post work
+    return a;
+  };
+  proj_cache_ = buffer(size_t(m.n_layer) * T * W);
+  act_ = buffer(model.attention().act_floats(1, max_ctx_));
+  y_ = buffer(T * C);
+  x_ = buffer(n * C);
+  ln_ = buffer(n * C);
+  rstd_ = buffer(n);
+  xmid_ = buffer(n * C);
+  fc_ = buffer(n * 4 * C);
+  fcg_ = buffer(n * 4 * C);
+  logits_dev_ = buffer(size_t(m.vocab_size));
+  chunk_tokens_ = DeviceArray<int32_t>(ops_, n);
   logits_.assign(size_t(m.vocab_size), 0.f);
 }
 
@@ -80,7 +89,8 @@ void Generator::forward_chunk(const int32_t* tokens, int n) {
   const size_t nC = size_t(n) * C;
   const float eps = float(m.norm_eps);
   float* x = x_.data();
-  ops_.embedding_forward(x, tokens, wte_, n, C);
+  chunk_tokens_.upload(tokens, size_t(n));
+  ops_.embedding_forward(x, chunk_tokens_.data(), wte_, n, C);
   for (int l = 0; l < m.n_layer; ++l) {
     const LayerWeights& L = layers_[size_t(l)];
     float* proj = proj_cache_.data() + size_t(l) * max_ctx_ * W;  // rows 0..max_ctx-1
@@ -99,7 +109,8 @@ void Generator::forward_chunk(const int32_t* tokens, int n) {
   }
   const float* last = x + size_t(n - 1) * C;
   ops_.rmsnorm_forward(ln_.data(), rstd_.data(), last, lnf_, 1, C, eps);
-  ops_.lm_head_logits(logits_.data(), ln_.data(), lm_head_, C, m.vocab_size);
+  ops_.lm_head_logits(logits_dev_.data(), ln_.data(), lm_head_, C, m.vocab_size);
+  logits_dev_.download(logits_.data(), logits_.size());
   tokens_.insert(tokens_.end(), tokens, tokens + n);
 }
 

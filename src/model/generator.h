@@ -25,12 +25,14 @@
 //
 // Contexts: max_context may exceed model.seq_len (RoPE tables are built up to it, using
 // model.rope_ntk_factor); append() past max_context throws. generate() then slides a window.
-// Buffers are host memory: the CPU backend (checked at construction).
+// Buffers live in the model's backend memory (DeviceArray); tokens are uploaded per chunk and
+// logits downloaded, so logits() is host memory on every backend.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <vector>
 
+#include "backend/device_array.h"
 #include "core/rng.h"
 #include "model/gpt2.h"
 
@@ -64,17 +66,19 @@ class Generator {
   GPT2& model_;
   Ops& ops_;
   int max_ctx_, chunk_;
-  std::vector<int32_t> tokens_;
-  std::vector<float> cos_, sin_;
+  std::vector<int32_t> tokens_;  // host copy of the cached tokens
+  DeviceArray<float> cos_, sin_;
   struct LayerWeights {
     const float *ln1, *c_attn, *c_proj, *ln2, *c_fc, *mlp_proj;
     std::vector<float*> extra;
   };
   std::vector<LayerWeights> layers_;
   const float *wte_ = nullptr, *lnf_ = nullptr, *lm_head_ = nullptr;
-  std::vector<float> proj_cache_;  // (L, max_ctx, proj_width)
-  std::vector<float> act_, y_;     // variant activations, variant output (max_ctx, C)
-  std::vector<float> x_, ln_, rstd_, xmid_, fc_, fcg_, logits_;  // trunk rows of one chunk
+  DeviceArray<float> proj_cache_;  // (L, max_ctx, proj_width)
+  DeviceArray<float> act_, y_;     // variant activations, variant output (max_ctx, C)
+  DeviceArray<float> x_, ln_, rstd_, xmid_, fc_, fcg_, logits_dev_;  // rows of one chunk
+  DeviceArray<int32_t> chunk_tokens_;
+  std::vector<float> logits_;  // host copy
 };
 
 struct SamplingOptions {
