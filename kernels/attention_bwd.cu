@@ -1,12 +1,13 @@
 // Streaming attention backward on tensor cores for every tiled mechanism (policies of
 // attention/policies.h; reference: stream_backward in src/backend/cpu/attention_stream.cpp).
 // With s = scale q.k recomputed per tile and (a, f) = P::bwd(s, stat_i, tau_i, p):
-//   e_ij = g_i.v_j (dO V^T on tensor cores);  ds_ij = f_ij (e_ij - D_i);  view 2: f2 (-lambda e - D2)
-//   D_i = g_i.o_i for normalised policies (rowdot kernel), 0 otherwise
-//   dq_i = scale sum_j ds_ij k_j              dq kernel: a block per 64 query rows, key tiles stream
-//   dk_j = scale sum_i ds_ij q_i, dv_j = sum_i (a1 - lambda a2)_ij g_i
+//   e_ij = g_i.v_j (dO V^T on tensor cores);  ds_ij = f_ij (e_ij - D_i);  view 2: f2 (-lambda e -
+//   D2) D_i = g_i.o_i for normalised policies (rowdot kernel), 0 otherwise dq_i = scale sum_j ds_ij
+//   k_j              dq kernel: a block per 64 query rows, key tiles stream dk_j = scale sum_i
+//   ds_ij q_i, dv_j = sum_i (a1 - lambda a2)_ij g_i
 //                                             dkdv kernel: a block per 64 keys, query tiles stream
-//   drow_tau_i = -sum_j (ds1 + ds2);  drow_lambda_i = -g.o2 (diff softmax) or -sum_j e a2 (rectifiers)
+//   drow_tau_i = -sum_j (ds1 + ds2);  drow_lambda_i = -g.o2 (diff softmax) or -sum_j e a2
+//   (rectifiers)
 // Every output is owned by one block and summed in a fixed order: no atomics, deterministic. A
 // (query tile, key tile) pair with no non-zero weight (sparse policies) has a = f = 0: all its
 // terms vanish and both kernels skip its dO V^T and products.
@@ -49,8 +50,8 @@ __global__ void __launch_bounds__(kThreads) fa_rowdot_kernel(AttnArgs a, float* 
 // ds for one (i, j); returns the weight a1 - lambda a2 (for dv) and writes the scaled ds.
 template <class P, bool kTwo>
 __device__ inline float grad_entry(const AttnArgs& a, float s1, float s2, float e, float st1,
-                                   float st2, float tau, float D1, float D2, float* ds1,
-                                   float* ds2, float* dtau, float* dlam) {
+                                   float st2, float tau, float D1, float D2, float* ds1, float* ds2,
+                                   float* dtau, float* dlam) {
   float a1, f1, a2 = 0.f, f2 = 0.f;
   P::bwd(s1, st1, tau, a.power, &a1, &f1);
   if (kTwo) P::bwd(s2, st2, tau, a.power, &a2, &f2);
@@ -66,26 +67,27 @@ __device__ inline float grad_entry(const AttnArgs& a, float s1, float s2, float 
   return a1 - a.lambda * a2;
 }
 
-template <class P, bool kTwo, int kD>
-__global__ void __launch_bounds__(kThreads) fa_dq_kernel(AttnArgs a, size_t sqk, const float* Dbuf) {
-  constexpr int LD = ld<kD>(), kN = kD / 8;
+template <class P, bool kTwo, int kDk, int kDv>
+__global__ void __launch_bounds__(kThreads)
+    fa_dq_kernel(AttnArgs a, size_t sqk, const float* Dbuf) {
+  constexpr int kN = kDk / 8, nst = n_stats<P, kTwo>();
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
-  uint16_t* sg = sq + tile_elems<kD>();
-  uint16_t* sk = sg + tile_elems<kD>();
-  uint16_t* sv = sk + tile_elems<kD>();
-  uint16_t* sq2 = sv + tile_elems<kD>();
-  uint16_t* sk2 = sq2 + tile_elems<kD>();
+  uint16_t* sk = sq + tile_elems<kDk>();
+  uint16_t* sq2 = sk + tile_elems<kDk>();  // two views only
+  uint16_t* sk2 = sq2 + (kTwo ? tile_elems<kDk>() : 0);
+  uint16_t* sg = sk2 + (kTwo ? tile_elems<kDk>() : 0);
+  uint16_t* sv = sg + tile_elems<kDv>();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
-  constexpr int nst = n_stats<P, kTwo>();
   const size_t bh = blockIdx.y;
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
-  load_tile<kD>(sq, a.q + bh * sqk, i0, T, Dk);
-  load_tile<kD>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
-  if (kTwo) load_tile<kD>(sq2, a.q2 + bh * sqk, i0, T, Dk);
+  load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
+  load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
+  if (kTwo) load_tile<kDk>(sq2, a.q2 + bh * sqk, i0, T, Dk);
   int row[2];
   float tau[2], st1[2], st2[2], D1[2], D2[2], dtau[2] = {}, dlam[2] = {};
+  TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
     row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
     const bool in = row[h] < T;
@@ -97,44 +99,47 @@ __global__ void __launch_bounds__(kThreads) fa_dq_kernel(AttnArgs a, size_t sqk,
     D2[h] = (P::kNormalized && in) ? Dbuf[2 * r + 1] : 0.f;
   }
   float dq1[kN][4], dq2[kTwo ? kN : 1][4];
-  for (int n = 0; n < kN; ++n)
-    for (int c = 0; c < 4; ++c) dq1[n][c] = dq2[kTwo ? n : 0][c] = 0.f;
+  TDA_UNROLL
+  for (int n = 0; n < kN; ++n) TDA_UNROLL
+  for (int c = 0; c < 4; ++c) dq1[n][c] = dq2[kTwo ? n : 0][c] = 0.f;
 
   for (int j0 = 0; j0 < i1; j0 += kTile) {
     __syncthreads();
-    load_tile<kD>(sk, a.k + bh * sqk, j0, T, Dk);
-    load_tile<kD>(sv, a.v + bh * size_t(T) * Dv, j0, T, Dv);
-    if (kTwo) load_tile<kD>(sk2, a.k2 + bh * sqk, j0, T, Dk);
+    load_tile<kDk>(sk, a.k + bh * sqk, j0, T, Dk);
+    load_tile<kDv>(sv, a.v + bh * size_t(T) * Dv, j0, T, Dv);
+    if (kTwo) load_tile<kDk>(sk2, a.k2 + bh * sqk, j0, T, Dk);
     __syncthreads();
     float s1[8][4], s2[kTwo ? 8 : 1][4], e[8][4];
-    mma_rows_x64<kD>(s1, sq + 16 * warp * LD, sk, Dk, lane);
-    if (kTwo) mma_rows_x64<kD>(s2, sq2 + 16 * warp * LD, sk2, Dk, lane);
-    bool ok[8][4];
+    mma_rows<kDk, 8>(s1, sq + 16 * warp * ld<kDk>(), sk, Dk, lane);
+    if (kTwo) mma_rows<kDk, 8>(s2, sq2 + 16 * warp * ld<kDk>(), sk2, Dk, lane);
     bool alive = false;
-    for (int nt = 0; nt < 8; ++nt)
-      for (int c = 0; c < 4; ++c) {
-        const int h = c >> 1, j = j0 + acc_col(lane, nt, c);
-        ok[nt][c] = j <= row[h] && row[h] < T;
-        s1[nt][c] *= a.scale;
-        if (kTwo) s2[nt][c] *= a.scale;
-        alive |= ok[nt][c] && (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
-      }
+    TDA_UNROLL
+    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const int h = c >> 1;
+      s1[nt][c] *= a.scale;
+      if (kTwo) s2[nt][c] *= a.scale;
+      alive |= j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T &&
+               (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
+    }
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) continue;
-    mma_rows_x64<kD>(e, sg + 16 * warp * LD, sv, Dv, lane);  // e_ij = g_i.v_j
-    for (int nt = 0; nt < 8; ++nt)
-      for (int c = 0; c < 4; ++c) {
-        const int h = c >> 1;
-        float ds1 = 0.f, ds2 = 0.f;
-        if (ok[nt][c])
-          grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], st1[h], st2[h],
-                              tau[h], D1[h], D2[h], &ds1, &ds2, &dtau[h], &dlam[h]);
-        s1[nt][c] = ds1;
-        if (kTwo) s2[nt][c] = ds2;
-      }
-    mma_acc_x64<kD>(dq1, s1, sk, Dk, lane);  // dq += ds K
-    if (kTwo) mma_acc_x64<kD>(dq2, s2, sk2, Dk, lane);
+    mma_rows<kDv, 8>(e, sg + 16 * warp * ld<kDv>(), sv, Dv, lane);  // e_ij = g_i.v_j
+    TDA_UNROLL
+    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const int h = c >> 1;
+      float ds1 = 0.f, ds2 = 0.f;
+      if (j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T)
+        grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], st1[h], st2[h], tau[h],
+                            D1[h], D2[h], &ds1, &ds2, &dtau[h], &dlam[h]);
+      s1[nt][c] = ds1;
+      if (kTwo) s2[nt][c] = ds2;
+    }
+    mma_acc<kDk, 8>(dq1, s1, sk, Dk, lane);  // dq += ds K
+    if (kTwo) mma_acc<kDk, 8>(dq2, s2, sk2, Dk, lane);
   }
 
+  TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
     dtau[h] = quad_sum(dtau[h]);
     dlam[h] = quad_sum(dlam[h]);
@@ -142,13 +147,14 @@ __global__ void __launch_bounds__(kThreads) fa_dq_kernel(AttnArgs a, size_t sqk,
     const size_t r = bh * T + row[h];
     float* dq1r = a.dq + bh * sqk + size_t(row[h]) * Dk;
     float* dq2r = kTwo ? a.dq2 + bh * sqk + size_t(row[h]) * Dk : nullptr;
-    for (int n = 0; n < kN; ++n)
-      for (int c = 0; c < 2; ++c) {
-        const int d = 8 * n + 2 * (lane & 3) + c;
-        if (d >= Dk) continue;
-        dq1r[d] = dq1[n][2 * h + c];
-        if (kTwo) dq2r[d] = dq2[n][2 * h + c];
-      }
+    TDA_UNROLL
+    for (int n = 0; n < kN; ++n) TDA_UNROLL
+    for (int c = 0; c < 2; ++c) {
+      const int d = 8 * n + 2 * (lane & 3) + c;
+      if (d >= Dk) continue;
+      dq1r[d] = dq1[n][2 * h + c];
+      if (kTwo) dq2r[d] = dq2[n][2 * h + c];
+    }
     if ((lane & 3) == 0) {
       if (a.drow_tau) a.drow_tau[r] = dtau[h];
       // diff softmax's drow_lambda comes from the rowdot kernel
@@ -157,38 +163,45 @@ __global__ void __launch_bounds__(kThreads) fa_dq_kernel(AttnArgs a, size_t sqk,
   }
 }
 
-template <class P, bool kTwo, int kD>
+// dk, dv per key tile. The 64 queries of a tile are taken in two halves of 32 (transposed score
+// tiles of 16 keys x 32 queries per warp): with dk1, dk2 and dv accumulators live, full 64-wide
+// tiles would not fit in 255 registers.
+template <class P, bool kTwo, int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads)
     fa_dkdv_kernel(AttnArgs a, size_t sqk, const float* Dbuf) {
-  constexpr int LD = ld<kD>(), kN = kD / 8;
+  constexpr int kNk = kDk / 8, kNv = kDv / 8, kHalf = kTile / 2, nst = n_stats<P, kTwo>();
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sk = smem;
-  uint16_t* sv = sk + tile_elems<kD>();
-  uint16_t* sq = sv + tile_elems<kD>();
-  uint16_t* sg = sq + tile_elems<kD>();
-  uint16_t* sk2 = sg + tile_elems<kD>();
-  uint16_t* sq2 = sk2 + tile_elems<kD>();
-  // per query of the current tile: stats, tau, D1, D2 (fp32)
-  float* rowf = reinterpret_cast<float*>(smem + (kTwo ? 6 : 4) * tile_elems<kD>());
+  uint16_t* sq = sk + tile_elems<kDk>();
+  uint16_t* sk2 = sq + tile_elems<kDk>();  // two views only
+  uint16_t* sq2 = sk2 + (kTwo ? tile_elems<kDk>() : 0);
+  uint16_t* sv = sq2 + (kTwo ? tile_elems<kDk>() : 0);
+  uint16_t* sg = sv + tile_elems<kDv>();
+  // per query of the current tile: stats 1 and 2, tau, D1, D2 (fp32)
+  float* rowf = reinterpret_cast<float*>(sg + tile_elems<kDv>());
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
-  constexpr int nst = n_stats<P, kTwo>();
   const size_t bh = blockIdx.y;
   const int j0 = int(blockIdx.x) * kTile;
-  load_tile<kD>(sk, a.k + bh * sqk, j0, T, Dk);
-  load_tile<kD>(sv, a.v + bh * size_t(T) * Dv, j0, T, Dv);
-  if (kTwo) load_tile<kD>(sk2, a.k2 + bh * sqk, j0, T, Dk);
+  load_tile<kDk>(sk, a.k + bh * sqk, j0, T, Dk);
+  load_tile<kDv>(sv, a.v + bh * size_t(T) * Dv, j0, T, Dv);
+  if (kTwo) load_tile<kDk>(sk2, a.k2 + bh * sqk, j0, T, Dk);
   int key[2];  // this lane's two keys (accumulator rows g and g + 8)
+  TDA_UNROLL
   for (int h = 0; h < 2; ++h) key[h] = j0 + 16 * warp + (lane >> 2) + 8 * h;
-  float dk1[kN][4], dk2[kTwo ? kN : 1][4], dv[kN][4];
-  for (int n = 0; n < kN; ++n)
-    for (int c = 0; c < 4; ++c) dk1[n][c] = dk2[kTwo ? n : 0][c] = dv[n][c] = 0.f;
+  float dk1[kNk][4], dk2[kTwo ? kNk : 1][4], dv[kNv][4];
+  TDA_UNROLL
+  for (int n = 0; n < kNk; ++n) TDA_UNROLL
+  for (int c = 0; c < 4; ++c) dk1[n][c] = dk2[kTwo ? n : 0][c] = 0.f;
+  TDA_UNROLL
+  for (int n = 0; n < kNv; ++n) TDA_UNROLL
+  for (int c = 0; c < 4; ++c) dv[n][c] = 0.f;
 
   for (int i0 = j0; i0 < T; i0 += kTile) {
     __syncthreads();
-    load_tile<kD>(sq, a.q + bh * sqk, i0, T, Dk);
-    load_tile<kD>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
-    if (kTwo) load_tile<kD>(sq2, a.q2 + bh * sqk, i0, T, Dk);
+    load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
+    load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
+    if (kTwo) load_tile<kDk>(sq2, a.q2 + bh * sqk, i0, T, Dk);
     for (int x = threadIdx.x; x < kTile; x += kThreads) {
       const bool in = i0 + x < T;
       const size_t r = bh * T + (in ? i0 + x : 0);
@@ -199,97 +212,139 @@ __global__ void __launch_bounds__(kThreads)
       rowf[4 * kTile + x] = (P::kNormalized && in) ? Dbuf[2 * r + 1] : 0.f;
     }
     __syncthreads();
-    // transposed tiles: rows are this warp's 16 keys, columns the 64 queries
-    float s1[8][4], s2[kTwo ? 8 : 1][4], e[8][4];
-    mma_rows_x64<kD>(s1, sk + 16 * warp * LD, sq, Dk, lane);
-    if (kTwo) mma_rows_x64<kD>(s2, sk2 + 16 * warp * LD, sq2, Dk, lane);
-    bool ok[8][4];
+    // Liveness of the whole (query tile, key tile) pair first, as in the forward (same skips).
     bool alive = false;
-    for (int nt = 0; nt < 8; ++nt)
+    for (int half = 0; half < 2 && P::kSparse && !a.no_skip; ++half) {
+      float s1[4][4], s2[kTwo ? 4 : 1][4];
+      mma_rows<kDk, 4>(s1, sk + 16 * warp * ld<kDk>(), sq + half * kHalf * ld<kDk>(), Dk, lane);
+      if (kTwo)
+        mma_rows<kDk, 4>(s2, sk2 + 16 * warp * ld<kDk>(), sq2 + half * kHalf * ld<kDk>(), Dk, lane);
+      TDA_UNROLL
+      for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
-        const int x = acc_col(lane, nt, c), i = i0 + x;
+        const int x = half * kHalf + acc_col(lane, nt, c), i = i0 + x;
         const float tau = rowf[2 * kTile + x];
-        ok[nt][c] = key[c >> 1] <= i && i < T;
+        alive |= key[c >> 1] <= i && i < T &&
+                 (a.scale * s1[nt][c] > tau || (kTwo && a.scale * s2[nt][c] > tau));
+      }
+    }
+    if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) continue;
+    for (int half = 0; half < 2; ++half) {
+      const int xh = half * kHalf;
+      // transposed tiles: rows are this warp's 16 keys, columns 32 queries
+      float s1[4][4], s2[kTwo ? 4 : 1][4], w[4][4];
+      mma_rows<kDk, 4>(s1, sk + 16 * warp * ld<kDk>(), sq + xh * ld<kDk>(), Dk, lane);
+      if (kTwo) mma_rows<kDk, 4>(s2, sk2 + 16 * warp * ld<kDk>(), sq2 + xh * ld<kDk>(), Dk, lane);
+      // dv += W^T dO first, so that W is dead before e is computed (register pressure)
+      TDA_UNROLL
+      for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        const int x = xh + acc_col(lane, nt, c), i = i0 + x;
         s1[nt][c] *= a.scale;
         if (kTwo) s2[nt][c] *= a.scale;
-        alive |= ok[nt][c] && (s1[nt][c] > tau || (kTwo && s2[nt][c] > tau));
+        float a1 = 0.f, a2 = 0.f, f;
+        if (key[c >> 1] <= i && i < T) {
+          P::bwd(s1[nt][c], rowf[x], rowf[2 * kTile + x], a.power, &a1, &f);
+          if (kTwo) P::bwd(s2[nt][c], rowf[kTile + x], rowf[2 * kTile + x], a.power, &a2, &f);
+        }
+        w[nt][c] = a1 - a.lambda * a2;
       }
-    if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) continue;
-    mma_rows_x64<kD>(e, sv + 16 * warp * LD, sg, Dv, lane);  // e^T_ji = v_j.g_i
-    float w[8][4];
-    for (int nt = 0; nt < 8; ++nt)
+      mma_acc<kDv, 4>(dv, w, sg + xh * ld<kDv>(), Dv, lane);
+      float e[4][4];
+      mma_rows<kDv, 4>(e, sv + 16 * warp * ld<kDv>(), sg + xh * ld<kDv>(), Dv, lane);  // v_j.g_i
+      TDA_UNROLL
+      for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
-        const int x = acc_col(lane, nt, c);
+        const int x = xh + acc_col(lane, nt, c), i = i0 + x;
         float ds1 = 0.f, ds2 = 0.f, dtau = 0.f, dlam = 0.f;
-        w[nt][c] = 0.f;
-        if (ok[nt][c])
-          w[nt][c] = grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], rowf[x],
-                                         rowf[kTile + x], rowf[2 * kTile + x],
-                                         rowf[3 * kTile + x], rowf[4 * kTile + x], &ds1, &ds2,
-                                         &dtau, &dlam);
+        if (key[c >> 1] <= i && i < T)
+          grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], rowf[x],
+                              rowf[kTile + x], rowf[2 * kTile + x], rowf[3 * kTile + x],
+                              rowf[4 * kTile + x], &ds1, &ds2, &dtau, &dlam);
         s1[nt][c] = ds1;
         if (kTwo) s2[nt][c] = ds2;
       }
-    mma_acc_x64<kD>(dv, w, sg, Dv, lane);   // dv += W^T dO
-    mma_acc_x64<kD>(dk1, s1, sq, Dk, lane);  // dk += dS^T Q
-    if (kTwo) mma_acc_x64<kD>(dk2, s2, sq2, Dk, lane);
+      mma_acc<kDk, 4>(dk1, s1, sq + xh * ld<kDk>(), Dk, lane);  // dk += dS^T Q
+      if (kTwo) mma_acc<kDk, 4>(dk2, s2, sq2 + xh * ld<kDk>(), Dk, lane);
+    }
   }
 
+  TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
     if (key[h] >= T) continue;
     float* dk1r = a.dk + bh * sqk + size_t(key[h]) * Dk;
     float* dk2r = kTwo ? a.dk2 + bh * sqk + size_t(key[h]) * Dk : nullptr;
     float* dvr = a.dv + (bh * T + key[h]) * size_t(Dv);
-    for (int n = 0; n < kN; ++n)
-      for (int c = 0; c < 2; ++c) {
-        const int d = 8 * n + 2 * (lane & 3) + c;
-        if (d < Dk) {
-          dk1r[d] = dk1[n][2 * h + c];
-          if (kTwo) dk2r[d] = dk2[n][2 * h + c];
-        }
-        if (d < Dv) dvr[d] = dv[n][2 * h + c];
-      }
+    TDA_UNROLL
+    for (int n = 0; n < kNk; ++n) TDA_UNROLL
+    for (int c = 0; c < 2; ++c) {
+      const int d = 8 * n + 2 * (lane & 3) + c;
+      if (d >= Dk) continue;
+      dk1r[d] = dk1[n][2 * h + c];
+      if (kTwo) dk2r[d] = dk2[n][2 * h + c];
+    }
+    TDA_UNROLL
+    for (int n = 0; n < kNv; ++n) TDA_UNROLL
+    for (int c = 0; c < 2; ++c) {
+      const int d = 8 * n + 2 * (lane & 3) + c;
+      if (d < Dv) dvr[d] = dv[n][2 * h + c];
+    }
   }
 }
 
-template <class P, bool kTwo, int kD>
+template <class P, bool kTwo, int kDk, int kDv>
 void launch_backward(const AttnArgs& a, float* Dbuf) {
-  const size_t rows = size_t(a.B) * a.H * a.T, sqk = qk_stride(a);
-  if (P::kNormalized)
-    check(launch(fa_rowdot_kernel<kTwo>, dim3(unsigned((rows + kWarps - 1) / kWarps)),
-                 dim3(kThreads), 0, stream(), a, Dbuf),
-          "attention_backward rowdot");
+  const size_t sqk = qk_stride(a);
   const dim3 grid(unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.H));
-  const size_t tiles = (kTwo ? 6 : 4) * size_t(tile_elems<kD>()) * sizeof(uint16_t);
-  auto* dq = fa_dq_kernel<P, kTwo, kD>;
+  const size_t tiles =
+      (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + 2 * tile_elems<kDv>()) * sizeof(uint16_t);
+  auto* dq = fa_dq_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tiles)),
         "attention_backward smem");
   check(launch(dq, grid, dim3(kThreads), tiles, stream(), a, sqk, static_cast<const float*>(Dbuf)),
         "attention_backward dq");
   const size_t smem = tiles + 5 * kTile * sizeof(float);
-  auto* dkdv = fa_dkdv_kernel<P, kTwo, kD>;
+  auto* dkdv = fa_dkdv_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_backward smem");
   check(launch(dkdv, grid, dim3(kThreads), smem, stream(), a, sqk, static_cast<const float*>(Dbuf)),
         "attention_backward dkdv");
 }
 
-template <int kD>
+// Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.
+template <class P, bool kTwo>
+void launch_backward(const AttnArgs& a, float* Dbuf) {
+  if (P::kNormalized) {
+    const size_t rows = size_t(a.B) * a.H * a.T;
+    check(launch(fa_rowdot_kernel<kTwo>, dim3(unsigned((rows + kWarps - 1) / kWarps)),
+                 dim3(kThreads), 0, stream(), a, Dbuf),
+          "attention_backward rowdot");
+  }
+  if (a.Dqk <= 64 && a.Dv <= 64)
+    launch_backward<P, kTwo, 64, 64>(a, Dbuf);
+  else if (a.Dqk <= 64)
+    launch_backward<P, kTwo, 64, 128>(a, Dbuf);
+  else if constexpr (!kTwo)
+    launch_backward<P, kTwo, 128, 128>(a, Dbuf);
+  else
+    throw Error("cuda attention: two-view kinds need Dqk <= 64");
+}
+
 void backward_math(const AttnArgs& a, float* Dbuf) {
   using namespace tda::attn;
   switch (a.math) {
     case AttnMath::kSoftmax:
-      return launch_backward<SoftmaxPolicy, false, kD>(a, Dbuf);
+      return launch_backward<SoftmaxPolicy, false>(a, Dbuf);
     case AttnMath::kSoftplus:
-      return launch_backward<SoftplusPolicy, false, kD>(a, Dbuf);
+      return launch_backward<SoftplusPolicy, false>(a, Dbuf);
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
-      return launch_backward<ThresholdPolicy, false, kD>(a, Dbuf);
+      return launch_backward<ThresholdPolicy, false>(a, Dbuf);
     case AttnMath::kDiffSoftmax:
-      return launch_backward<SoftmaxPolicy, true, kD>(a, Dbuf);
+      return launch_backward<SoftmaxPolicy, true>(a, Dbuf);
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:
-      return launch_backward<ThresholdPolicy, true, kD>(a, Dbuf);
+      return launch_backward<ThresholdPolicy, true>(a, Dbuf);
     default:
       throw Error("cuda attention: math not served by the tiled backward");
   }
@@ -298,10 +353,7 @@ void backward_math(const AttnArgs& a, float* Dbuf) {
 
 void attention_tiled_backward(const AttnArgs& a, float* scratch) {
   if (size_t(a.B) * a.H * a.T == 0) return;
-  if (max_head_dim(a) <= 64)
-    backward_math<64>(a, scratch);
-  else
-    backward_math<128>(a, scratch);
+  backward_math(a, scratch);
 }
 
 }  // namespace tda::cuda

@@ -209,8 +209,7 @@ __global__ void __launch_bounds__(kRows* kWarp)
       const size_t r = bh * T + i;
       const float z = a.scale * dot_shared(sk[w], q + size_t(i) * Dk, Dk);
       p = attn::Entmax15::prob(z, a.stats[r * 2], a.stats[r * 2 + 1]);
-      if (p != 0.f)
-        dz = sqrtf(p) * (dot_shared(sv[w], g + size_t(i) * Dv, Dv) - cbuf[r]) * a.scale;
+      if (p != 0.f) dz = sqrtf(p) * (dot_shared(sv[w], g + size_t(i) * Dv, Dv) - cbuf[r]) * a.scale;
     }
     sp[w][lane] = p;
     sds[w][lane] = dz;

@@ -11,8 +11,8 @@
 // Sparse policies: a (query block, key tile) pair in which no causal weight of any row is
 // non-zero in any view skips the W.V product (counted in tiles_skipped; every pair is counted in
 // tiles_total, the CPU kernel's convention). Rows below q_start (KV-cache decoding) are not
-// computed: their output is 0 and blocks wholly below it count no tiles. No T x T buffer, no float atomics (the counters are
-// integer atomics).
+// computed: their output is 0 and blocks wholly below it count no tiles. No T x T buffer, no float
+// atomics (the counters are integer atomics).
 #include "backend/cuda/attention_tc.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
@@ -23,21 +23,22 @@ namespace tda::cuda {
 namespace {
 using namespace fa;
 
-template <class P, bool kTwo, int kD>
+template <class P, bool kTwo, int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t sqk) {
-  constexpr int LD = ld<kD>(), kN = kD / 8;
+  constexpr int LD = ld<kDk>(), kN = kDv / 8;
   constexpr bool kTwoAcc = kTwo && P::kNormalized;  // diff softmax: one accumulator per view
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
-  uint16_t* sk = sq + tile_elems<kD>();
-  uint16_t* sv = sk + tile_elems<kD>();
-  uint16_t* sq2 = sv + tile_elems<kD>();  // two views only
-  uint16_t* sk2 = sq2 + tile_elems<kD>();
+  uint16_t* sk = sq + tile_elems<kDk>();
+  uint16_t* sq2 = sk + tile_elems<kDk>();  // two views only
+  uint16_t* sk2 = sq2 + (kTwo ? tile_elems<kDk>() : 0);
+  uint16_t* sv = sk2 + (kTwo ? tile_elems<kDk>() : 0);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   const size_t bh = blockIdx.y;
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile), qs = a.q_start;
-  if (i0 + kTile <= qs) {  // KV-cache decoding: a block of rows below q_start is not computed (output 0)
+  if (i0 + kTile <=
+      qs) {  // KV-cache decoding: a block of rows below q_start is not computed (output 0)
     for (int x = threadIdx.x; x < (i1 - i0) * Dv; x += kThreads) {
       a.out[(bh * T + i0) * Dv + x] = 0.f;
       if (kTwoAcc) a.out2[(bh * T + i0) * Dv + x] = 0.f;
@@ -46,124 +47,139 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
   }
   const float* k = a.k + bh * sqk;
   const float* v = a.v + bh * size_t(T) * Dv;
-  load_tile<kD>(sq, a.q + bh * sqk, i0, T, Dk);
-  if (kTwo) load_tile<kD>(sq2, a.q2 + bh * sqk, i0, T, Dk);
+  load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
+  if (kTwo) load_tile<kDk>(sq2, a.q2 + bh * sqk, i0, T, Dk);
 
   int row[2];  // this lane's two query rows (accumulator rows g and g + 8)
   float tau[2];
+  TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
     row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
     tau[h] = (a.tau && row[h] < T) ? a.tau[row[h]] : 0.f;
   }
   typename P::Row st1[2], st2[2];
   float acc1[kN][4], acc2[kTwoAcc ? kN : 1][4], surv[3][2] = {};
-  for (int n = 0; n < kN; ++n)
-    for (int c = 0; c < 4; ++c) acc1[n][c] = acc2[kTwoAcc ? n : 0][c] = 0.f;
+  TDA_UNROLL
+  for (int n = 0; n < kN; ++n) TDA_UNROLL
+  for (int c = 0; c < 4; ++c) acc1[n][c] = acc2[kTwoAcc ? n : 0][c] = 0.f;
   long long n_total = 0, n_skipped = 0;
 
   for (int j0 = 0; j0 < i1; j0 += kTile) {
     __syncthreads();  // the previous tile is no longer read
-    load_tile<kD>(sk, k, j0, T, Dk);
-    load_tile<kD>(sv, v, j0, T, Dv);
-    if (kTwo) load_tile<kD>(sk2, a.k2 + bh * sqk, j0, T, Dk);
+    load_tile<kDk>(sk, k, j0, T, Dk);
+    load_tile<kDv>(sv, v, j0, T, Dv);
+    if (kTwo) load_tile<kDk>(sk2, a.k2 + bh * sqk, j0, T, Dk);
     __syncthreads();
     float s1[8][4], s2[kTwo ? 8 : 1][4];
-    mma_rows_x64<kD>(s1, sq + 16 * warp * LD, sk, Dk, lane);
-    if (kTwo) mma_rows_x64<kD>(s2, sq2 + 16 * warp * LD, sk2, Dk, lane);
-    // valid(i, j): j <= i < T (rows past T and keys past the diagonal are never weights)
-    bool ok[8][4];
+    mma_rows<kDk, 8>(s1, sq + 16 * warp * LD, sk, Dk, lane);
+    if (kTwo) mma_rows<kDk, 8>(s2, sq2 + 16 * warp * LD, sk2, Dk, lane);
+    // valid(i, j) = j <= i, i in [q_start, T), recomputed where needed (an 8x4 predicate array
+    // costs registers the two-accumulator kinds do not have)
+    auto ok = [&](int nt, int c) {
+      const int h = c >> 1;
+      return j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T && row[h] >= qs;
+    };
     bool alive = false;
-    for (int nt = 0; nt < 8; ++nt)
-      for (int c = 0; c < 4; ++c) {
-        const int h = c >> 1, j = j0 + acc_col(lane, nt, c);
-        ok[nt][c] = j <= row[h] && row[h] < T && row[h] >= qs;
-        s1[nt][c] *= a.scale;
-        if (kTwo) s2[nt][c] *= a.scale;
-        alive |= ok[nt][c] && (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
-      }
+    TDA_UNROLL
+    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const int h = c >> 1;
+      s1[nt][c] *= a.scale;
+      if (kTwo) s2[nt][c] *= a.scale;
+      alive |= ok(nt, c) && (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
+    }
     ++n_total;
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
       ++n_skipped;  // every weight of the tile is exactly 0: nothing to add
       continue;
     }
     if (P::kOnlineMax) {
+      TDA_UNROLL
       for (int h = 0; h < 2; ++h) {
         float mx1 = -INFINITY, mx2 = -INFINITY;
-        for (int nt = 0; nt < 8; ++nt)
-          for (int c = 2 * h; c < 2 * h + 2; ++c)
-            if (ok[nt][c]) {
-              mx1 = fmaxf(mx1, s1[nt][c]);
-              if (kTwo) mx2 = fmaxf(mx2, s2[nt][c]);
-            }
+        TDA_UNROLL
+        for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+        for (int c = 2 * h; c < 2 * h + 2; ++c)
+          if (ok(nt, c)) {
+            mx1 = fmaxf(mx1, s1[nt][c]);
+            if (kTwo) mx2 = fmaxf(mx2, s2[nt][c]);
+          }
         const float c1 = P::rebase(st1[h], quad_max(mx1));
+        TDA_UNROLL
         for (int n = 0; n < kN; ++n) acc1[n][2 * h] *= c1, acc1[n][2 * h + 1] *= c1;
         if (kTwoAcc) {
           const float c2 = P::rebase(st2[h], quad_max(mx2));
+          TDA_UNROLL
           for (int n = 0; n < kN; ++n) acc2[n][2 * h] *= c2, acc2[n][2 * h + 1] *= c2;
         }
       }
     }
-    for (int nt = 0; nt < 8; ++nt)
-      for (int c = 0; c < 4; ++c) {
-        const int h = c >> 1;
-        if (!ok[nt][c]) {
-          s1[nt][c] = 0.f;
-          if (kTwo) s2[nt][c] = 0.f;
-          continue;
-        }
-        const float w1 = P::weight(st1[h], s1[nt][c], tau[h], a.power);
-        P::add(st1[h], w1);
-        surv[0][h] += (w1 != 0.f);
-        s1[nt][c] = w1;
-        if (kTwo) {
-          const float w2 = P::weight(st2[h], s2[nt][c], tau[h], a.power);
-          P::add(st2[h], w2);
-          surv[1][h] += (w2 != 0.f);
-          surv[2][h] += (w1 != 0.f && w2 != 0.f);
-          if (kTwoAcc)
-            s2[nt][c] = w2;
-          else
-            s1[nt][c] = w1 - a.lambda * w2;  // Delta a_ij = a1 - lambda a2
-        }
+    TDA_UNROLL
+    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const int h = c >> 1;
+      if (!ok(nt, c)) {
+        s1[nt][c] = 0.f;
+        if (kTwo) s2[nt][c] = 0.f;
+        continue;
       }
-    mma_acc_x64<kD>(acc1, s1, sv, Dv, lane);
-    if (kTwoAcc) mma_acc_x64<kD>(acc2, s2, sv, Dv, lane);  // the same V tile
+      const float w1 = P::weight(st1[h], s1[nt][c], tau[h], a.power);
+      P::add(st1[h], w1);
+      surv[0][h] += (w1 != 0.f);
+      s1[nt][c] = w1;
+      if (kTwo) {
+        const float w2 = P::weight(st2[h], s2[nt][c], tau[h], a.power);
+        P::add(st2[h], w2);
+        surv[1][h] += (w2 != 0.f);
+        surv[2][h] += (w1 != 0.f && w2 != 0.f);
+        if (kTwoAcc)
+          s2[nt][c] = w2;
+        else
+          s1[nt][c] = w1 - a.lambda * w2;  // Delta a_ij = a1 - lambda a2
+      }
+    }
+    mma_acc<kDv, 8>(acc1, s1, sv, Dv, lane);
+    if (kTwoAcc) mma_acc<kDv, 8>(acc2, s2, sv, Dv, lane);  // the same V tile
   }
 
   constexpr int nst = n_stats<P, kTwo>();
+  TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
     quad_merge<P>(st1[h]);
     if (kTwoAcc) quad_merge<P>(st2[h]);
+    TDA_UNROLL
     for (int s = 0; s < 3; ++s) surv[s][h] = quad_sum(surv[s][h]);
     if (row[h] >= T) continue;
     const size_t r = bh * T + row[h];
     if (row[h] < qs) {  // below q_start: output 0, stats and survivors untouched
-      for (int d = 2 * (lane & 3); d < Dv; d += 8)
-        for (int c = 0; c < 2 && d + c < Dv; ++c) {
-          a.out[r * Dv + d + c] = 0.f;
-          if (kTwoAcc) a.out2[r * Dv + d + c] = 0.f;
-        }
+      for (int d = 2 * (lane & 3); d < Dv; d += 8) TDA_UNROLL
+      for (int c = 0; c < 2 && d + c < Dv; ++c) {
+        a.out[r * Dv + d + c] = 0.f;
+        if (kTwoAcc) a.out2[r * Dv + d + c] = 0.f;
+      }
       continue;
     }
     const float inv1 = 1.f / P::norm(st1[h]), inv2 = kTwoAcc ? 1.f / P::norm(st2[h]) : 0.f;
-    for (int n = 0; n < kN; ++n)
-      for (int c = 0; c < 2; ++c) {
-        const int d = 8 * n + 2 * (lane & 3) + c;
-        if (d >= Dv) continue;
-        if (kTwoAcc) {
-          // out = A1 V - lambda A2 V;  out2 = A2 V (the backward needs D2 and dlambda)
-          const float o2 = acc2[n][2 * h + c] * inv2;
-          a.out2[r * Dv + d] = o2;
-          a.out[r * Dv + d] = acc1[n][2 * h + c] * inv1 - a.lambda * o2;
-        } else {
-          a.out[r * Dv + d] = acc1[n][2 * h + c] * inv1;
-        }
+    TDA_UNROLL
+    for (int n = 0; n < kN; ++n) TDA_UNROLL
+    for (int c = 0; c < 2; ++c) {
+      const int d = 8 * n + 2 * (lane & 3) + c;
+      if (d >= Dv) continue;
+      if (kTwoAcc) {
+        // out = A1 V - lambda A2 V;  out2 = A2 V (the backward needs D2 and dlambda)
+        const float o2 = acc2[n][2 * h + c] * inv2;
+        a.out2[r * Dv + d] = o2;
+        a.out[r * Dv + d] = acc1[n][2 * h + c] * inv1 - a.lambda * o2;
+      } else {
+        a.out[r * Dv + d] = acc1[n][2 * h + c] * inv1;
       }
+    }
     if ((lane & 3) == 0) {
       if (nst >= 1) a.stats[r * nst] = P::stat(st1[h]);
       if (nst >= 2) a.stats[r * nst + 1] = P::stat(st2[h]);
       if (a.survivors) {
         const int ns = kTwo ? 3 : 1;
+        TDA_UNROLL
         for (int s = 0; s < ns; ++s) a.survivors[r * ns + s] = surv[s][h];
       }
     }
@@ -177,33 +193,45 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
   }
 }
 
-template <class P, bool kTwo, int kD>
+template <class P, bool kTwo, int kDk, int kDv>
 void launch_forward(const AttnArgs& a) {
-  const size_t smem = size_t(kTwo ? 5 : 3) * tile_elems<kD>() * sizeof(uint16_t);
-  auto* kernel = fa_forward_kernel<P, kTwo, kD>;
+  const size_t smem =
+      (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
+  auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_forward smem");
   const dim3 grid(unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.H));
-  check(launch(kernel, grid, dim3(kThreads), smem, stream(), a, qk_stride(a)),
-        "attention_forward");
+  check(launch(kernel, grid, dim3(kThreads), smem, stream(), a, qk_stride(a)), "attention_forward");
 }
 
-template <int kD>
+// Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.
+template <class P, bool kTwo>
+void launch_forward(const AttnArgs& a) {
+  if (a.Dqk <= 64 && a.Dv <= 64)
+    launch_forward<P, kTwo, 64, 64>(a);
+  else if (a.Dqk <= 64)
+    launch_forward<P, kTwo, 64, 128>(a);
+  else if constexpr (!kTwo)
+    launch_forward<P, kTwo, 128, 128>(a);
+  else
+    throw Error("cuda attention: two-view kinds need Dqk <= 64");
+}
+
 void forward_math(const AttnArgs& a) {
   using namespace tda::attn;
   switch (a.math) {
     case AttnMath::kSoftmax:
-      return launch_forward<SoftmaxPolicy, false, kD>(a);
+      return launch_forward<SoftmaxPolicy, false>(a);
     case AttnMath::kSoftplus:
-      return launch_forward<SoftplusPolicy, false, kD>(a);
+      return launch_forward<SoftplusPolicy, false>(a);
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
-      return launch_forward<ThresholdPolicy, false, kD>(a);
+      return launch_forward<ThresholdPolicy, false>(a);
     case AttnMath::kDiffSoftmax:
-      return launch_forward<SoftmaxPolicy, true, kD>(a);
+      return launch_forward<SoftmaxPolicy, true>(a);
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:
-      return launch_forward<ThresholdPolicy, true, kD>(a);
+      return launch_forward<ThresholdPolicy, true>(a);
     default:
       throw Error("cuda attention: math not served by the tiled forward");
   }
@@ -212,10 +240,7 @@ void forward_math(const AttnArgs& a) {
 
 void attention_tiled_forward(const AttnArgs& a) {
   if (size_t(a.B) * a.H * a.T == 0) return;
-  if (max_head_dim(a) <= 64)
-    forward_math<64>(a);
-  else
-    forward_math<128>(a);
+  forward_math(a);
 }
 
 }  // namespace tda::cuda

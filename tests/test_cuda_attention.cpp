@@ -102,8 +102,8 @@ TEST_CASE("cuda attention: softmax family matches the CPU (tensor cores)", "[cud
     compare(problem(AttnMath::kSoftplus, T, 64, 64, 200 + T));
     compare(problem(AttnMath::kDiffSoftmax, T, 32, 64, 300 + T));
   }
-  compare(problem(AttnMath::kSoftmax, 17, 16, 16, 11));         // small head
-  compare(problem(AttnMath::kDiffSoftmax, 130, 64, 128, 12));   // the 128 bucket (d12 diff)
+  compare(problem(AttnMath::kSoftmax, 17, 16, 16, 11));        // small head
+  compare(problem(AttnMath::kDiffSoftmax, 130, 64, 128, 12));  // the 128 bucket (d12 diff)
 }
 
 TEST_CASE("cuda attention: rectifier and threshold kinds match the CPU", "[cuda][emu]") {

@@ -29,8 +29,7 @@ std::vector<float> all_of(const Outputs& o) {
 }
 }  // namespace
 
-TEST_CASE("cuda attention: rows with no survivors give zero output and gradient",
-          "[cuda][emu]") {
+TEST_CASE("cuda attention: rows with no survivors give zero output and gradient", "[cuda][emu]") {
   for (AttnMath m : {AttnMath::kThreshold, AttnMath::kDiffThreshold}) {
     AttnProblem p = make(m, 45, 32, 31);
     for (int i = 0; i < p.T; i += 3) p.tau[size_t(i)] = 1e3f;  // no score reaches it

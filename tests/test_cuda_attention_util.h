@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "test_cuda_util.h"  // defines TDA_CUDA_EMU first
-#include "backend/cuda/runtime.h"
 
 namespace tda::cuda_test {
 
@@ -66,7 +65,8 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
   DeviceBuffer<float> q(p.q), k(p.k), v(p.v), g(p.g), out(nv), out2(nv), st(rows * 2),
       surv(rows * ns), dq(nqk), dk(nqk), dv(nv), dtau(rows), dlam(rows);
   DeviceBuffer<float> q2(p.q2.empty() ? std::vector<float>(1) : p.q2),
-      k2(p.k2.empty() ? std::vector<float>(1) : p.k2), tau(p.tau.empty() ? std::vector<float>(1) : p.tau);
+      k2(p.k2.empty() ? std::vector<float>(1) : p.k2),
+      tau(p.tau.empty() ? std::vector<float>(1) : p.tau);
   DeviceBuffer<float> dq2(p.diff_layout ? 1 : nqk), dk2(p.diff_layout ? 1 : nqk);
   DeviceBuffer<long long> cnt(std::vector<long long>{0, 0});
   AttnArgs a;

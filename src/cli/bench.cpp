@@ -12,9 +12,12 @@
 
 #include "cli/command.h"
 #include "core/config.h"
+#include "core/error.h"
 #include "core/rng.h"
+#include "attention/common.h"
 #include "attention/variant.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/attention_work.h"
 #include "train/trainer.h"
 
 namespace tda {
@@ -82,13 +85,83 @@ int bench_train(int argc, char** argv) {
 // (two for the differential kinds, which pair heads), head dim 64, at each T. Memory is what
 // the variant keeps between forward and backward plus its backward scratch (exact, from the
 // variant) and the process's peak RSS after the run.
+// --device cuda: the tda binary links the emulated CUDA backend only, so there is no GPU time
+// ("no GPU"); the tiled kernels run under the emulator on synthetic inputs of the kind's math
+// (one head, head dim 64; diff kinds Dqk 32; cosine kinds unit-norm q, k with their tau_i =
+// beta c_i) and the tile counters give the FLOPs a dense tiled kernel does vs the work done.
+int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vector<int>& Ts) {
+  for (const auto& kind : kinds) {
+    for (int T : Ts) {
+      json j = {{"attention", {{"kind", kind}}},
+                {"model", {{"n_layer", 1}, {"d_model", 64}, {"n_head", 1}, {"seq_len", T}}}};
+      const AttentionConfig ac = config_from_json(j, "bench").attention;
+      AttnMath m = AttnMath::kSoftmax;
+      bool cosine = false;
+      if (kind == "lssa") m = AttnMath::kSoftplus;
+      if (kind == "entmax") m = AttnMath::kEntmax15;
+      if (kind == "rela") m = AttnMath::kRelu;
+      if (kind == "tra") m = AttnMath::kThreshold, cosine = true;
+      if (kind == "diff_softmax") m = AttnMath::kDiffSoftmax;
+      if (kind == "diff_rela") m = AttnMath::kDiffRelu;
+      if (kind == "tda") m = AttnMath::kDiffThreshold, cosine = true;
+      const bool two = attn_two_views(m);
+      const int Dv = 64, Dk = two && !cosine ? 32 : 64;
+      Rng rng(7);
+      auto gauss = [&](size_t n) {
+        std::vector<float> x(n);
+        for (auto& e : x) e = rng.normal();
+        if (cosine)  // unit rows: cosine scores
+          for (size_t r = 0; r < n / size_t(Dk); ++r) {
+            double ss = 0;
+            for (int d = 0; d < Dk; ++d) ss += double(x[r * Dk + d]) * x[r * Dk + d];
+            for (int d = 0; d < Dk; ++d) x[r * Dk + d] = float(x[r * Dk + d] / std::sqrt(ss));
+          }
+        return x;
+      };
+      const size_t nqk = size_t(T) * Dk;
+      auto q = gauss(nqk), k = gauss(nqk), v = gauss(size_t(T) * Dv);
+      std::vector<float> q2, k2, tau;
+      if (two) q2 = gauss(nqk), k2 = gauss(nqk);
+      if (cosine) {
+        tau.resize(size_t(T));
+        attn_util::threshold_c(tau.data(), T, ac.kappa, Dk);
+        for (auto& t : tau) t *= float(std::max(ac.beta, 0.0));
+      }
+      const float scale = cosine ? 1.f : 1.f / std::sqrt(float(Dk));
+      const float lambda = two ? float(ac.lambda_init) : 0.f;
+      const int power = cosine ? ac.power : 1;
+      const cuda::AttnTiles t =
+          cuda::count_attention_tiles(m, T, Dk, Dv, scale, power, lambda, q, k, v, q2, k2, tau);
+      json out = {{"bench", "attention"}, {"device", "cuda"}, {"kind", kind}, {"T", T},
+                  {"time", "no GPU"}};
+      if (m == AttnMath::kEntmax15) {
+        out["tiles"] = "n/a (entmax: warp-per-row streaming kernel, no tiles)";
+      } else {
+        const cuda::AttnFlops f = cuda::attention_flops(m, Dk, Dv, t);
+        const cuda::AttnFlops sm =
+            cuda::attention_flops(AttnMath::kSoftmax, 64, 64, cuda::AttnTiles{0, t.total});
+        out["tiles_total"] = t.total;
+        out["tiles_skipped"] = t.skipped;
+        out["skip_fraction"] = t.total ? double(t.skipped) / double(t.total) : 0.0;
+        out["dense_gflop"] = f.dense / 1e9;
+        out["done_gflop"] = f.done / 1e9;
+        out["dense_softmax_gflop"] = sm.dense / 1e9;
+      }
+      std::cout << out.dump() << std::endl;
+    }
+  }
+  return 0;
+}
+
 int bench_attention(int argc, char** argv) {
   cxxopts::Options opts(argv[0], "Benchmark attention forward+backward on the CPU backend");
   opts.add_options()("kind", "attention kind(s), comma separated, or 'all'",
                      cxxopts::value<std::string>()->default_value("all"))(
       "lengths", "sequence lengths, comma separated (also accepted as --T)",
       cxxopts::value<std::string>()->default_value("256,512,1024,2048,4096,8192"))(
-      "reps", "timed repetitions", cxxopts::value<int>()->default_value("1"))("h,help", "help");
+      "reps", "timed repetitions", cxxopts::value<int>()->default_value("1"))(
+      "device", "cpu, or cuda (no GPU here: tile counts and FLOPs from the emulated kernels)",
+      cxxopts::value<std::string>()->default_value("cpu"))("h,help", "help");
   alias_flag(argc, argv, "--T", "--lengths");
   auto r = opts.parse(argc, argv);
   if (r.count("help")) {
@@ -111,6 +184,9 @@ int bench_attention(int argc, char** argv) {
   std::vector<int> Ts;
   for (const auto& t : split(r["lengths"].as<std::string>())) Ts.push_back(std::stoi(t));
   const int reps = r["reps"].as<int>();
+  const std::string device = r["device"].as<std::string>();
+  TDA_CHECK(device == "cpu" || device == "cuda", "bench attention: --device must be cpu or cuda");
+  if (device == "cuda") return bench_attention_cuda(kinds, Ts);
   CpuOps ops;
   for (const auto& kind : kinds) {
     for (int T : Ts) {

@@ -20,8 +20,8 @@
 
 namespace tda::cuda::fa {
 
-constexpr int kTile = 64;   // query rows per block, keys per streamed tile
-constexpr int kWarps = 4;   // 16 rows per warp
+constexpr int kTile = 64;  // query rows per block, keys per streamed tile
+constexpr int kWarps = 4;  // 16 rows per warp
 constexpr int kThreads = kWarps * kWarp;
 
 // Shared tiles are kTile rows of kD bf16 (the head-dim bucket, zero-padded past D) plus 8 bf16 of
@@ -90,21 +90,21 @@ __device__ inline void load_tile(uint16_t* dst, const float* src, int r0, int ro
   }
 }
 
-// acc[nt] (16 rows x 8 cols, nt = 0..7: a 16 x 64 tile) = A(16 x D) B(D x 64), A row-major at
+// acc[nt] (16 x 8 each, nt < kNT: a 16 x 8kNT tile) = A(16 x D) B(D x 8kNT), A row-major at
 // a_base, B n-major at b_base (both with row stride ld<kD>), D rounded up to a multiple of 16
 // (the padding is zero).
-template <int kD>
-__device__ inline void mma_rows_x64(float acc[8][4], const uint16_t* a_base,
-                                    const uint16_t* b_base, int D, int lane) {
+template <int kD, int kNT>
+__device__ inline void mma_rows(float acc[kNT][4], const uint16_t* a_base, const uint16_t* b_base,
+                                int D, int lane) {
   TDA_UNROLL
-  for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  for (int nt = 0; nt < kNT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   TDA_UNROLL
   for (int kc = 0; kc < kD / 16; ++kc) {
     if (16 * kc < D) {
       uint32_t a[4];
       frag_a(a, a_base + 16 * kc, ld<kD>(), lane);
       TDA_UNROLL
-      for (int nt = 0; nt < 8; ++nt) {
+      for (int nt = 0; nt < kNT; ++nt) {
         uint32_t b[2];
         frag_b_nmajor(b, b_base + 8 * nt * ld<kD>() + 16 * kc, ld<kD>(), lane);
         mma_m16n8k16_bf16(acc[nt], a, b, acc[nt]);
@@ -113,13 +113,13 @@ __device__ inline void mma_rows_x64(float acc[8][4], const uint16_t* a_base,
   }
 }
 
-// acc[n] (16 x 8, n < kD/8: a 16 x D tile) += W(16 x 64, in accumulator layout) B(64 x D), B
+// acc[n] (16 x 8, n < kD/8: a 16 x D tile) += W(16 x 8kNT, in accumulator layout) B(8kNT x D), B
 // k-major at b_base (a row of the tile per key/query).
-template <int kD>
-__device__ inline void mma_acc_x64(float acc[kD / 8][4], const float w[8][4],
-                                   const uint16_t* b_base, int D, int lane) {
+template <int kD, int kNT>
+__device__ inline void mma_acc(float acc[kD / 8][4], const float w[kNT][4], const uint16_t* b_base,
+                               int D, int lane) {
   TDA_UNROLL
-  for (int kc = 0; kc < 4; ++kc) {
+  for (int kc = 0; kc < kNT / 2; ++kc) {
     uint32_t a[4];
     frag_a_from_acc(a, w[2 * kc], w[2 * kc + 1]);
     TDA_UNROLL
@@ -175,9 +175,11 @@ TDA_HD constexpr int n_stats() {
   return P::kNormalized ? (kTwo ? 2 : 1) : 0;
 }
 
-// Head dims are served by buckets of 64 and 128 (shared tiles and accumulators sized for the
-// bucket, the mma loops cut at the real D).
-constexpr int kMaxHeadDim = 128;
+// Head dims are served by buckets of 64 and 128, for Dqk and Dv separately (shared tiles and
+// accumulators sized for the bucket, the mma loops cut at the real D). Two-view kinds take
+// Dqk <= 64 (the configs' diff heads: Dqk 32/64, Dv 64/128): three accumulators of 128 would
+// not fit in registers.
+constexpr int kMaxHeadDim = 128, kMaxTwoViewDqk = 64;
 inline int max_head_dim(const AttnArgs& a) {
   return a.Dqk > a.Dv ? a.Dqk : a.Dv;
 }

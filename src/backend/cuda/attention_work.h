@@ -1,0 +1,31 @@
+// Work accounting of the tiled CUDA attention kernels, usable without CUDA headers (the bench
+// CLI): run the forward on host inputs (copied to the device, or the emulator's memory) and read
+// the tile counters; FLOP counts of the kernels' tile schedule.
+#pragma once
+#include <vector>
+
+#include "backend/ops.h"
+
+namespace tda::cuda {
+
+struct AttnTiles {
+  long long skipped = 0, total = 0;
+};
+
+// Runs CudaOps::attention_forward once on a (B = 1, H = 1) problem with host inputs q, k, v (and
+// q2, k2, tau when the math uses them) and returns the forward's tile counters.
+AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float scale, int power,
+                                float lambda, const std::vector<float>& q,
+                                const std::vector<float>& k, const std::vector<float>& v,
+                                const std::vector<float>& q2, const std::vector<float>& k2,
+                                const std::vector<float>& tau);
+
+// FLOPs of forward + backward per (b, h) as the tiled kernels schedule them (64 x 64 tiles up to
+// the diagonal, masked entries computed): `dense` with every tile processed, `done` with
+// `skipped` tiles doing only their score products (the liveness test) and nothing else.
+struct AttnFlops {
+  double dense = 0, done = 0;
+};
+AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& tiles);
+
+}  // namespace tda::cuda
