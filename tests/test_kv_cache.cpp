@@ -14,6 +14,7 @@
 
 #include "attention/common.h"
 #include "attention/variant.h"
+#include "backend/forwarding_ops.h"
 #include "model/generator.h"
 #include "test_attention_util.h"
 #include "test_cuda_util.h"
@@ -134,80 +135,26 @@ TEST_CASE("KV-cache greedy decoding equals full recomputation for every mechanis
 // relative_tau, the threshold tau_i of computed rows is read at the position relative to the
 // first new row (tau[i - q_start]): the classic KV-cache bug of deriving position-dependent
 // terms from the chunk instead of the absolute position.
-class RecordingOps final : public Ops {
+class RecordingOps final : public ForwardingOps {
  public:
-  CpuOps in;
+  RecordingOps() : ForwardingOps(cpu) {}
+  CpuOps cpu;
   bool relative_tau = false;
   std::vector<int> matmul_rows, attention_rows;  // N per matmul; T - q_start per attention call
   const char* name() const override { return "recording"; }
   void matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) override {
     matmul_rows.push_back(N);
-    in.matmul_forward(y, x, W, N, C, OC);
-  }
-  void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W, int N,
-                       int C, int OC, bool acc) override {
-    in.matmul_backward(dx, dW, dy, x, W, N, C, OC, acc);
-  }
-  void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
-                       float eps) override {
-    in.rmsnorm_forward(y, rstd, x, w, N, C, eps);
-  }
-  void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
-                        const float* rstd, int N, int C) override {
-    in.rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
-  }
-  void gelu_forward(float* y, const float* x, size_t n) override { in.gelu_forward(y, x, n); }
-  void gelu_backward(float* dx, const float* x, const float* dy, size_t n) override {
-    in.gelu_backward(dx, x, dy, n);
-  }
-  void add(float* y, const float* a, const float* b, size_t n) override { in.add(y, a, b, n); }
-  void add_inplace(float* y, const float* a, size_t n) override { in.add_inplace(y, a, n); }
-  void embedding_forward(float* y, const int32_t* t, const float* wte, int N, int C) override {
-    in.embedding_forward(y, t, wte, N, C);
-  }
-  void embedding_backward(float* dwte, const float* dy, const int32_t* t, int N, int C) override {
-    in.embedding_backward(dwte, dy, t, N, C);
-  }
-  void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
-                    const float* sin, int B, int T, int H, int D, int pos0) override {
-    in.rope_forward(out, x, row, col0, cos, sin, B, T, H, D, pos0);
-  }
-  void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
-                     const float* sin, int B, int T, int H, int D, int pos0) override {
-    in.rope_backward(dx, dout, row, col0, cos, sin, B, T, H, D, pos0);
-  }
-  void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H,
-                   int D) override {
-    in.split_heads(out, x, row, col0, B, T, H, D);
-  }
-  void merge_heads(float* x, const float* i, int row, int col0, int B, int T, int H,
-                   int D) override {
-    in.merge_heads(x, i, row, col0, B, T, H, D);
-  }
-  void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
-                    const int32_t* targets, int N, int C, int Vp, int Vr, float gs) override {
-    in.lm_head_loss(losses, dx, dW, x, W, targets, N, C, Vp, Vr, gs);
-  }
-  void lm_head_logits(float* logits, const float* x, const float* W, int C, int V) override {
-    in.lm_head_logits(logits, x, W, C, V);
+    in_.matmul_forward(y, x, W, N, C, OC);
   }
   void attention_forward(const AttnArgs& a) override {
     attention_rows.push_back(a.T - a.q_start);
-    if (!relative_tau || !a.tau || a.q_start == 0) return in.attention_forward(a);
+    if (!relative_tau || !a.tau || a.q_start == 0) return in_.attention_forward(a);
     std::vector<float> tau(a.tau, a.tau + a.T);
     for (int i = a.q_start; i < a.T; ++i) tau[size_t(i)] = a.tau[i - a.q_start];
     AttnArgs b = a;
     b.tau = tau.data();
-    in.attention_forward(b);
+    in_.attention_forward(b);
   }
-  void attention_backward(const AttnArgs& a) override { in.attention_backward(a); }
-  double sum_squares(const float* x, size_t n) override { return in.sum_squares(x, n); }
-  void scale(float* x, size_t n, float s) override { in.scale(x, n, s); }
-  void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float b1, float b2,
-             float eps, float wd, int t) override {
-    in.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, t);
-  }
-  void zero(float* x, size_t n) override { in.zero(x, n); }
 };
 
 TEST_CASE("KV-cache check catches a threshold read at the relative position", "[kv]") {

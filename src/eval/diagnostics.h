@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/forwarding_ops.h"
 #include "backend/ops.h"
 #include "core/config.h"
 #include "model/gpt2.h"
@@ -48,86 +49,19 @@ struct LayerMaps {
 LayerMaps materialize_maps(const AttnArgs& a, int b = 0);
 
 // Ops decorator: forwards everything to `inner`; attention_forward also records LayerMaps.
-class ProbeOps final : public Ops {
+class ProbeOps final : public ForwardingOps {
  public:
-  explicit ProbeOps(Ops& inner) : in_(inner) {}
+  explicit ProbeOps(Ops& inner) : ForwardingOps(inner) {}
   std::vector<LayerMaps> layers;  // one entry per attention_forward call, in call order
   // The raw arguments of each call: their pointers stay valid until the model's next
   // set_batch (they point into its activation buffers). Tests recompute entries from them.
   std::vector<AttnArgs> calls;
   const char* name() const override { return "probe"; }
-  void matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) override {
-    in_.matmul_forward(y, x, W, N, C, OC);
-  }
-  void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W, int N,
-                       int C, int OC, bool acc) override {
-    in_.matmul_backward(dx, dW, dy, x, W, N, C, OC, acc);
-  }
-  void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
-                       float eps) override {
-    in_.rmsnorm_forward(y, rstd, x, w, N, C, eps);
-  }
-  void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
-                        const float* rstd, int N, int C) override {
-    in_.rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
-  }
-  void gelu_forward(float* y, const float* x, size_t n) override { in_.gelu_forward(y, x, n); }
-  void gelu_backward(float* dx, const float* x, const float* dy, size_t n) override {
-    in_.gelu_backward(dx, x, dy, n);
-  }
-  void add(float* y, const float* a, const float* b, size_t n) override { in_.add(y, a, b, n); }
-  void add_inplace(float* y, const float* a, size_t n) override { in_.add_inplace(y, a, n); }
-  void embedding_forward(float* y, const int32_t* t, const float* wte, int N, int C) override {
-    in_.embedding_forward(y, t, wte, N, C);
-  }
-  void embedding_backward(float* dwte, const float* dy, const int32_t* t, int N, int C) override {
-    in_.embedding_backward(dwte, dy, t, N, C);
-  }
-  void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
-                    const float* sin, int B, int T, int H, int D, int pos0) override {
-    in_.rope_forward(out, x, row, col0, cos, sin, B, T, H, D, pos0);
-  }
-  void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
-                     const float* sin, int B, int T, int H, int D, int pos0) override {
-    in_.rope_backward(dx, dout, row, col0, cos, sin, B, T, H, D, pos0);
-  }
-  void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H,
-                   int D) override {
-    in_.split_heads(out, x, row, col0, B, T, H, D);
-  }
-  void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H,
-                   int D) override {
-    in_.merge_heads(x, in, row, col0, B, T, H, D);
-  }
-  void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
-                    const int32_t* targets, int N, int C, int Vp, int Vr, float gs) override {
-    in_.lm_head_loss(losses, dx, dW, x, W, targets, N, C, Vp, Vr, gs);
-  }
-  void lm_head_logits(float* logits, const float* x, const float* W, int C, int V) override {
-    in_.lm_head_logits(logits, x, W, C, V);
-  }
   void attention_forward(const AttnArgs& a) override {
     in_.attention_forward(a);
     calls.push_back(a);
     layers.push_back(materialize_maps(a, 0));
   }
-  void attention_backward(const AttnArgs& a) override { in_.attention_backward(a); }
-  double sum_squares(const float* x, size_t n) override { return in_.sum_squares(x, n); }
-  void scale(float* x, size_t n, float s) override { in_.scale(x, n, s); }
-  void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float b1, float b2,
-             float eps, float wd, int t) override {
-    in_.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, t);
-  }
-  bool host_memory() const override { return in_.host_memory(); }
-  void* alloc_bytes(size_t bytes) override { return in_.alloc_bytes(bytes); }
-  void free_bytes(void* p) override { in_.free_bytes(p); }
-  void upload(void* d, const void* s, size_t b) override { in_.upload(d, s, b); }
-  void download(void* d, const void* s, size_t b) override { in_.download(d, s, b); }
-  void copy(void* d, const void* s, size_t b) override { in_.copy(d, s, b); }
-  void zero(float* x, size_t n) override { in_.zero(x, n); }
-
- private:
-  Ops& in_;
 };
 
 // Names of the views of a LayerMaps: {"effective"} or {"effective", "view1", "view2"}.
