@@ -26,7 +26,9 @@
 #include "dist/nccl_communicator.h"
 #include "model/gpt2.h"
 #include "test_cuda_util.h"
+#include "test_dist_util.h"
 #include "test_util.h"
+#include "train/trainer.h"
 
 using namespace tda;
 
@@ -329,4 +331,49 @@ TEST_CASE("nccl: 2 processes x 1 sequence on CudaOps train like 1 process x 2",
   const double dropped = cuda_test::rel_err(train_tiny(dropping, 0).params, ref.params);
   INFO("without the reduction: parameter rel_err " << dropped);
   CHECK(dropped > 1e-3);
+}
+
+namespace {
+// The trainer itself on the emulated CUDA backend (CudaOps, device buffers) with NCCL: d_model
+// 32, T 32, 4 sequences per step, 2 steps (~20 s: the emulated LM head is 50304 wide), ZeRO-1
+// (reduce-scatter, shard update, all-gather; the checkpoint gathers host buffers, which go through
+// NcclCommunicator's device staging).
+Config trainer_cfg(int micro_batch) {
+  return load_config(
+      source_dir() + "/configs/tiny/softmax.json",
+      {"model.d_model=32", "model.seq_len=32", "train.total_batch_tokens=128",
+       "train.micro_batch=" + std::to_string(micro_batch), "train.val_every=0", "train.max_steps=2",
+       "optim.warmup_steps=2", "dist.zero_stage=1", "train.device=cuda"});
+}
+}  // namespace
+
+TEST_CASE("nccl worker: trainer on CudaOps", "[.nccl-worker]") {
+  const auto env = worker_env();
+  if (!env) return;
+  const WorkerEnv& e = *env;
+  NcclCommunicator comm(e.id, e.rank, e.world, 0, nullptr);
+  TrainOptions to;
+  to.out_dir = e.out + "/run";
+  to.comm = &comm;
+  Trainer t(trainer_cfg(2), to);
+  REQUIRE(t.run() == 0);
+}
+
+TEST_CASE("nccl: the trainer on CudaOps with ZeRO-1 on 2 processes trains like 1 process",
+          "[dist][nccl][cuda][slow]") {
+  REQUIRE(dist_test::data_present());
+  TempDir out, ref;
+  setenv("TDA_EMU_GUARD", "1", 1);  // the workers: host code must not touch device memory
+  const auto st = run_ranks("nccl worker: trainer on CudaOps", 2, out.path);
+  unsetenv("TDA_EMU_GUARD");
+  INFO(logs(out.path, 2));
+  REQUIRE(exited_ok(st[0]));
+  REQUIRE(exited_ok(st[1]));
+  TrainOptions to;
+  to.out_dir = ref.path;
+  REQUIRE(Trainer(trainer_cfg(4), to).run() == 0);
+  const auto want = dist_test::losses(ref.path);
+  REQUIRE(want.size() == 2);
+  dist_test::check_losses_close(dist_test::losses(out.path + "/run"), want);
+  dist_test::check_params_close(dist_test::params(out.path + "/run"), dist_test::params(ref.path));
 }

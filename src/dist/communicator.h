@@ -27,6 +27,9 @@ class Communicator {
   virtual void broadcast(float* buf, size_t n, int root) = 0;
   virtual double all_reduce_sum(double x) = 0;
   virtual void barrier() = 0;
+  // Whether the float collectives accept device (CUDA) buffers. NCCL does, and also takes host
+  // buffers (staged through the device); MPI and local work on host memory only.
+  virtual bool device_memory() const { return false; }
   // Ends every rank of the job after a fatal error on this one (the others may be blocked in a
   // collective waiting for us). Single-process communicators have nothing to stop.
   virtual void abort_job(int /*code*/) {}

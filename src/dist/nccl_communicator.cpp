@@ -2,6 +2,7 @@
 
 #if defined(TDA_WITH_NCCL) || defined(TDA_CUDA_EMU)
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "core/error.h"
@@ -11,6 +12,25 @@ namespace tda {
 namespace {
 void check_cuda(cudaError_t e, const char* what) {
   TDA_CHECK(e == cudaSuccess, std::string(what) + " failed: " + cudaGetErrorString(e));
+}
+
+// Device memory (cudaMalloc) or not. Real runtime: pointer attributes. Emulator: its allocation
+// table, so that a host buffer takes the same staging path here as on a GPU.
+bool is_device_pointer(const void* p) {
+#if defined(TDA_CUDA_EMU)
+  auto& rt = tda::emu::detail::runtime();
+  std::lock_guard<std::mutex> lock(rt.mu);
+  for (const auto& [base, bytes] : rt.device_allocs)
+    if (p >= base && p < static_cast<const char*>(base) + bytes) return true;
+  return false;
+#else
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // plain host memory on old drivers: not an error worth keeping
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+#endif
 }
 
 // The GPU of a rank: under tda's launcher each worker sees one (CUDA_VISIBLE_DEVICES), under
@@ -96,6 +116,7 @@ NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world, 
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_) ncclCommDestroy(comm_);
+  if (staging_) cudaFree(staging_);
   if (scalar_) cudaFree(scalar_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -113,34 +134,58 @@ void NcclCommunicator::sync() {
   check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
-void NcclCommunicator::all_reduce_sum(float* buf, size_t n) {
-  check(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, comm_, stream_), "ncclAllReduce");
+float* NcclCommunicator::to_device(float* buf, size_t n, size_t copy_in) {
+  if (is_device_pointer(buf)) return buf;
+  if (staging_n_ < n) {
+    if (staging_) check_cuda(cudaFree(staging_), "cudaFree");
+    staging_ = nullptr;
+    check_cuda(cudaMalloc(&staging_, n * sizeof(float)), "cudaMalloc (NCCL staging)");
+    staging_n_ = n;
+  }
+  check_cuda(
+      cudaMemcpyAsync(staging_, buf, copy_in * sizeof(float), cudaMemcpyHostToDevice, stream_),
+      "cudaMemcpy (NCCL staging)");
+  return staging_;
+}
+
+void NcclCommunicator::from_device(float* buf, const float* dev, size_t n) {
+  if (dev != buf)
+    check_cuda(cudaMemcpyAsync(buf, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+               "cudaMemcpy (NCCL staging)");
   sync();
+}
+
+void NcclCommunicator::all_reduce_sum(float* buf, size_t n) {
+  float* d = to_device(buf, n, n);
+  check(ncclAllReduce(d, d, n, ncclFloat32, ncclSum, comm_, stream_), "ncclAllReduce");
+  from_device(buf, d, n);
 }
 
 void NcclCommunicator::reduce_scatter_sum(float* buf, size_t n) {
   TDA_CHECK(n % size_t(world_) == 0, "reduce_scatter_sum: " + std::to_string(n) +
                                          " elements do not split into equal shards");
-  const size_t shard = n / size_t(world_);
+  const size_t shard = n / size_t(world_), mine = size_t(rank_) * shard;
+  float* d = to_device(buf, n, n);
   // NCCL's in-place form: the output is the rank's own shard of the input buffer.
-  check(ncclReduceScatter(buf, buf + size_t(rank_) * shard, shard, ncclFloat32, ncclSum, comm_,
-                          stream_),
+  check(ncclReduceScatter(d, d + mine, shard, ncclFloat32, ncclSum, comm_, stream_),
         "ncclReduceScatter");
-  sync();
+  from_device(buf + mine, d + mine, shard);
 }
 
 void NcclCommunicator::all_gather(float* buf, size_t n) {
   TDA_CHECK(n % size_t(world_) == 0,
             "all_gather: " + std::to_string(n) + " elements do not split into equal shards");
   const size_t shard = n / size_t(world_);
-  check(ncclAllGather(buf + size_t(rank_) * shard, buf, shard, ncclFloat32, comm_, stream_),
+  float* d = to_device(buf, n, n);
+  check(ncclAllGather(d + size_t(rank_) * shard, d, shard, ncclFloat32, comm_, stream_),
         "ncclAllGather");
-  sync();
+  from_device(buf, d, n);
 }
 
 void NcclCommunicator::broadcast(float* buf, size_t n, int root) {
-  check(ncclBroadcast(buf, buf, n, ncclFloat32, root, comm_, stream_), "ncclBroadcast");
-  sync();
+  float* d = to_device(buf, n, rank_ == root ? n : 0);
+  check(ncclBroadcast(d, d, n, ncclFloat32, root, comm_, stream_), "ncclBroadcast");
+  from_device(buf, d, n);
 }
 
 double NcclCommunicator::all_reduce_sum(double x) {

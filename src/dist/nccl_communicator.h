@@ -47,10 +47,18 @@ class NcclCommunicator final : public Communicator {
   double all_reduce_sum(double x) override;  // host scalar, through a device double
   void barrier() override;
   void abort_job(int code) override;
+  bool device_memory() const override { return true; }
 
  private:
   void check(ncclResult_t r, const char* what) const;
   void sync();
+  // NCCL reads and writes device memory only: a host buffer (the trainer's checkpoint and
+  // resume buffers) is copied into device scratch for the call (to_device, with the first
+  // `copy_in` elements) and back (from_device). Device buffers are used as they are.
+  float* to_device(float* buf, size_t n, size_t copy_in);
+  void from_device(float* buf, const float* dev, size_t n);
+  float* staging_ = nullptr;
+  size_t staging_n_ = 0;
   std::unique_ptr<Communicator> bootstrap_;
   int rank_ = 0, world_ = 1;
   ncclComm_t comm_ = nullptr;

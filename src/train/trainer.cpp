@@ -55,7 +55,7 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   }
   comm_ = opt_.comm;
   // The MPI communicator reduces host buffers; device buffers need a device-aware one (NCCL).
-  TDA_CHECK(ops_->host_memory() || comm_->world() == 1,
+  TDA_CHECK(ops_->host_memory() || comm_->world() == 1 || comm_->device_memory(),
             "train.device \"" + cfg_.train.device +
                 "\": data-parallel training needs a communicator for device memory (not built)");
   const auto& m = cfg_.model;

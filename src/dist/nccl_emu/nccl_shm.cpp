@@ -36,6 +36,7 @@
 #include <fstream>
 #include <string>
 
+#include "backend/cuda/emu/runtime.h"
 #include "dist/nccl_emu/nccl.h"
 
 struct ncclComm {
@@ -216,6 +217,9 @@ ncclResult_t check_comm(ncclComm_t c) {
 // `drain` computes the output from all slots. Two barriers per chunk.
 template <typename Fill, typename Drain>
 ncclResult_t chunked(ncclComm_t c, size_t count, size_t per_chunk, Fill fill, Drain drain) {
+  // The stand-in plays NCCL's kernels: it may touch device memory even under the emulator's
+  // host-access guard (emu/runtime.h), as the emulator's own memcpy does.
+  tda::emu::DeviceAccess access;
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t len = std::min(per_chunk, count - off);
     fill(off, len);
