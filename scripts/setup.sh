@@ -22,12 +22,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Python tools (tiktoken for the data script and tokenizer oracle, entmax for its oracle,
-# safetensors for loading HF exports; python/tda_hf also reads them without it).
+# safetensors for loading HF exports; python/tda_hf also reads them without it; rouge-score
+# for the SCROLLS metric oracle; transformers for loading exports as lm-eval does: 4.44 is the
+# last line that runs on torch 1.13).
 # Debian's CPU torch comes in through --system-site-packages; PyPI's torch is never pulled.
 if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3 -m venv --system-site-packages .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check 'tiktoken>=0.5' 'safetensors>=0.4'
+.venv/bin/python -m pip install -q --disable-pip-version-check 'tiktoken>=0.5' 'safetensors>=0.4' \
+  'rouge-score==0.1.2' 'transformers>=4.40,<4.45'
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps 'entmax>=1.1'
 
 BUILD_DIR=${BUILD_DIR:-build}

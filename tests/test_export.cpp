@@ -12,6 +12,7 @@
 #include "eval/export_hf.h"
 #include "eval/loaded_model.h"
 #include "test_eval_util.h"
+#include "train/sampler.h"
 
 namespace tda {
 
@@ -135,6 +136,92 @@ TEST_CASE("export: the HF export PyTorch model matches the tda forward for every
                << ", max logit err " << max_logit_err << " (max |logit| " << max_logit << ")");
     CHECK(max_loss_err < 1e-4);
     CHECK(max_logit_err < 1e-4 * std::max(1.0, max_logit));
+  }
+}
+
+TEST_CASE(
+    "export: transformers AutoModelForCausalLM loads the export; logits and greedy tokens match "
+    "tda",
+    "[eval][export]") {
+  std::string why;
+  if (!python_torch_available(&why)) {
+    WARN("skipped: " << why);
+    return;
+  }
+  // The kinds whose tensors transformers renames on load (beta, gamma, norm_gamma: a tensor left
+  // at its init would show here), plus the NTK-scaled RoPE base.
+  const std::vector<Case> cases = {{"tda", {}},
+                                   {"tra", {}},
+                                   {"rela", {}},
+                                   {"diff_softmax", {}},
+                                   {"softmax", {"model.rope_ntk_factor=2.0"}}};
+  const int T = 70, n_new = 4;
+  TempDir dir;
+  std::vector<int32_t> toks(T);
+  Rng rng(7);
+  for (auto& t : toks) t = int32_t(rng.below(300));
+  {
+    std::ofstream f(dir.path + "/toks.txt");
+    for (auto t : toks) f << t << " ";
+  }
+  std::string args;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string d = dir.path + "/" + std::to_string(i);
+    write_tiny_checkpoint(d + "_ckpt", cases[i].kind, 80, cases[i].overrides);
+    ExportOptions eo;
+    eo.checkpoint = d + "_ckpt";
+    eo.out = d + "_hf";  // distinct names: transformers caches remote code per directory name
+    export_hf(eo);
+    args += " " + eo.out + " " + d + "_ref.txt";
+  }
+  // HF_HOME in the temp dir: the copied remote code goes there, not into ~/.cache.
+  const std::string cmd = "HF_HOME=" + dir.path + "/hf_home HF_HUB_OFFLINE=1 " + source_dir() +
+                          "/.venv/bin/python " + source_dir() +
+                          "/scripts/oracles/export_logits_hf.py " + dir.path + "/toks.txt " +
+                          std::to_string(n_new) + args + " 2>" + dir.path + "/err.txt";
+  const int rc = std::system(cmd.c_str());
+  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3) {
+    WARN("skipped: transformers not importable (pip install 'transformers>=4.40,<4.45')");
+    return;
+  }
+  if (rc != 0) {
+    std::ifstream e(dir.path + "/err.txt");
+    std::string msg((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+    FAIL("export_logits_hf.py failed: " << msg);
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string d = dir.path + "/" + std::to_string(i);
+    INFO("case: " << cases[i].kind << (cases[i].overrides.empty() ? "" : " ntk 2"));
+    std::ifstream rf(d + "_ref.txt");
+    const std::vector<double> ref_loss = parse_line(rf), ref_logits = parse_line(rf),
+                              ref_gen = parse_line(rf);
+    LoadedModel lm = load_model_for_eval(d + "_ckpt");
+    REQUIRE(ref_loss.size() == size_t(T - 1));
+    REQUIRE(ref_logits.size() == size_t(lm.cfg.model.real_vocab_size));
+    lm.model->set_batch(1, T - 1);
+    lm.model->forward(toks.data(), toks.data() + 1, false, 0.f);
+    std::vector<float> logits(size_t(lm.cfg.model.vocab_size));
+    double max_loss_err = 0, max_logit_err = 0, max_logit = 0;
+    for (int t = 0; t < T - 1; ++t)
+      max_loss_err =
+          std::max(max_loss_err, std::abs(lm.model->token_losses()[t] - ref_loss[size_t(t)]) /
+                                     std::max(1.0, std::abs(ref_loss[size_t(t)])));
+    lm.model->forward_logits(toks.data(), T, logits.data());
+    for (size_t v = 0; v < ref_logits.size(); ++v) {
+      max_logit_err = std::max(max_logit_err, std::abs(logits[v] - ref_logits[v]));
+      max_logit = std::max(max_logit, std::abs(ref_logits[v]));
+    }
+    WARN(cases[i].kind << " via transformers: max rel loss err " << max_loss_err
+                       << ", max logit err " << max_logit_err << " (max |logit| " << max_logit
+                       << ")");
+    CHECK(max_loss_err < 1e-4);
+    CHECK(max_logit_err < 1e-4 * std::max(1.0, max_logit));
+    SampleOptions so;
+    so.max_new_tokens = n_new;
+    so.temperature = 0;  // greedy, as generate(do_sample=False)
+    const std::vector<int32_t> gen = sample_tokens(*lm.model, toks, so);
+    REQUIRE(ref_gen.size() == size_t(n_new));
+    for (int k = 0; k < n_new; ++k) CHECK(gen[size_t(k)] == int32_t(ref_gen[size_t(k)]));
   }
 }
 

@@ -8,9 +8,10 @@ Two ways to use it:
   * transformers:   AutoModelForCausalLM.from_pretrained(export_dir, trust_remote_code=True)
 `transformers` is imported lazily (inside try blocks), so it is optional.
 
-Parameter names equal the checkpoint's (docs/checkpoints.md), so model.safetensors loads with
-load_state_dict directly. Logits are returned for the real vocabulary only (the padded rows of
-lm_head never received gradient and must not take probability mass).
+Parameter names equal the checkpoint's (docs/checkpoints.md), except that "beta"/"gamma" become
+"bias"/"weight", as transformers renames them on load (hf_param_name). Logits are returned for
+the real vocabulary only (the padded rows of lm_head never received gradient and must not take
+probability mass).
 """
 
 import json
@@ -22,10 +23,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-try:
+if __package__:  # loaded by transformers (trust_remote_code) as part of a package
     from .configuration_tda import TdaConfig
-except ImportError:  # loaded as a top-level module (plain use)
-    from configuration_tda import TdaConfig
+else:  # plain use: the export directory is on sys.path. importlib, not an `import` statement:
+    # transformers' check_imports would take a bare `configuration_tda` for a pip package.
+    import importlib
+
+    TdaConfig = importlib.import_module("configuration_tda").TdaConfig
 
 try:
     from transformers import GenerationMixin, PreTrainedModel
@@ -38,6 +42,23 @@ except ImportError:
 
 # ---------------------------------------------------------------------------------------------
 # Small pieces shared by the mechanisms (src/attention/common.*, src/backend/cpu/*).
+
+
+def hf_param_name(name):
+    """The name under which this model holds checkpoint tensor `name`.
+
+    transformers' from_pretrained renames every loaded key containing "beta" to "bias" (else
+    "gamma" to "weight"), a legacy TF LayerNorm rule it applies to all models. The tra/tda
+    `beta`/`gamma` and the rela/diff `norm_gamma`/`gamma` tensors would then match nothing and stay
+    at their init. So the modules hold them under the renamed names, and the plain loader renames
+    the keys the same way: both paths load every tensor of the export (whose names stay the
+    checkpoint's).
+    """
+    if "beta" in name:
+        return name.replace("beta", "bias")
+    if "gamma" in name:
+        return name.replace("gamma", "weight")
+    return name
 
 
 def rms_norm(x, weight, eps):
@@ -173,10 +194,10 @@ class Attention(nn.Module):
             raise ValueError("unknown attention.kind " + repr(k))
         for name, shape, val in extra:
             # setattr-free registration: "lambda" is a Python keyword
-            self.register_parameter(name, nn.Parameter(torch.full(shape, float(val))))
+            self.register_parameter(hf_param_name(name), nn.Parameter(torch.full(shape, float(val))))
 
     def p(self, name):
-        return getattr(self, name)
+        return getattr(self, hf_param_name(name))
 
     def forward(self, x, cos, sin):
         proj = self.c_attn(x)
@@ -434,6 +455,6 @@ def load(export_dir, dtype=torch.float32, device="cpu"):
             "rope_theta", "rope_ntk_factor", "norm_eps", "attention", "step")
     cfg = TdaConfig(**{k: raw[k] for k in keys if k in raw})
     model = TdaLM(cfg)
-    model.load_state_dict(read_safetensors(os.path.join(export_dir, "model.safetensors")),
-                          strict=True)
+    tensors = read_safetensors(os.path.join(export_dir, "model.safetensors"))
+    model.load_state_dict({hf_param_name(k): v for k, v in tensors.items()}, strict=True)
     return model.to(dtype=dtype, device=device).eval()

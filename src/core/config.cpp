@@ -24,7 +24,8 @@ const json& config_defaults() {
     "train": {"total_batch_tokens": 524288, "micro_batch": 16, "max_steps": 19073,
               "val_every": 250, "val_batches": 20, "checkpoint_every": 5000,
               "keep_checkpoints": 3, "sample_every": 0, "sample_tokens": 64, "log_every": 1,
-              "threads": 0, "seed": 1337, "dtype": "fp32", "device": "cpu"},
+              "threads": 0, "seed": 1337, "dtype": "fp32", "device": "cpu",
+              "init_from": ""},
     "optim": {"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 715, "weight_decay": 0.1,
               "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "grad_clip": 1.0},
     "dist": {"zero_stage": 0, "bucket_mb": 25.0}
@@ -186,6 +187,7 @@ Config config_from_json(const json& user, const std::string& origin) {
   t.seed = get<unsigned long long>(r, "train", "seed");
   t.dtype = get<std::string>(r, "train", "dtype");
   t.device = get<std::string>(r, "train", "device");
+  t.init_from = get<std::string>(r, "train", "init_from");
   auto& o = c.optim;
   o.lr = get<double>(r, "optim", "lr");
   o.min_lr = get<double>(r, "optim", "min_lr");

@@ -35,6 +35,9 @@ struct TrainConfig {
   int sample_every, sample_tokens, log_every, threads;
   unsigned long long seed;
   std::string dtype, device;
+  // Start from another run's weights (fine-tuning, context extension): a checkpoint directory or
+  // a run directory (its newest checkpoint). Optimizer, step, schedule and data start fresh.
+  std::string init_from;
 };
 
 struct OptimConfig {

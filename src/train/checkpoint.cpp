@@ -91,6 +91,35 @@ TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float*
   return st;
 }
 
+std::string load_weights_strict(const std::string& path, GPT2& model) {
+  std::string dir = path;
+  if (!fs::exists(fs::path(path) / "model.safetensors")) dir = latest_checkpoint(path);
+  TDA_CHECK(!dir.empty(), "train.init_from '" + path +
+                              "': neither a checkpoint directory (model.safetensors) nor a run "
+                              "directory with a complete checkpoint");
+  const std::string file = dir + "/model.safetensors";
+  SafetensorsFile mf(file);
+  // Names first, so that another attention kind reads as a missing/extra tensor rather than as
+  // the first shape that happens to differ.
+  for (const auto& t : model.tensors())
+    TDA_CHECK(mf.has(t.name), "train.init_from: " + file + " has no tensor '" + t.name +
+                                  "' (another attention kind or n_layer?)");
+  for (const auto& name : mf.names()) {
+    bool known = false;
+    for (const auto& t : model.tensors()) known = known || t.name == name;
+    TDA_CHECK(known, "train.init_from: " + file + " holds tensor '" + name +
+                         "' that this model does not have (another attention kind or n_layer?)");
+  }
+  for (const auto& t : model.tensors()) {
+    try {
+      mf.read_into(t.name, t.shape, model.params() + t.offset);
+    } catch (const Error& e) {
+      throw Error(std::string("train.init_from: ") + e.what());
+    }
+  }
+  return dir;
+}
+
 static std::vector<std::string> complete_checkpoints(const std::string& run_dir) {
   std::vector<std::string> r;
   fs::path root = fs::path(run_dir) / "checkpoints";

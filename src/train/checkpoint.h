@@ -28,6 +28,11 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const float* m, 
 // Loads parameters into `model` (names and shapes must match; uploaded to its backend) and, if
 // m/v (host, P floats each) are non-null, the optimizer moments. Returns the saved state.
 TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float* v);
+// train.init_from: loads only the parameters of `path` (a checkpoint directory, or a run
+// directory whose newest checkpoint is taken) into `model`. Strict: the file must hold exactly
+// the model's tensors with the same shapes; the first difference is a one-line error naming the
+// tensor. Returns the checkpoint directory used.
+std::string load_weights_strict(const std::string& path, GPT2& model);
 // Reads only state.json (e.g. to rebuild the model config from a checkpoint).
 TrainState read_checkpoint_state(const std::string& dir);
 // Newest complete checkpoint under run_dir/checkpoints, or "" if none.

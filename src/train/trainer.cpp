@@ -100,6 +100,15 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   if (share_from_rank0(*comm_, resume.empty() ? 0 : 1)) {
     resume_from(resume);
     if (comm_->rank() == 0) spdlog::info("resumed from {} at step {}", resume, state_.step);
+  } else if (!t.init_from.empty()) {
+    // A fresh run on another run's weights (context extension, fine-tuning): the moments, the
+    // step (so warmup/cosine and dex's anneal), and the data position all start from zero. A
+    // resumed run skips this: its own checkpoint already holds the weights.
+    std::string used;
+    if (comm_->rank() == 0) used = load_weights_strict(t.init_from, *model_);
+    if (comm_->world() > 1) comm_->broadcast(model_->params(), model_->num_params(), 0);
+    if (comm_->rank() == 0)
+      spdlog::info("initialised weights from {}; optimizer and step start fresh", used);
   }
   if (comm_->rank() == 0) {
     make_dirs(opt_.out_dir);
