@@ -110,13 +110,15 @@ std::string load_weights_strict(const std::string& path, GPT2& model) {
     TDA_CHECK(known, "train.init_from: " + file + " holds tensor '" + name +
                          "' that this model does not have (another attention kind or n_layer?)");
   }
+  std::vector<float> params(model.num_params());  // host copy, uploaded to the backend
   for (const auto& t : model.tensors()) {
     try {
-      mf.read_into(t.name, t.shape, model.params() + t.offset);
+      mf.read_into(t.name, t.shape, params.data() + t.offset);
     } catch (const Error& e) {
       throw Error(std::string("train.init_from: ") + e.what());
     }
   }
+  model.params_from_host(params.data());
   return dir;
 }
 
