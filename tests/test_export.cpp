@@ -140,7 +140,7 @@ TEST_CASE("export: the HF export PyTorch model matches the tda forward for every
 }
 
 TEST_CASE(
-    "export: transformers AutoModelForCausalLM loads the export; logits and greedy tokens match "
+    "export: transformers AutoModelForCausalLM loads the export, logits and greedy tokens match "
     "tda",
     "[eval][export]") {
   std::string why;

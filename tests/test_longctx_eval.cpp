@@ -48,7 +48,7 @@ std::string reference_greedy(GPT2& model, const std::vector<int32_t>& prompt, in
 
 }  // namespace
 
-TEST_CASE("longctx data: rows with one id are one example; lm-eval's SCROLLS prompts",
+TEST_CASE("longctx data: rows with one id are one example, and lm-eval's SCROLLS prompts",
           "[longctx][eval]") {
   const ScrollsDataset q = load_scrolls(data("scrolls_qmsum_tiny.jsonl"), "qmsum");
   CHECK(q.rows == 3);
@@ -88,7 +88,7 @@ TEST_CASE("longctx data: rows with one id are one example; lm-eval's SCROLLS pro
                     Catch::Contains("unknown --task 'narrative_qa'"));
 }
 
-TEST_CASE("longctx eval: generations equal full-recompute greedy; yes/no equals the mc scorer",
+TEST_CASE("longctx eval: generations equal full-recompute greedy and yes/no equals the mc scorer",
           "[longctx][eval]") {
   TempDir dir;
   write_tiny_checkpoint(dir.path + "/ckpt", "tda", 128, {}, 300, /*small_vocab=*/false);

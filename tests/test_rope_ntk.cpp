@@ -57,7 +57,7 @@ double worst_ratio_error(const Tables& base, const Tables& scaled, double s, int
 
 }  // namespace
 
-TEST_CASE("rope: NTK factor s divides pair i's frequency by s^(2i/(D-2)); s = 1 changes nothing",
+TEST_CASE("rope: NTK factor s divides pair i's frequency by s^(2i/(D-2)) and s = 1 changes nothing",
           "[longctx][rope]") {
   const int D = 64, T_max = 8000;  // the slowest unscaled pair reaches 1 rad near t = 7500
   const Tables base = tables(rope_model(10000.0, 1.0), T_max);
