@@ -3,8 +3,9 @@
 # and keeps ptxas's register/spill report in build-cuda/ptxas.log. Also compiles the NCCL
 # communicator (src/dist/nccl_communicator.cpp) against the real <nccl.h> and links it into a
 # shared object with -lnccl -lcudart, checking that every NCCL/CUDA function it calls is exported
-# by the installed libraries. Needs the CUDA toolkit and NCCL, not a GPU.
-# Usage: scripts/build_cuda.sh   (NVCC=/path/to/nvcc, BUILD_DIR=..., NCCL_HOME=... override)
+# by the installed libraries. Then links build-cuda/tda (the real CUDA backend, cudart + cuBLAS)
+# with CMake -DTDA_CUDA=ON. Needs the CUDA toolkit and NCCL, not a GPU.
+# Usage: scripts/build_cuda.sh   (NVCC=/path/to/nvcc, BUILD_DIR=..., NCCL_HOME=..., SKIP_LINK=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,3 +80,16 @@ echo "[build_cuda] ok: libtda_nccl.so links against $(ls "$nccl_lib"/libnccl.so.
 # A short summary of what reviewers look for: registers and any spill per kernel and arch.
 grep -E "Compiling entry|Used [0-9]+ registers|spill" "$LOG" || true
 echo "[build_cuda] ok: ${#sources[@]} file(s), ptxas report in $LOG"
+
+# The GPU binary: CMake with TDA_CUDA=ON compiles the same sources with nvcc and links tda
+# against cudart + cuBLAS (compile and link only; running it needs a GPU).
+if [ "${SKIP_LINK:-0}" != 1 ]; then
+  echo "[build_cuda] linking $BUILD_DIR/tda (cmake -DTDA_CUDA=ON)"
+  cmake -S . -B "$BUILD_DIR/cmake" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_COMPILER="$NVCC" ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake.log" 2>&1 ||
+    { cat "$BUILD_DIR/cmake.log" >&2; exit 1; }
+  cmake --build "$BUILD_DIR/cmake" -j"${JOBS:-2}" --target tda >>"$BUILD_DIR/cmake.log" 2>&1 ||
+    { tail -50 "$BUILD_DIR/cmake.log" >&2; exit 1; }
+  cp "$BUILD_DIR/cmake/tda" "$BUILD_DIR/tda"
+  echo "[build_cuda] ok: $BUILD_DIR/tda (links $(ldd "$BUILD_DIR/tda" | grep -oE 'lib(cudart|cublas)[^ ]*' | sort -u | tr '\n' ' '))"
+fi

@@ -68,6 +68,11 @@ int cmd_train(int argc, char** argv) {
       cxxopts::value<std::vector<std::string>>())(
       "steps", "stop after this many steps (default: train.max_steps)",
       cxxopts::value<int>()->default_value("-1"))(
+      "device", "cpu or cuda (same as --set train.device=...; this build's cuda may be the "
+      "CPU emulator, docs/cuda.md)",
+      cxxopts::value<std::string>())(
+      "dtype", "fp32 or bf16 (same as --set train.dtype=...; bf16 needs --device cuda)",
+      cxxopts::value<std::string>())(
       "procs", "data-parallel CPU ranks, started by tda under the system mpirun",
       cxxopts::value<int>()->default_value("1"))(
       "gpus", "data-parallel GPU ranks (NCCL), one worker process per GPU started by tda",
@@ -80,6 +85,8 @@ int cmd_train(int argc, char** argv) {
   }
   std::vector<std::string> sets;
   if (r.count("set")) sets = r["set"].as<std::vector<std::string>>();
+  if (r.count("device")) sets.push_back("train.device=" + r["device"].as<std::string>());
+  if (r.count("dtype")) sets.push_back("train.dtype=" + r["dtype"].as<std::string>());
   Config cfg = load_config(r["config"].as<std::string>(), sets);
   TrainOptions to;
   if (r.count("out")) {

@@ -11,6 +11,7 @@
 #include <csignal>
 
 #include "backend/make_ops.h"
+#include "backend/mixed_precision.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "dist/grad_reducer.h"
@@ -35,6 +36,11 @@ std::string fmt_duration(double s) {
 void check_grad_norm(double norm, int step) {
   TDA_CHECK(std::isfinite(norm), "training diverged: gradient norm is not finite at step " +
                                      std::to_string(step));
+}
+
+// The master weights changed: a backend with a bf16 copy of them refreshes it.
+void weights_changed(Ops& ops) {
+  if (auto* mp = dynamic_cast<Bf16Matmuls*>(&ops)) mp->weights_changed();
 }
 
 // Rank 0's value of an integer on every rank (exact below 2^53): the others contribute 0.
@@ -68,6 +74,12 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
 
   model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_);
   model_->init_weights(t.seed);
+  if (t.dtype == "bf16") {  // fp32 master weights and optimizer state, bf16 matmul inputs
+    Bf16Matmuls* mp = dynamic_cast<Bf16Matmuls*>(ops_.get());
+    TDA_CHECK(mp, "train.dtype \"bf16\": the " + std::string(ops_->name()) +
+                      " backend has no bf16 path (bf16 needs --device cuda)");
+    mp->enable_bf16_matmuls(model_->params(), model_->num_params());
+  }
   model_->set_batch(t.micro_batch, m.seq_len);
   const size_t P = model_->num_params();
   if (zero1()) {
@@ -137,6 +149,7 @@ void Trainer::resume_from(const std::string& dir) {
   const size_t hi = zero1() ? std::max(shard_lo_, std::min(shard_lo_ + shard_n_, P)) : P;
   m_.upload(m.data() + lo, hi - lo);  // past P (ZeRO-1 padding) stays zero
   v_.upload(v.data() + lo, hi - lo);
+  weights_changed(*ops_);
   state_.config = cfg_.raw;
   // The loader position counts global samples, so it is valid for any number of ranks.
   train_loader_->set_position(state_.loader);
@@ -199,6 +212,7 @@ void Trainer::optimizer_step(double lr, double* norm) {
                 v_.data() + ten.offset, ten.numel, float(lr), float(o.beta1), float(o.beta2),
                 float(o.eps), ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
   }
+  weights_changed(*ops_);
 }
 
 // ZeRO-1: reduce-scatter the gradients, clip by the global norm (a double all-reduce of the
@@ -236,6 +250,7 @@ void Trainer::optimizer_step_zero1(double lr, double* norm) {
     comm_->all_gather(flat_.data(), n);
     ops_->copy(model_->params(), flat_.data(), P * sizeof(float));
   }
+  weights_changed(*ops_);
 }
 
 double Trainer::evaluate() {

@@ -16,16 +16,67 @@ CudaOps::~CudaOps() {
   if (fscratch_) cudaFree(fscratch_);
   if (dscratch_) cudaFree(dscratch_);
   if (logits_) cudaFree(logits_);
+  if (wbf16_) cudaFree(wbf16_);
+  for (void* p : abf16_)
+    if (p) cudaFree(p);
+}
+
+namespace {
+__nv_bfloat16* bf16_buffer(void*& buf, size_t& cap, size_t n) {
+  auto* p = static_cast<__nv_bfloat16*>(buf);
+  cuda::scratch(p, cap, n);
+  buf = p;
+  return p;
+}
+}  // namespace
+
+void CudaOps::enable_bf16_matmuls(const float* master, size_t n) {
+  master_ = master;
+  master_n_ = n;
+  bf16_buffer(wbf16_, wbf16_n_, std::max<size_t>(n, 1));
+  bf16_ = true;
+  weights_changed();
+}
+
+void CudaOps::weights_changed() {
+  if (bf16_) cuda::cast_to_bf16(static_cast<__nv_bfloat16*>(wbf16_), master_, master_n_);
+}
+
+const void* CudaOps::bf16_operand(const float* x, size_t n, int slot) {
+  if (x >= master_ && x + n <= master_ + master_n_)
+    return static_cast<const __nv_bfloat16*>(wbf16_) + (x - master_);
+  __nv_bfloat16* b = bf16_buffer(abf16_[slot], abf16_n_[slot], n);
+  cuda::cast_to_bf16(b, x, n);
+  return b;
 }
 
 // y(N,OC) = x(N,C) W(OC,C)^T
 void CudaOps::matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) {
+  if (bf16_) {
+    const auto* xb = static_cast<const __nv_bfloat16*>(bf16_operand(x, size_t(N) * C, 0));
+    const auto* Wb = static_cast<const __nv_bfloat16*>(bf16_operand(W, size_t(OC) * C, 1));
+    cuda::gemm_bf16(false, true, N, OC, C, 1.0f, xb, C, Wb, C, 0.0f, y, OC);
+    return;
+  }
   cuda::gemm(false, true, N, OC, C, 1.0f, x, C, W, C, 0.0f, y, OC);
 }
 
 // dx = dy W  (N,OC)x(OC,C), overwritten or accumulated;  dW += dy^T x  (OC,N)x(N,C)
 void CudaOps::matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
                               int N, int C, int OC, bool accumulate_dx) {
+  if (bf16_) {
+    const auto* dyb = static_cast<const __nv_bfloat16*>(bf16_operand(dy, size_t(N) * OC, 0));
+    if (dx) {
+      const auto* Wb = static_cast<const __nv_bfloat16*>(bf16_operand(W, size_t(OC) * C, 1));
+      cuda::gemm_bf16(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, accumulate_dx ? 1.0f : 0.0f,
+                      dx, C);
+    }
+    if (dW) {
+      const auto* xb = static_cast<const __nv_bfloat16*>(bf16_operand(x, size_t(N) * C, 2));
+      cuda::gemm_bf16(true, false, OC, C, N, 1.0f, dyb, OC, xb, C, 1.0f, dW, C);
+    }
+    return;
+  }
   if (dx)
     cuda::gemm(false, false, N, C, OC, 1.0f, dy, OC, W, C, accumulate_dx ? 1.0f : 0.0f, dx, C);
   if (dW) cuda::gemm(true, false, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dW, C);

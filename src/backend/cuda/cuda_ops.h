@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/mixed_precision.h"
 #include "backend/ops.h"
 
 namespace tda {
@@ -64,7 +65,7 @@ void attention_entmax_forward(const AttnArgs& a);
 void attention_entmax_backward(const AttnArgs& a, float* scratch);
 }  // namespace cuda
 
-class CudaOps final : public Ops {
+class CudaOps final : public Ops, public Bf16Matmuls {
  public:
   CudaOps() = default;
   ~CudaOps() override;
@@ -114,7 +115,24 @@ class CudaOps final : public Ops {
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
 
+  // bf16 matmuls: cast kernels (kernels/cast.cu) into bf16 buffers, then gemm_bf16 (cuBLAS
+  // GemmEx, bf16 in, fp32 accumulate and out). Weights come from one bf16 copy of the master
+  // buffer, refreshed by weights_changed(); activations are cast at each GEMM input.
+  void enable_bf16_matmuls(const float* master, size_t n) override;
+  void weights_changed() override;
+
  private:
+  // A bf16 view of x (n floats): the master copy if x lies in the master buffer, else x cast
+  // into activation buffer `slot` (0..2, one per operand of a call).
+  const void* bf16_operand(const float* x, size_t n, int slot);
+  bool bf16_ = false;
+  const float* master_ = nullptr;
+  size_t master_n_ = 0;
+  void* wbf16_ = nullptr;  // __nv_bfloat16[master_n_]
+  size_t wbf16_n_ = 0;
+  void* abf16_[3] = {nullptr, nullptr, nullptr};  // __nv_bfloat16 activation casts
+  size_t abf16_n_[3] = {0, 0, 0};
+
   // Device scratch, grown on demand (never inside a kernel).
   float* fscratch_ = nullptr;
   size_t fscratch_n_ = 0;

@@ -1,0 +1,171 @@
+// The Trainer on the emulated CUDA backend (--device cuda) against the CPU backend: the tiny
+// softmax config (shrunk: 2 layers, d_model 64, 2 heads, 32 tokens, one sequence per step) on
+// character-level tiny shakespeare, fp32 and bf16, and checkpoints crossing backends in both
+// directions.
+// Every CUDA run has the emulator's host-access guard on, so none of this touches device memory
+// from the host (tests/test_cuda_guard.cpp).
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "core/config.h"
+#include "core/fs.h"
+#include "data/shard.h"
+#include "test_cuda_util.h"
+#include "test_util.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+using namespace tda;
+using namespace tda::cuda_test;
+
+namespace {
+constexpr int kSteps = 20, kHalf = 10;
+
+// Character-level tiny shakespeare (bytes of input.txt, all ASCII): real text with a 128-token
+// vocabulary, so the emulated LM head and the guarded buffers stay small (the BPE shards need
+// a 50304-wide head: ~3 s per emulated step here). Written once per test process.
+const std::string& char_shards() {
+  static TempDir dir;
+  static const bool written = [] {
+    std::ifstream f(source_dir() + "/data/tinyshakespeare/input.txt", std::ios::binary);
+    std::vector<char> text(72 * 1024);
+    f.read(text.data(), std::streamsize(text.size()));
+    REQUIRE(size_t(f.gcount()) == text.size());
+    std::vector<uint16_t> t(text.begin(), text.end());
+    REQUIRE(*std::max_element(t.begin(), t.end()) < 128);
+    write_shard(dir.path + "/train.bin", t.data(), 64 * 1024);
+    write_shard(dir.path + "/val.bin", t.data() + 64 * 1024, 8 * 1024);
+    return true;
+  }();
+  (void)written;
+  return dir.path;
+}
+
+Config config(const std::string& device, const std::string& dtype) {
+  const std::string d = char_shards();
+  return load_config(source_dir() + "/configs/tiny/softmax.json",
+                     {"model.d_model=64", "model.seq_len=32", "model.vocab_size=128",
+                      "model.real_vocab_size=128", "data.train=" + d + "/train.bin",
+                      "data.val=" + d + "/val.bin", "train.micro_batch=1",
+                      "train.total_batch_tokens=32", "train.max_steps=" + std::to_string(kSteps),
+                      "train.val_every=0", "optim.warmup_steps=4", "train.device=" + device,
+                      "train.dtype=" + dtype});
+}
+
+bool data_present() {
+  return path_exists(source_dir() + "/data/tinyshakespeare/input.txt");
+}
+
+struct Curve {
+  std::vector<double> loss;  // loss[s]: the loss of step s + 1
+  std::vector<float> params;
+};
+
+// Trains steps [first, last) in `dir` (resuming from its newest checkpoint when first > 0) and,
+// when `checkpoint`, stops at `last` writing a checkpoint there instead.
+Curve train(const Config& cfg, const std::string& dir, int first, int last, bool checkpoint) {
+  TrainOptions to;
+  to.out_dir = dir;
+  to.resume = first > 0 ? "auto" : "";
+  Curve c;
+  if (checkpoint) {
+    to.max_steps_override = last;
+    Trainer t(cfg, to);
+    REQUIRE(t.step() == first);
+    REQUIRE(t.run() == 0);
+    c.params = t.model().params_to_host();
+    return c;
+  }
+  Trainer t(cfg, to);
+  REQUIRE(t.step() == first);
+  for (int s = first; s < last; ++s) c.loss.push_back(t.train_step().loss);
+  c.params = t.model().params_to_host();
+  return c;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b, size_t from = 0) {
+  double d = 0;
+  for (size_t i = from; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i - from]));
+  return d;
+}
+}  // namespace
+
+TEST_CASE("cuda: Trainer on the emulated CUDA backend follows the CPU loss curve, fp32 and bf16",
+          "[cuda][emu]") {
+  REQUIRE(data_present());
+  HostAccessGuard guard;
+  TempDir a, b, c;
+  const Curve cpu = train(config("cpu", "fp32"), a.path, 0, kSteps, false);
+  const Curve f32 = train(config("cuda", "fp32"), b.path, 0, kSteps, false);
+  const Curve b16 = train(config("cuda", "bf16"), c.path, 0, kSteps, false);
+  const double d32 = max_abs_diff(cpu.loss, f32.loss), d16 = max_abs_diff(cpu.loss, b16.loss);
+  INFO("loss cpu " << cpu.loss.front() << " -> " << cpu.loss.back() << "; max |cuda fp32 - cpu| "
+                   << d32 << ", max |cuda bf16 - cpu| " << d16 << "; params rel err fp32 "
+                   << rel_err(f32.params, cpu.params) << " bf16 " << rel_err(b16.params, cpu.params));
+  CHECK(cpu.loss.back() < cpu.loss.front() - 1.0);  // it learns (ln 128 = 4.85 at init)
+  // fp32: same math, different summation orders (~1e-7 relative per op) that 20 AdamW steps
+  // barely amplify. Observed max |d loss| 1.6e-7, parameters 4.9e-7 of their scale.
+  CHECK(d32 < 1e-5);
+  CHECK(rel_err(f32.params, cpu.params) < 1e-5);
+  // bf16: every GEMM input is rounded to 8 significant bits (relative error up to 2^-9 = 0.2%
+  // per element, partly averaging out over the K-long dot products), so the loss can move by
+  // a few 1e-3 and the weights drift apart by AdamW steps taken on slightly different
+  // gradients. Observed max |d loss| 1.9e-3 (0.05% of the loss), parameters 5.9e-3 of their
+  // scale; the bounds are 10x that, still 50x below the 1.4 nats the run learns.
+  CHECK(d16 < 0.02);
+  CHECK(rel_err(b16.params, cpu.params) < 0.06);
+  CHECK(d16 > 100 * d32);  // the bf16 path is really taken (its curve is not the fp32 one)
+}
+
+TEST_CASE("cuda: checkpoints written by one backend resume on the other", "[cuda][emu]") {
+  REQUIRE(data_present());
+  HostAccessGuard guard;
+  TempDir straight, cpu_first, cuda_first, cpu_first16;
+  const Curve ref = train(config("cpu", "fp32"), straight.path, 0, kSteps, false);
+  // CPU writes at step 10, CUDA (fp32) continues: it must follow the uninterrupted CPU run
+  // as closely as the CUDA run from scratch does (same tolerance as above).
+  train(config("cpu", "fp32"), cpu_first.path, 0, kHalf, true);
+  const Curve on_cuda = train(config("cuda", "fp32"), cpu_first.path, kHalf, kSteps, false);
+  // CUDA writes, CPU continues.
+  train(config("cuda", "fp32"), cuda_first.path, 0, kHalf, true);
+  const Curve on_cpu = train(config("cpu", "fp32"), cuda_first.path, kHalf, kSteps, false);
+  // A CPU fp32 checkpoint continued in bf16 on CUDA.
+  train(config("cpu", "fp32"), cpu_first16.path, 0, kHalf, true);
+  const Curve on_b16 = train(config("cuda", "bf16"), cpu_first16.path, kHalf, kSteps, false);
+  const double d1 = max_abs_diff(ref.loss, on_cuda.loss, kHalf),
+               d2 = max_abs_diff(ref.loss, on_cpu.loss, kHalf),
+               d3 = max_abs_diff(ref.loss, on_b16.loss, kHalf);
+  INFO("max |d loss| cpu->cuda " << d1 << ", cuda->cpu " << d2 << ", cpu->cuda bf16 " << d3);
+  // Observed 1.0e-7, 9.7e-8 and (bf16 for the last 10 steps) 3.8e-5.
+  CHECK(d1 < 1e-5);
+  CHECK(d2 < 1e-5);
+  CHECK(rel_err(on_cuda.params, ref.params) < 1e-5);
+  CHECK(rel_err(on_cpu.params, ref.params) < 1e-5);
+  CHECK(d3 < 0.02);
+  CHECK(d3 > 10 * d1);  // bf16 really on after the resume
+  // Negative control: the resumed runs start from the checkpoint, not from a fresh init (whose
+  // first loss is near ln(128) = 4.85).
+  CHECK(ref.loss.front() - on_cuda.loss.front() > 0.5);
+  CHECK(ref.loss.front() - on_cpu.loss.front() > 0.5);
+}
+
+TEST_CASE("cuda: tda train --device cuda runs on the emulator and says so", "[cuda][emu]") {
+  REQUIRE(data_present());
+  TempDir dir;
+  const std::string d = char_shards();
+  const std::string common =
+      "train -c " + source_dir() + "/configs/tiny/softmax.json -o " + dir.path +
+      " --steps 2 --set model.d_model=64 --set model.seq_len=32 --set model.vocab_size=128"
+      " --set model.real_vocab_size=128 --set data.train=" + d + "/train.bin --set data.val=" + d +
+      "/val.bin --set train.micro_batch=1 --set train.total_batch_tokens=32"
+      " --set train.val_every=0";
+  std::string out;
+  REQUIRE(run_tda(common + " --device cuda --dtype bf16", &out) == 0);
+  CHECK(out.find("SIMT emulator") != std::string::npos);
+  CHECK(path_exists(dir.path + "/checkpoints/step_00000002/state.json"));
+  // bf16 on the CPU backend is refused with a one-line error naming the key.
+  REQUIRE(run_tda(common + " --device cpu --dtype bf16", &out) != 0);
+  CHECK(out.find("train.dtype \"bf16\"") != std::string::npos);
+}
