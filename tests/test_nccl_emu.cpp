@@ -308,14 +308,16 @@ TEST_CASE("nccl: 2 processes x 1 sequence on CudaOps train like 1 process x 2",
   // Replicas hold the same bits (the stand-in gives every rank the same sum).
   CHECK(cuda_test::same_bits(p0, p1));
   // Same training up to fp32 reduction order (per-rank GEMM sums, then the cross-rank sum):
-  // losses within 1e-5 relative, parameters within 1e-4 of their scale (as test_cuda_model).
+  // losses within 1e-5 relative, parameters within 2e-3 of their scale: the attention kernel
+  // rounds its inputs to bf16, so reduction-order differences flip roundings in later steps
+  // (4.2e-4 observed in the -O1 ASan build; test_cuda_model allows 3e-2).
   for (int s = 0; s < kSteps; ++s) {
     INFO("step " << s << ": 2 ranks " << l0[size_t(s)] << ", 1 rank " << ref.losses[size_t(s)]);
     CHECK(std::fabs(l0[size_t(s)] - ref.losses[size_t(s)]) <= 1e-5 * ref.losses[size_t(s)]);
   }
   const double err = cuda_test::rel_err(p0, ref.params);
   INFO("parameter rel_err " << err);
-  CHECK(err < 1e-4);
+  CHECK(err < 2e-3);
   // Negative control: rank 0 of 2 whose gradient reduction does nothing (it steps on its own
   // half of the batch) is far outside that bound, so the check sees a missing reduction.
   struct DroppingComm final : Communicator {
