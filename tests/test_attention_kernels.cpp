@@ -208,7 +208,7 @@ TEST_CASE("attention kernels: dead tiles are skipped and change nothing", "[atte
       for (auto& e : *x) e = rng.normal();
     for (auto* kk : {&c.k, &c.k2}) {
       std::vector<float> norm(static_cast<size_t>(T));
-      attn_util::l2norm_forward(kk->data(), norm.data(), size_t(T), D);
+      ops.l2norm_forward(kk->data(), norm.data(), size_t(T), D);
     }
     for (int i = 0; i < T; ++i)
       for (int d = 0; d < D; ++d) {

@@ -39,7 +39,7 @@ std::vector<double> cos_tails(const std::vector<float>& tau, int d) {
 std::vector<float> unit_vectors(size_t n, int d, Rng& rng) {
   std::vector<float> x(n * d), norm(n);
   for (auto& e : x) e = rng.normal();
-  attn_util::l2norm_forward(x.data(), norm.data(), n, d);
+  CpuOps().l2norm_forward(x.data(), norm.data(), n, d);
   return x;
 }
 

@@ -35,7 +35,9 @@ class DexAttention final : public AttentionVariant {
   size_t act_floats(int B, int T) const override {
     return 6 * size_t(B) * T * C_ + size_t(B) * H_ * T;
   }
-  size_t scratch_floats(int B, int T) const override { return 5 * size_t(B) * T * C_; }
+  size_t scratch_floats(int B, int T) const override {
+    return 5 * size_t(B) * T * C_ + size_t(B) * H_ * T;
+  }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
@@ -49,10 +51,9 @@ class DexAttention final : public AttentionVariant {
     c.ops.attention_forward(a);
     // f = o M^T over all (b, h, t) rows of d; o' = o - lambda f, written into y (merged)
     c.ops.matmul_forward(s.f, s.o, extra[0], c.B * H_ * c.T, D_, D_);
-    const float lam = lambda(c, extra);
-    float* tmp = s.stage;
-    for (size_t i = 0; i < n; ++i) tmp[i] = s.o[i] - lam * s.f[i];
-    c.ops.merge_heads(y, tmp, C_, 0, c.B, c.T, H_, D_);
+    c.ops.copy(s.stage, s.o, n * sizeof(float));
+    c.ops.axpby(s.stage, -lambda(c, extra), s.f, 1.f, n);
+    c.ops.merge_heads(y, s.stage, C_, 0, c.B, c.T, H_, D_);
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
@@ -60,18 +61,17 @@ class DexAttention final : public AttentionVariant {
                 float* scratch) override {
     Buf s = buffers(act, c.B, c.T);
     const size_t n = size_t(c.B) * c.T * C_;
-    float *gp = scratch, *gs = gp + n, *dq = gs + n, *dk = dq + n, *dv = dk + n;
+    float *gp = scratch, *gs = gp + n, *dq = gs + n, *dk = dq + n, *dv = dk + n, *gf = dv + n;
     const int W = proj_width(), N = c.B * H_ * c.T;
     const float lam = lambda(c, extra);
     c.ops.split_heads(gp, dy, C_, 0, c.B, c.T, H_, D_);
-    // dlambda = -sum <g', f>, serial in double (fixed order)
-    double dl = 0;
-    for (size_t i = 0; i < n; ++i) dl -= double(gp[i]) * s.f[i];
-    dextra[1][0] += float(alpha(c) * dl);
+    // dlambda_learn = -alpha_t sum <g', f>: per-row dots, reduced in a fixed order
+    c.ops.row_dot(gf, gp, s.f, size_t(N), D_);
+    c.ops.head_row_sum(dextra[1], gf, nullptr, -alpha(c), c.B * H_, 1, c.T);
     // gs = -lambda g';  do = g' + gs M (matmul_backward's dx = dy W);  dM += gs^T o
-    for (size_t i = 0; i < n; ++i) gs[i] = -lam * gp[i];
+    c.ops.axpby(gs, -lam, gp, 0.f, n);
     c.ops.matmul_backward(dq, dextra[0], gs, s.o, extra[0], N, D_, D_, false);
-    for (size_t i = 0; i < n; ++i) gp[i] += dq[i];
+    c.ops.add_inplace(gp, dq, n);
     AttnArgs a = args(c, s);
     a.dout = gp;
     a.dq = dq;
@@ -97,7 +97,7 @@ class DexAttention final : public AttentionVariant {
   float lambda(const AttnContext& c, const std::vector<float*>& extra) const {
     const float al = alpha(c);
     const float ramp = anneal_ > 0 ? float(c.step) / float(anneal_) : 0.f;
-    return (1.f - al) * ramp * diff_lambda_init(c.layer) + al * extra[1][0];
+    return (1.f - al) * ramp * diff_lambda_init(c.layer) + al * fetch1(c.ops, extra[1]);
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
     AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));

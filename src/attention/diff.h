@@ -13,6 +13,7 @@
 #pragma once
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "attention/common.h"
 #include "attention/variant.h"
@@ -50,7 +51,7 @@ class DiffAttention : public AttentionVariant {
     return 5 * n + 3 * nr;  // q, k, v, o, o2; stats (2 per row), rstd
   }
   size_t scratch_floats(int B, int T) const override {
-    return 6 * size_t(B) * T * C_ + size_t(B) * Hp_ * T;
+    return 6 * size_t(B) * T * C_ + size_t(B) * Hp_ * T + 1;
   }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
@@ -61,13 +62,12 @@ class DiffAttention : public AttentionVariant {
     c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
     c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
     c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, Hp_, 2 * D_);
-    AttnArgs a = args(c, s, extra);
+    AttnArgs a = args(c, s, lambda(c, extra));
     c.ops.attention_forward(a);
     // y = (1 - lambda_init) RMSNorm_{2d'}(o^): merged (token, head) rows of 2d'
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, Hp_, 2 * D_);
     c.ops.rmsnorm_forward(y, s.rstd, y, extra[4], c.B * c.T * Hp_, 2 * D_, eps_);
-    const float f = 1.f - diff_lambda_init(c.layer);
-    for (size_t i = 0; i < size_t(c.B) * c.T * C_; ++i) y[i] *= f;
+    c.ops.scale(y, size_t(c.B) * c.T * C_, 1.f - diff_lambda_init(c.layer));
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
@@ -76,15 +76,15 @@ class DiffAttention : public AttentionVariant {
     Buf s = buffers(act, c.B, c.T);
     const size_t n = size_t(c.B) * c.T * C_, nr = size_t(c.B) * Hp_ * c.T;
     float *om = scratch, *dom = om + n, *g = dom + n, *dq = g + n, *dk = dq + n, *dv = dk + n;
-    float* dlam = dv + n;
+    float *dlam = dv + n, *dl_sum = dlam + nr;
     const int W = proj_width();
-    const float f = 1.f - diff_lambda_init(c.layer);
     c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, Hp_, 2 * D_);
-    for (size_t i = 0; i < n; ++i) g[i] = f * dy[i];  // g holds (1 - lambda_init) dy for now
+    c.ops.axpby(g, 1.f - diff_lambda_init(c.layer), dy, 0.f, n);  // g = (1 - lambda_init) dy
     c.ops.zero(dom, n);
     c.ops.rmsnorm_backward(dom, dextra[4], g, om, extra[4], s.rstd, c.B * c.T * Hp_, 2 * D_);
     c.ops.split_heads(g, dom, C_, 0, c.B, c.T, Hp_, 2 * D_);
-    AttnArgs a = args(c, s, extra);
+    const Lambda lam = lambda(c, extra);
+    AttnArgs a = args(c, s, lam);
     a.dout = g;
     a.dq = dq;
     a.dq2 = dq + size_t(c.T) * D_;
@@ -94,14 +94,13 @@ class DiffAttention : public AttentionVariant {
     a.drow_lambda = dlam;
     c.ops.attention_backward(a);
     // lambda re-parameterisation: lambda = e1 - e2 + lambda_init, e_t = exp(lq_t . lk_t)
-    const float dl = float(serial_sum(dlam, nr));
-    const float e1 = std::exp(vdot(extra[0], extra[1])), e2 = std::exp(vdot(extra[2], extra[3]));
-    for (int d = 0; d < D_; ++d) {
-      dextra[0][d] += dl * e1 * extra[1][d];
-      dextra[1][d] += dl * e1 * extra[0][d];
-      dextra[2][d] -= dl * e2 * extra[3][d];
-      dextra[3][d] -= dl * e2 * extra[2][d];
-    }
+    c.ops.zero(dl_sum, 1);
+    c.ops.head_row_sum(dl_sum, dlam, nullptr, 1.f, int(c.B * Hp_), 1, c.T);
+    const float dl = fetch1(c.ops, dl_sum);
+    c.ops.axpby(dextra[0], dl * lam.e1, extra[1], 1.f, size_t(D_));   // dlq1 += dl e1 lk1
+    c.ops.axpby(dextra[1], dl * lam.e1, extra[0], 1.f, size_t(D_));   // dlk1 += dl e1 lq1
+    c.ops.axpby(dextra[2], -dl * lam.e2, extra[3], 1.f, size_t(D_));  // dlq2 -= dl e2 lk2
+    c.ops.axpby(dextra[3], -dl * lam.e2, extra[2], 1.f, size_t(D_));  // dlk2 -= dl e2 lq2
     c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
     c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
     c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, Hp_, 2 * D_);
@@ -116,12 +115,23 @@ class DiffAttention : public AttentionVariant {
     float* p = act + 5 * n;
     return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, p, p + 2 * nr};
   }
-  float vdot(const float* a, const float* b) const {
-    float s = 0.f;
-    for (int d = 0; d < D_; ++d) s += a[d] * b[d];
-    return s;
+  // lambda = e1 - e2 + lambda_init, e_t = exp(lq_t . lk_t), from the four d'-vectors read on
+  // the host (the kernels take lambda as an argument).
+  struct Lambda {
+    float e1, e2, value;
+  };
+  Lambda lambda(const AttnContext& c, const std::vector<float*>& extra) const {
+    std::vector<float> v[4];
+    for (int t = 0; t < 4; ++t) v[t] = fetch(c.ops, extra[t], size_t(D_));
+    float d1 = 0.f, d2 = 0.f;
+    for (int d = 0; d < D_; ++d) {
+      d1 += v[0][d] * v[1][d];
+      d2 += v[2][d] * v[3][d];
+    }
+    const float e1 = std::exp(d1), e2 = std::exp(d2);
+    return {e1, e2, e1 - e2 + diff_lambda_init(c.layer)};
   }
-  AttnArgs args(const AttnContext& c, const Buf& s, const std::vector<float*>& extra) const {
+  AttnArgs args(const AttnContext& c, const Buf& s, const Lambda& lam) const {
     AttnArgs a = make_args(relu_ ? AttnMath::kDiffRelu : AttnMath::kDiffSoftmax, c, Hp_, D_, 2 * D_,
                            1.0f / std::sqrt(float(D_)));
     a.q = s.q;
@@ -134,8 +144,7 @@ class DiffAttention : public AttentionVariant {
     a.out2 = s.o2;
     a.stats = s.stats;
     a.power = 1;
-    a.lambda = std::exp(vdot(extra[0], extra[1])) - std::exp(vdot(extra[2], extra[3])) +
-               diff_lambda_init(c.layer);
+    a.lambda = lam.value;
     return a;
   }
   int C_, Hp_, D_;

@@ -44,11 +44,7 @@ class GatedSoftmaxAttention final : public AttentionVariant {
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
-    const int N = c.B * c.T;
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; ++n)
-      for (int ch = 0; ch < C_; ++ch)
-        y[size_t(n) * C_ + ch] *= sigmoid(proj[size_t(n) * W + 3 * C_ + gate_col(ch)]);
+    c.ops.sigmoid_gate_forward(y, proj + 3 * C_, W, c.B * c.T, C_, group());
   }
 
   void backward(const AttnContext& c, const float* proj, const float* dy, float* dproj, float* act,
@@ -56,25 +52,11 @@ class GatedSoftmaxAttention final : public AttentionVariant {
     Buf s = buffers(act, c.B, c.T);
     const size_t n = size_t(c.B) * c.T * C_;
     float *om = scratch, *g = om + n, *dq = g + n, *dk = dq + n, *dv = dk + n;
-    const int W = proj_width(), N = c.B * c.T;
+    const int W = proj_width();
     c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, H_, D_);
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < N; ++t) {
-      const float* z = proj + size_t(t) * W + 3 * C_;
-      float* dz = dproj + size_t(t) * W + 3 * C_;
-      if (headwise_)
-        for (int h = 0; h < H_; ++h) dz[h] = 0.f;
-      for (int ch = 0; ch < C_; ++ch) {
-        const size_t idx = size_t(t) * C_ + ch;
-        const float gam = sigmoid(z[gate_col(ch)]);
-        const float d = dy[idx] * om[idx] * gam * (1.f - gam);  // dz = dy o gam (1 - gam)
-        if (headwise_)
-          dz[ch / D_] += d;
-        else
-          dz[ch] = d;
-        om[idx] = dy[idx] * gam;  // om now holds g = dy * gam (merged layout)
-      }
-    }
+    // dz = dy o gam (1 - gam) into dproj's gate columns; om becomes g = dy gam (merged layout)
+    c.ops.sigmoid_gate_backward(om, dproj + 3 * C_, W, dy, om, proj + 3 * C_, W, c.B * c.T, C_,
+                                group());
     c.ops.split_heads(g, om, C_, 0, c.B, c.T, H_, D_);
     AttnArgs a = args(c, s);
     a.dout = g;
@@ -95,9 +77,7 @@ class GatedSoftmaxAttention final : public AttentionVariant {
     const size_t n = size_t(B) * T * C_;
     return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
   }
-  int gate_col(int ch) const {
-    return headwise_ ? ch / D_ : ch;
-  }
+  int group() const { return headwise_ ? D_ : 1; }  // channels per gate
   AttnArgs args(const AttnContext& c, const Buf& s) const {
     AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;

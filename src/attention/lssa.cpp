@@ -7,6 +7,7 @@
 // l1-normalised softplus policy; backward dq_i = c_i dq'_i. No parameters.
 // c_attn rows: [q (C) | k (C) | v (C)]. Saved: q', k, v, o, F_i.
 #include <cmath>
+#include <vector>
 
 #include "attention/common.h"
 #include "attention/registry.h"
@@ -30,7 +31,7 @@ class LssaAttention final : public AttentionVariant {
   std::string kind() const override { return "lssa"; }
   int proj_width() const override { return 3 * C_; }
   size_t act_floats(int B, int T) const override {
-    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;
+    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(T);
   }
   size_t scratch_floats(int B, int T) const override { return 4 * size_t(B) * T * C_; }
 
@@ -41,7 +42,10 @@ class LssaAttention final : public AttentionVariant {
     c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
-    scale_rows(s.q, c.B, c.T);  // q' = c_i q
+    std::vector<float> ci(size_t(c.T));  // c_i = log(i+1) / log(base), kept for the backward
+    for (int i = 0; i < c.T; ++i) ci[size_t(i)] = std::log(float(i + 1)) / log_base_;
+    c.ops.upload(s.c, ci.data(), ci.size() * sizeof(float));
+    c.ops.scale_rows(s.q, s.q, s.c, 0, c.B, H_, c.T, D_);  // q' = c_i q
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
@@ -60,7 +64,7 @@ class LssaAttention final : public AttentionVariant {
     a.dk = dk;
     a.dv = dv;
     c.ops.attention_backward(a);
-    scale_rows(dq, c.B, c.T);  // dq = c_i dq'
+    c.ops.scale_rows(dq, dq, s.c, 0, c.B, H_, c.T, D_);  // dq = c_i dq'
     c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
@@ -68,21 +72,12 @@ class LssaAttention final : public AttentionVariant {
 
  private:
   struct Buf {
-    float *q, *k, *v, *o, *F;
+    float *q, *k, *v, *o, *F, *c;  // c: the T row scales c_i
   };
   Buf buffers(float* act, int B, int T) const {
     const size_t n = size_t(B) * T * C_;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
-  }
-  // x_i *= c_i = log(i+1) / log(base) for every (b, h) row i of a (B, H, T, D) tensor
-  void scale_rows(float* x, int B, int T) const {
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int bh = 0; bh < B * H_; ++bh)
-      for (int i = 0; i < T; ++i) {
-        const float ci = std::log(float(i + 1)) / log_base_;
-        float* r = x + (size_t(bh) * T + i) * D_;
-        for (int d = 0; d < D_; ++d) r[d] *= ci;
-      }
+    float* F = act + 4 * n;
+    return Buf{act, act + n, act + 2 * n, act + 3 * n, F, F + size_t(B) * H_ * T};
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
     AttnArgs a = make_args(AttnMath::kSoftplus, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));

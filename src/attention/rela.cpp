@@ -62,27 +62,9 @@ class RelaAttention final : public AttentionVariant {
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     c.ops.merge_heads(s.u, s.o, C_, 0, c.B, c.T, H_, D_);
-    const float* gamma = extra[0];
     const float* w = norm_ == Norm::kGated ? extra[1] : nullptr;
-    const int N = c.B * c.T;
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < N; ++t) {
-      const float* u = s.u + size_t(t) * C_;
-      float* yt = y + size_t(t) * C_;
-      float mu = 0.f, ss = 0.f;
-      if (norm_ == Norm::kLayer) {
-        for (int ch = 0; ch < C_; ++ch) mu += u[ch];
-        mu /= C_;
-      }
-      for (int ch = 0; ch < C_; ++ch) ss += (u[ch] - mu) * (u[ch] - mu);
-      const float r = std::sqrt(ss / C_ + eps_);  // r = sqrt(mean((u - mu)^2) + eps)
-      for (int ch = 0; ch < C_; ++ch) {
-        const float gate = w ? sigmoid(w[ch] * u[ch]) : 1.f;
-        yt[ch] = gamma[ch] * (u[ch] - mu) / r * gate;
-      }
-      s.r[t] = r;
-      s.mu[t] = mu;
-    }
+    c.ops.rela_norm_forward(y, s.r, s.mu, s.u, extra[0], w, c.B * c.T, C_, eps_,
+                            norm_ == Norm::kLayer);
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
@@ -91,53 +73,10 @@ class RelaAttention final : public AttentionVariant {
     Buf s = buffers(act, c.B, c.T);
     const size_t n = size_t(c.B) * c.T * C_;
     float *du = scratch, *g = du + n, *dq = g + n, *dk = dq + n, *dv = dk + n;
-    const float* gamma = extra[0];
     const float* w = norm_ == Norm::kGated ? extra[1] : nullptr;
-    const int N = c.B * c.T, W = proj_width();
-    // pass 1, per token: du
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < N; ++t) {
-      const float* u = s.u + size_t(t) * C_;
-      const float* dyt = dy + size_t(t) * C_;
-      float* dut = du + size_t(t) * C_;
-      const float r = s.r[t], mu = s.mu[t];
-      if (norm_ == Norm::kLayer) {
-        // xh = (u - mu)/r, h = gamma dy:  du = (h - mean(h) - xh mean(h xh)) / r
-        float mh = 0.f, mhx = 0.f;
-        for (int ch = 0; ch < C_; ++ch) {
-          const float h = gamma[ch] * dyt[ch];
-          mh += h;
-          mhx += h * (u[ch] - mu) / r;
-        }
-        mh /= C_;
-        mhx /= C_;
-        for (int ch = 0; ch < C_; ++ch)
-          dut[ch] = (gamma[ch] * dyt[ch] - mh - (u[ch] - mu) / r * mhx) / r;
-        continue;
-      }
-      float tot = 0.f;  // sum_e dy_e gamma_e u_e sg_e
-      for (int ch = 0; ch < C_; ++ch)
-        tot += dyt[ch] * gamma[ch] * u[ch] * (w ? sigmoid(w[ch] * u[ch]) : 1.f);
-      const float k = tot / (C_ * r * r * r);
-      for (int ch = 0; ch < C_; ++ch) {
-        const float sg = w ? sigmoid(w[ch] * u[ch]) : 1.f;
-        const float dgate = w ? (u[ch] / r) * sg * (1.f - sg) * w[ch] : 0.f;
-        dut[ch] = dyt[ch] * gamma[ch] * (sg / r + dgate) - u[ch] * k;
-      }
-    }
-    // pass 2, per channel (serial over tokens: fixed order): dgamma, dw
-#pragma omp parallel for schedule(static)
-    for (int ch = 0; ch < C_; ++ch) {
-      double dg = 0, dw = 0;
-      for (int t = 0; t < N; ++t) {
-        const size_t idx = size_t(t) * C_ + ch;
-        const float u = s.u[idx], r = s.r[t], sg = w ? sigmoid(w[ch] * u) : 1.f;
-        dg += double(dy[idx]) * (u - s.mu[t]) * sg / r;
-        if (w) dw += double(dy[idx]) * gamma[ch] * (u / r) * sg * (1.f - sg) * u;
-      }
-      dextra[0][ch] += float(dg);
-      if (w) dextra[1][ch] += float(dw);
-    }
+    const int W = proj_width();
+    c.ops.rela_norm_backward(du, dextra[0], w ? dextra[1] : nullptr, dy, s.u, s.r, s.mu, extra[0],
+                             w, c.B * c.T, C_, norm_ == Norm::kLayer);
     c.ops.split_heads(g, du, C_, 0, c.B, c.T, H_, D_);
     AttnArgs a = args(c, s);
     a.dout = g;

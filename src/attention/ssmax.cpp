@@ -29,9 +29,11 @@ class SsmaxAttention final : public AttentionVariant {
     return p;
   }
   size_t act_floats(int B, int T) const override {
-    return 5 * size_t(B) * T * C_ + size_t(B) * H_ * T;
+    return 5 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(H_) * T;
   }
-  size_t scratch_floats(int B, int T) const override { return 4 * size_t(B) * T * C_; }
+  size_t scratch_floats(int B, int T) const override {
+    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(T);
+  }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
@@ -40,24 +42,28 @@ class SsmaxAttention final : public AttentionVariant {
     c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int bh = 0; bh < c.B * H_; ++bh)
-      for (int i = 0; i < c.T; ++i) {
-        const float f = factor(extra, bh % H_, i);  // q'_i = (s_h log(i+1) + b_h) q_i
-        const size_t off = (size_t(bh) * c.T + i) * D_;
-        for (int d = 0; d < D_; ++d) s.qs[off + d] = f * s.q[off + d];
-      }
+    // f_hi = s_h log(i+1) + b_h from the H scalars (host), kept for the backward; q' = f q
+    const std::vector<float> sh = fetch(c.ops, extra[0], size_t(H_));
+    const std::vector<float> bh =
+        cfg_.ssmax_bias ? fetch(c.ops, extra[1], size_t(H_)) : std::vector<float>(size_t(H_), 0.f);
+    std::vector<float> f(size_t(H_) * c.T);
+    for (int h = 0; h < H_; ++h)
+      for (int i = 0; i < c.T; ++i)  // n_i = i + 1 (paper), log 1 = 0 at i = 0
+        f[size_t(h) * c.T + i] = sh[h] * std::log(float(i + 1)) + bh[h];
+    c.ops.upload(s.f, f.data(), f.size() * sizeof(float));
+    c.ops.scale_rows(s.qs, s.q, s.f, c.T, c.B, H_, c.T, D_);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
-                const std::vector<float*>& extra, const std::vector<float*>& dextra,
+                const std::vector<float*>&, const std::vector<float*>& dextra,
                 float* scratch) override {
     Buf s = buffers(act, c.B, c.T);
     const size_t n = size_t(c.B) * c.T * C_;
-    float *g = scratch, *dq = g + n, *dk = dq + n, *dv = dk + n;
+    float *g = scratch, *dq = g + n, *dk = dq + n, *dv = dk + n, *qd = dv + n;
+    float* logn = qd + size_t(c.B) * H_ * c.T;
     const int W = proj_width();
     c.ops.split_heads(g, dy, C_, 0, c.B, c.T, H_, D_);
     AttnArgs a = args(c, s);
@@ -66,28 +72,14 @@ class SsmaxAttention final : public AttentionVariant {
     a.dk = dk;
     a.dv = dv;
     c.ops.attention_backward(a);
-    // Scalar gradients: one head per iteration, rows summed serially in double (fixed order).
-#pragma omp parallel for schedule(static)
-    for (int h = 0; h < H_; ++h) {
-      double ds = 0, db = 0;
-      for (int b = 0; b < c.B; ++b)
-        for (int i = 0; i < c.T; ++i) {
-          const size_t off = ((size_t(b) * H_ + h) * c.T + i) * D_;
-          double qd = 0;
-          for (int d = 0; d < D_; ++d) qd += double(s.q[off + d]) * dq[off + d];
-          ds += std::log(double(i + 1)) * qd;
-          db += qd;
-        }
-      dextra[0][h] += float(ds);
-      if (cfg_.ssmax_bias) dextra[1][h] += float(db);
-    }
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int bh = 0; bh < c.B * H_; ++bh)
-      for (int i = 0; i < c.T; ++i) {
-        const float f = factor(extra, bh % H_, i);  // dq = f dq'
-        const size_t off = (size_t(bh) * c.T + i) * D_;
-        for (int d = 0; d < D_; ++d) dq[off + d] *= f;
-      }
+    // Scalar gradients from the per-row dots <q_i, dq'_i>, reduced per head in a fixed order.
+    c.ops.row_dot(qd, s.q, dq, size_t(c.B) * H_ * c.T, D_);
+    std::vector<float> l(size_t(c.T));
+    for (int i = 0; i < c.T; ++i) l[size_t(i)] = std::log(float(i + 1));
+    c.ops.upload(logn, l.data(), l.size() * sizeof(float));
+    c.ops.head_row_sum(dextra[0], qd, logn, 1.f, c.B, H_, c.T);
+    if (cfg_.ssmax_bias) c.ops.head_row_sum(dextra[1], qd, nullptr, 1.f, c.B, H_, c.T);
+    c.ops.scale_rows(dq, dq, s.f, c.T, c.B, H_, c.T, D_);  // dq = f dq'
     c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
@@ -95,15 +87,12 @@ class SsmaxAttention final : public AttentionVariant {
 
  private:
   struct Buf {
-    float *q, *qs, *k, *v, *o, *lse;
+    float *q, *qs, *k, *v, *o, *lse, *f;  // f: (H, T) factors f_hi
   };
   Buf buffers(float* act, int B, int T) const {
     const size_t n = size_t(B) * T * C_;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, act + 5 * n};
-  }
-  float factor(const std::vector<float*>& extra, int h, int i) const {
-    const float b = cfg_.ssmax_bias ? extra[1][h] : 0.f;
-    return extra[0][h] * std::log(float(i + 1)) + b;  // n_i = i + 1 (paper), log 1 = 0 at i = 0
+    float* lse = act + 5 * n;
+    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, lse, lse + size_t(B) * H_ * T};
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
     AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));

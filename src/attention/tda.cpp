@@ -51,13 +51,12 @@ class TdaAttention final : public AttentionVariant {
     float* nrm[4] = {s.q1n, s.k1n, s.q2n, s.k2n};
     for (int t = 0; t < 4; ++t) {
       c.ops.rope_forward(qk[t], proj, W, t * C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-      l2norm_forward(qk[t], nrm[t], nr, D_);
+      c.ops.l2norm_forward(qk[t], nrm[t], nr, D_);
     }
     c.ops.split_heads(s.v, proj, W, 4 * C_, c.B, c.T, H_, D_);
-    threshold_c(s.tau, c.T, cfg_.kappa, D_);
-    const float beta = std::max(beta_value(extra), 0.f);
-    for (int i = 0; i < c.T; ++i) s.tau[i] *= beta;
-    AttnArgs a = args(c, s, extra);
+    const float beta = std::max(beta_value(c, extra), 0.f);
+    upload_threshold(c.ops, s.tau, c.T, cfg_.kappa, D_, beta);
+    AttnArgs a = args(c, s, fetch1(c.ops, extra[0]));
     c.ops.attention_forward(a);
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
     c.ops.rmsnorm_forward(y, s.rstd, y, extra[gi()], c.B * c.T * H_, D_, float(cfg_.head_norm_eps));
@@ -76,7 +75,8 @@ class TdaAttention final : public AttentionVariant {
     c.ops.zero(dom, n);
     c.ops.rmsnorm_backward(dom, dextra[gi()], dy, om, extra[gi()], s.rstd, c.B * c.T * H_, D_);
     c.ops.split_heads(g, dom, C_, 0, c.B, c.T, H_, D_);
-    AttnArgs a = args(c, s, extra);
+    const float lam = fetch1(c.ops, extra[0]);
+    AttnArgs a = args(c, s, lam);
     a.dout = g;
     a.dq = dqk[0];
     a.dk = dqk[1];
@@ -87,17 +87,17 @@ class TdaAttention final : public AttentionVariant {
     a.drow_lambda = dlam;
     c.ops.attention_backward(a);
     // dlambda = -sum e a2, through clamp(lambda, 0, 1) with inclusive bounds
-    const float lam = extra[0][0];
-    if (lam >= 0.f && lam <= 1.f) dextra[0][0] += float(serial_sum(dlam, nr));
+    if (lam >= 0.f && lam <= 1.f)
+      c.ops.head_row_sum(dextra[0], dlam, nullptr, 1.f, c.B * H_, 1, c.T);
     // dbeta = sum_i c_i dL/dtau_i (both views share tau), only while beta > 0
-    if (cfg_.learn_beta && beta_value(extra) > 0.f) {
-      threshold_c(cc, c.T, cfg_.kappa, D_);
-      dextra[1][0] += float(weighted_row_sum(dtau, cc, c.B * H_, c.T));
+    if (cfg_.learn_beta && beta_value(c, extra) > 0.f) {
+      upload_threshold(c.ops, cc, c.T, cfg_.kappa, D_, 1.f);
+      c.ops.head_row_sum(dextra[1], dtau, cc, 1.f, c.B * H_, 1, c.T);
     }
     const float* qk[4] = {s.q1, s.k1, s.q2, s.k2};
     const float* nrm[4] = {s.q1n, s.k1n, s.q2n, s.k2n};
     for (int t = 0; t < 4; ++t) {
-      l2norm_backward(dqk[t], qk[t], nrm[t], nr, D_);
+      c.ops.l2norm_backward(dqk[t], qk[t], nrm[t], nr, D_);
       c.ops.rope_backward(dproj, dqk[t], W, t * C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     }
     c.ops.merge_heads(dproj, dv, W, 4 * C_, c.B, c.T, H_, D_);
@@ -114,10 +114,10 @@ class TdaAttention final : public AttentionVariant {
                p,   p + nr,  p + 2 * nr,  p + 3 * nr,  p + 4 * nr,  p + 5 * nr};
   }
   int gi() const { return cfg_.learn_beta ? 2 : 1; }  // index of gamma in extra
-  float beta_value(const std::vector<float*>& extra) const {
-    return cfg_.learn_beta ? extra[1][0] : float(cfg_.beta);
+  float beta_value(const AttnContext& c, const std::vector<float*>& extra) const {
+    return cfg_.learn_beta ? fetch1(c.ops, extra[1]) : float(cfg_.beta);
   }
-  AttnArgs args(const AttnContext& c, const Buf& s, const std::vector<float*>& extra) const {
+  AttnArgs args(const AttnContext& c, const Buf& s, float lambda) const {
     AttnArgs a = make_args(AttnMath::kDiffThreshold, c, H_, D_, D_, 1.0f);
     a.q = s.q1;
     a.k = s.k1;
@@ -127,7 +127,7 @@ class TdaAttention final : public AttentionVariant {
     a.out = s.o;
     a.tau = s.tau;
     a.power = cfg_.power;
-    a.lambda = std::min(std::max(extra[0][0], 0.f), 1.f);  // lambda_c = clamp(lambda, 0, 1)
+    a.lambda = std::min(std::max(lambda, 0.f), 1.f);  // lambda_c = clamp(lambda, 0, 1)
     return a;
   }
   int C_, H_, D_;

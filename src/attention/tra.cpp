@@ -46,11 +46,10 @@ class TraAttention final : public AttentionVariant {
     c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
-    l2norm_forward(s.q, s.qn, nr, D_);  // RoPE preserves norms: normalise after it
-    l2norm_forward(s.k, s.kn, nr, D_);
-    threshold_c(s.tau, c.T, cfg_.kappa, D_);
-    const float beta = std::max(beta_value(extra), 0.f);  // beta_eff = max(beta, 0): tau >= 0
-    for (int i = 0; i < c.T; ++i) s.tau[i] *= beta;
+    c.ops.l2norm_forward(s.q, s.qn, nr, D_);  // RoPE preserves norms: normalise after it
+    c.ops.l2norm_forward(s.k, s.kn, nr, D_);
+    const float beta = std::max(beta_value(c, extra), 0.f);  // beta_eff = max(beta, 0): tau >= 0
+    upload_threshold(c.ops, s.tau, c.T, cfg_.kappa, D_, beta);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     // y = HeadRMSNorm(o): merge first, then normalise each (token, head) row of D in place
@@ -80,12 +79,12 @@ class TraAttention final : public AttentionVariant {
     a.drow_tau = dtau;
     c.ops.attention_backward(a);
     // dbeta = sum_{b,h,i} c_i dL/dtau_i, only while beta > 0 (beta_eff = max(beta, 0))
-    if (cfg_.learn_beta && beta_value(extra) > 0.f) {
-      threshold_c(cc, c.T, cfg_.kappa, D_);
-      dextra[0][0] += float(weighted_row_sum(dtau, cc, c.B * H_, c.T));
+    if (cfg_.learn_beta && beta_value(c, extra) > 0.f) {
+      upload_threshold(c.ops, cc, c.T, cfg_.kappa, D_, 1.f);
+      c.ops.head_row_sum(dextra[0], dtau, cc, 1.f, c.B * H_, 1, c.T);
     }
-    l2norm_backward(dq, s.q, s.qn, nr, D_);
-    l2norm_backward(dk, s.k, s.kn, nr, D_);
+    c.ops.l2norm_backward(dq, s.q, s.qn, nr, D_);
+    c.ops.l2norm_backward(dk, s.k, s.kn, nr, D_);
     c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
@@ -100,8 +99,8 @@ class TraAttention final : public AttentionVariant {
     float* p = act + 4 * n;
     return Buf{act, act + n, act + 2 * n, act + 3 * n, p, p + nr, p + 2 * nr, p + 3 * nr};
   }
-  float beta_value(const std::vector<float*>& extra) const {
-    return cfg_.learn_beta ? extra[0][0] : float(cfg_.beta);
+  float beta_value(const AttnContext& c, const std::vector<float*>& extra) const {
+    return cfg_.learn_beta ? fetch1(c.ops, extra[0]) : float(cfg_.beta);
   }
   const float* gamma(const std::vector<float*>& extra) const {
     return extra[cfg_.learn_beta ? 1 : 0];

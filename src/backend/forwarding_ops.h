@@ -75,6 +75,42 @@ class ForwardingOps : public Ops {
   void download(void* d, const void* s, size_t b) override { in_.download(d, s, b); }
   void copy(void* d, const void* s, size_t b) override { in_.copy(d, s, b); }
   void zero(float* x, size_t n) override { in_.zero(x, n); }
+  void l2norm_forward(float* x, float* norm, size_t N, int D) override {
+    in_.l2norm_forward(x, norm, N, D);
+  }
+  void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D) override {
+    in_.l2norm_backward(dx, xhat, norm, N, D);
+  }
+  void row_dot(float* out, const float* a, const float* b, size_t N, int D) override {
+    in_.row_dot(out, a, b, N, D);
+  }
+  void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H,
+                    int T) override {
+    in_.head_row_sum(dst, x, w, scale, B, H, T);
+  }
+  void scale_rows(float* y, const float* x, const float* f, int fs, int B, int H, int T,
+                  int D) override {
+    in_.scale_rows(y, x, f, fs, B, H, T, D);
+  }
+  void sigmoid_gate_forward(float* y, const float* z, int zs, int N, int C, int group) override {
+    in_.sigmoid_gate_forward(y, z, zs, N, C, group);
+  }
+  void sigmoid_gate_backward(float* g, float* dz, int dzs, const float* dy, const float* o,
+                             const float* z, int zs, int N, int C, int group) override {
+    in_.sigmoid_gate_backward(g, dz, dzs, dy, o, z, zs, N, C, group);
+  }
+  void axpby(float* y, float a, const float* x, float b, size_t n) override {
+    in_.axpby(y, a, x, b, n);
+  }
+  void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
+                         const float* w, int N, int C, float eps, bool center) override {
+    in_.rela_norm_forward(y, r, mu, u, gamma, w, N, C, eps, center);
+  }
+  void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,
+                          const float* r, const float* mu, const float* gamma, const float* w,
+                          int N, int C, bool center) override {
+    in_.rela_norm_backward(du, dgamma, dw, dy, u, r, mu, gamma, w, N, C, center);
+  }
 
  protected:
   Ops& in_;

@@ -47,8 +47,7 @@ inline int attn_n_stats(AttnMath m) {
   }
 }
 inline bool attn_two_views(AttnMath m) {
-  return m == AttnMath::kDiffSoftmax || m == AttnMath::kDiffRelu ||
-         m == AttnMath::kDiffThreshold;
+  return m == AttnMath::kDiffSoftmax || m == AttnMath::kDiffRelu || m == AttnMath::kDiffThreshold;
 }
 
 struct AttnArgs {
@@ -127,7 +126,8 @@ class Ops {
   virtual void add_inplace(float* y, const float* a, size_t n) = 0;
 
   // y(N,C) = wte[tokens]; dwte[tokens] += dy
-  virtual void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) = 0;
+  virtual void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N,
+                                 int C) = 0;
   virtual void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
                                   int C) = 0;
 
@@ -165,6 +165,50 @@ class Ops {
   virtual void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
                      float beta2, float eps, float wd, int t) = 0;
   virtual void zero(float* x, size_t n) = 0;
+
+  // Pre/post pieces of the attention variants (attention-variants.md §0.1), so that every
+  // variant runs on any backend's memory. Rows are contiguous runs of D floats.
+  //
+  // L2 normalisation in place (F.normalize): x~ = x / max(|x|, 1e-12), norm[n] = |x_n|.
+  virtual void l2norm_forward(float* x, float* norm, size_t N, int D) = 0;
+  // In place, dx~ -> dx:  dx = (dx~ - x~ (x~.dx~)) / |x|  (|x| > 1e-12;  else dx = dx~ * 1e12).
+  virtual void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N,
+                               int D) = 0;
+  // out[n] = sum_d a[n D + d] b[n D + d]  (per-row partials; head_row_sum reduces them)
+  virtual void row_dot(float* out, const float* a, const float* b, size_t N, int D) = 0;
+  // Per-head reduction of (B, H, T) row values into a parameter gradient, in a fixed order
+  // (bit-exact resume):  dst[h] += scale * sum_{b,t} w[t] x[(b H + h) T + t]  (w null: 1).
+  // H = 1 with B = batch*heads sums everything into dst[0].
+  virtual void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H,
+                            int T) = 0;
+  // Per-(head, position) scale of a (B, H, T, D) tensor: y[b,h,t,:] = f[h f_head_stride + t]
+  // x[b,h,t,:] (y may be x; f_head_stride 0 shares one row of T factors between heads).
+  virtual void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H,
+                          int T, int D) = 0;
+  // Output gate on N rows of C: y[n,c] *= sigmoid(z[n z_stride + c / group])  (group 1: one gate
+  // per channel; group D: one per head).
+  virtual void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C,
+                                    int group) = 0;
+  // Its backward, gam = sigmoid(z), o the ungated output:  g[n,c] = dy[n,c] gam (written);
+  // dz[n dz_stride + k] = sum_{c / group = k} dy o gam (1 - gam)  (written, not accumulated).
+  // g may alias o (each element of o is read before g's is written).
+  virtual void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy,
+                                     const float* o, const float* z, int z_stride, int N, int C,
+                                     int group) = 0;
+  // y = a x + b y over n floats (b == 0: y is only written, as in BLAS).
+  virtual void axpby(float* y, float a, const float* x, float b, size_t n) = 0;
+  // ReLA's output norm over all C channels of a token (rela.cpp has the formulas):
+  //   center false: r = sqrt(mean(u^2) + eps), y = gamma u / r * (w ? sigmoid(w u) : 1)
+  //   center true:  mu = mean(u), r = sqrt(mean((u-mu)^2) + eps), y = gamma (u - mu) / r  (w null)
+  // r(N), mu(N) saved for the backward (mu = 0 when not centred).
+  virtual void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
+                                 const float* w, int N, int C, float eps, bool center) = 0;
+  // du (N,C) overwritten; dgamma (C) and dw (C, gated only) accumulated, reduced over tokens in
+  // a fixed order.
+  virtual void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy,
+                                  const float* u, const float* r, const float* mu,
+                                  const float* gamma, const float* w, int N, int C,
+                                  bool center) = 0;
 
   // Memory of this backend. Every buffer the ops above read or write comes from alloc_bytes()
   // (through DeviceArray, backend/device_array.h). Host code may dereference such a buffer only

@@ -13,8 +13,8 @@ class CpuOps final : public Ops {
  public:
   const char* name() const override { return "cpu"; }
   void matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) override;
-  void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
-                       int N, int C, int OC, bool accumulate_dx) override;
+  void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W, int N,
+                       int C, int OC, bool accumulate_dx) override;
   void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
                        float eps) override;
   void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
@@ -24,13 +24,16 @@ class CpuOps final : public Ops {
   void add(float* y, const float* a, const float* b, size_t n) override;
   void add_inplace(float* y, const float* a, size_t n) override;
   void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) override;
-  void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N, int C) override;
+  void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
+                          int C) override;
   void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
                     const float* sin, int B, int T, int H, int D, int pos0) override;
   void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
                      const float* sin, int B, int T, int H, int D, int pos0) override;
-  void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H, int D) override;
-  void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H, int D) override;
+  void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H,
+                   int D) override;
+  void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H,
+                   int D) override;
   void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
                     const int32_t* targets, int N, int C, int V_padded, int V_real,
                     float grad_scale) override;
@@ -42,6 +45,23 @@ class CpuOps final : public Ops {
   void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
              float beta2, float eps, float wd, int t) override;
   void zero(float* x, size_t n) override;
+  void l2norm_forward(float* x, float* norm, size_t N, int D) override;
+  void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D) override;
+  void row_dot(float* out, const float* a, const float* b, size_t N, int D) override;
+  void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H,
+                    int T) override;
+  void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,
+                  int D) override;
+  void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C,
+                            int group) override;
+  void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, const float* o,
+                             const float* z, int z_stride, int N, int C, int group) override;
+  void axpby(float* y, float a, const float* x, float b, size_t n) override;
+  void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
+                         const float* w, int N, int C, float eps, bool center) override;
+  void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,
+                          const float* r, const float* mu, const float* gamma, const float* w,
+                          int N, int C, bool center) override;
 };
 
 }  // namespace tda

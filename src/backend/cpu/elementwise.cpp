@@ -47,6 +47,19 @@ void CpuOps::scale(float* x, size_t n, float s) {
   for (size_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-void CpuOps::zero(float* x, size_t n) { std::memset(x, 0, n * sizeof(float)); }
+// y = a x + b y (b == 0: y is not read)
+void CpuOps::axpby(float* y, float a, const float* x, float b, size_t n) {
+  if (b == 0.f) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) y[i] = a * x[i];
+  } else {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) y[i] = a * x[i] + b * y[i];
+  }
+}
+
+void CpuOps::zero(float* x, size_t n) {
+  std::memset(x, 0, n * sizeof(float));
+}
 
 }  // namespace tda

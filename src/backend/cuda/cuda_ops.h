@@ -106,6 +106,23 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
              float beta2, float eps, float wd, int t) override;
   void zero(float* x, size_t n) override;
+  void l2norm_forward(float* x, float* norm, size_t N, int D) override;
+  void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D) override;
+  void row_dot(float* out, const float* a, const float* b, size_t N, int D) override;
+  void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H,
+                    int T) override;
+  void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,
+                  int D) override;
+  void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C,
+                            int group) override;
+  void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, const float* o,
+                             const float* z, int z_stride, int N, int C, int group) override;
+  void axpby(float* y, float a, const float* x, float b, size_t n) override;
+  void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
+                         const float* w, int N, int C, float eps, bool center) override;
+  void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,
+                          const float* r, const float* mu, const float* gamma, const float* w,
+                          int N, int C, bool center) override;
 
   // Device memory (cudaMalloc / cudaMemcpy): host code must not dereference it.
   bool host_memory() const override { return false; }
