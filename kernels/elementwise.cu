@@ -1,4 +1,5 @@
-// Pointwise kernels of the CUDA backend: GELU (tanh form, GPT-2), residual adds, scale, zero.
+// Pointwise kernels of the CUDA backend: GELU (tanh form, GPT-2), residual adds, scale, axpby,
+// zero.
 // Grid-stride loops, one element per thread per iteration; same float expressions as
 // src/backend/cpu/elementwise.cpp.
 #include "backend/cuda/cuda_ops.cuh"
@@ -58,6 +59,13 @@ __global__ void scale_kernel(float* x, size_t n, float s) {
   }
 }
 
+// y = a x + b y;  b == 0: y = a x without reading y (it may hold anything, as in BLAS)
+__global__ void axpby_kernel(float* y, float a, const float* x, float b, size_t n) {
+  TDA_GRID_STRIDE(i, n) {
+    y[i] = b == 0.0f ? a * x[i] : a * x[i] + b * y[i];
+  }
+}
+
 // x = 0
 __global__ void zero_kernel(float* x, size_t n) {
   TDA_GRID_STRIDE(i, n) {
@@ -98,6 +106,13 @@ void scale(float* x, size_t n, float s) {
   if (n == 0) return;
   check(launch(scale_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), x, n, s),
         "scale");
+}
+
+void axpby(float* y, float a, const float* x, float b, size_t n) {
+  if (n == 0) return;
+  check(
+      launch(axpby_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, x, b, n),
+      "axpby");
 }
 
 void zero(float* x, size_t n) {

@@ -68,8 +68,8 @@ void CudaOps::matmul_backward(float* dx, float* dW, const float* dy, const float
     const auto* dyb = static_cast<const __nv_bfloat16*>(bf16_operand(dy, size_t(N) * OC, 0));
     if (dx) {
       const auto* Wb = static_cast<const __nv_bfloat16*>(bf16_operand(W, size_t(OC) * C, 1));
-      cuda::gemm_bf16(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, accumulate_dx ? 1.0f : 0.0f,
-                      dx, C);
+      cuda::gemm_bf16(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, accumulate_dx ? 1.0f : 0.0f, dx,
+                      C);
     }
     if (dW) {
       const auto* xb = static_cast<const __nv_bfloat16*>(bf16_operand(x, size_t(N) * C, 2));
@@ -170,6 +170,47 @@ void CudaOps::adamw(float* p, const float* g, float* m, float* v, size_t n, floa
 
 void CudaOps::zero(float* x, size_t n) {
   cuda::zero(x, n);
+}
+
+void CudaOps::axpby(float* y, float a, const float* x, float b, size_t n) {
+  cuda::axpby(y, a, x, b, n);
+}
+
+void CudaOps::l2norm_forward(float* x, float* norm, size_t N, int D) {
+  cuda::l2norm_forward(x, norm, N, D);
+}
+void CudaOps::l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D) {
+  cuda::l2norm_backward(dx, xhat, norm, N, D);
+}
+void CudaOps::row_dot(float* out, const float* a, const float* b, size_t N, int D) {
+  cuda::row_dot(out, a, b, N, D);
+}
+void CudaOps::head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H,
+                           int T) {
+  cuda::head_row_sum(dst, x, w, scale, B, H, T);
+}
+void CudaOps::scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H,
+                         int T, int D) {
+  cuda::scale_rows(y, x, f, f_head_stride, B, H, T, D);
+}
+void CudaOps::sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C,
+                                   int group) {
+  cuda::sigmoid_gate_forward(y, z, z_stride, N, C, group);
+}
+void CudaOps::sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy,
+                                    const float* o, const float* z, int z_stride, int N, int C,
+                                    int group) {
+  cuda::sigmoid_gate_backward(g, dz, dz_stride, dy, o, z, z_stride, N, C, group);
+}
+void CudaOps::rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
+                                const float* w, int N, int C, float eps, bool center) {
+  cuda::rela_norm_forward(y, r, mu, u, gamma, w, N, C, eps, center);
+}
+void CudaOps::rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy,
+                                 const float* u, const float* r, const float* mu,
+                                 const float* gamma, const float* w, int N, int C, bool center) {
+  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::rela_norm_backward_scratch(N, C));
+  cuda::rela_norm_backward(du, dgamma, dw, dy, u, r, mu, gamma, w, N, C, center, s);
 }
 
 void* CudaOps::alloc_bytes(size_t bytes) {

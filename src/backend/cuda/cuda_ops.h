@@ -22,6 +22,7 @@ void gelu_backward(float* dx, const float* x, const float* dy, size_t n);
 void add(float* y, const float* a, const float* b, size_t n);
 void add_inplace(float* y, const float* a, size_t n);
 void scale(float* x, size_t n, float s);
+void axpby(float* y, float a, const float* x, float b, size_t n);
 void zero(float* x, size_t n);
 
 void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
@@ -39,6 +40,23 @@ void rope_backward(float* dx, const float* dout, int row, int col0, const float*
                    const float* sin, int B, int T, int H, int D, int pos0);
 void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H, int D);
 void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H, int D);
+
+// Attention variants' pre/post pieces (kernels/attn_prepost.cu; ops.h documents them).
+void l2norm_forward(float* x, float* norm, size_t N, int D);
+void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D);
+void row_dot(float* out, const float* a, const float* b, size_t N, int D);
+void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H, int T);
+void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,
+                int D);
+void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group);
+void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, const float* o,
+                           const float* z, int z_stride, int N, int C, int group);
+void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
+                       const float* w, int N, int C, float eps, bool center);
+size_t rela_norm_backward_scratch(int N, int C);  // floats
+void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,
+                        const float* r, const float* mu, const float* gamma, const float* w, int N,
+                        int C, bool center, float* scratch);
 
 constexpr int kLmHeadChunkRows = 256;
 size_t lm_head_scratch(int N, int V_padded);  // floats: one chunk of logits

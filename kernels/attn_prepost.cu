@@ -1,0 +1,339 @@
+// Pre/post pieces of the attention variants (attention-variants.md §0.1), as
+// src/backend/cpu/attn_prepost.cpp; backend/ops.h documents each op. Row ops run one warp per
+// row; reductions over tokens run in a fixed order (warp butterflies, per-chunk partials summed
+// in order), never with float atomics, so results are deterministic.
+//   l2norm:       x~ = x / max(|x|, 1e-12);  dx = (dx~ - x~ (x~.dx~)) / |x|
+//   head_row_sum: dst[h] += scale sum_{b,t} w[t] x[(b H + h) T + t]   (double accumulation)
+//   sigmoid gate: y *= gam = sigmoid(z);  g = dy gam,  dz = sum_{group} dy o gam (1 - gam)
+//   ReLA norm:    r = sqrt(mean((u - mu)^2) + eps),  y = gamma (u - mu) / r * [sigmoid(w u)]
+#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm.h"
+
+namespace tda::cuda {
+
+namespace {
+constexpr int kThreads = 256;
+constexpr int kRowsPerBlock = 4;   // warps (rows) per block of the row kernels
+constexpr int kNormThreads = 128;  // one block per token in the ReLA norm
+constexpr int kChunkRows = 32;     // tokens per partial of the ReLA dgamma/dw reduction
+
+__device__ inline float sigmoidf(float x) {
+  return 1.f / (1.f + expf(-x));
+}
+
+__device__ inline int warp_row() {
+  return int(blockIdx.x) * kRowsPerBlock + int(threadIdx.x) / kWarp;
+}
+
+unsigned row_blocks(size_t N) {
+  return unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+__global__ void l2norm_forward_kernel(float* x, float* norm, size_t N, int D) {
+  const int lane = threadIdx.x % kWarp;
+  const size_t n = size_t(warp_row());
+  if (n >= N) return;  // whole warps leave together
+  float* r = x + n * D;
+  float ss = 0.f;
+  for (int d = lane; d < D; d += kWarp) ss += r[d] * r[d];
+  const float nrm = sqrtf(warp_sum(ss));
+  const float inv = 1.f / fmaxf(nrm, 1e-12f);
+  for (int d = lane; d < D; d += kWarp) r[d] *= inv;
+  if (lane == 0) norm[n] = nrm;
+}
+
+__global__ void l2norm_backward_kernel(float* dx, const float* xhat, const float* norm, size_t N,
+                                       int D) {
+  const int lane = threadIdx.x % kWarp;
+  const size_t n = size_t(warp_row());
+  if (n >= N) return;
+  float* g = dx + n * D;
+  const float* xh = xhat + n * D;
+  if (norm[n] > 1e-12f) {
+    float p = 0.f;
+    for (int d = lane; d < D; d += kWarp) p += xh[d] * g[d];
+    p = warp_sum(p);  // every lane has it before any lane writes g
+    const float inv = 1.f / norm[n];
+    for (int d = lane; d < D; d += kWarp) g[d] = (g[d] - xh[d] * p) * inv;
+  } else {
+    for (int d = lane; d < D; d += kWarp) g[d] *= 1e12f;  // the clamp is active: linear
+  }
+}
+
+__global__ void row_dot_kernel(float* out, const float* a, const float* b, size_t N, int D) {
+  const int lane = threadIdx.x % kWarp;
+  const size_t n = size_t(warp_row());
+  if (n >= N) return;
+  float s = 0.f;
+  for (int d = lane; d < D; d += kWarp) s += a[n * D + d] * b[n * D + d];
+  s = warp_sum(s);
+  if (lane == 0) out[n] = s;
+}
+
+// One block per head; thread i takes the (b, t) items i, i + blockDim, ... in a fixed split.
+__global__ void head_row_sum_kernel(float* dst, const float* x, const float* w, float scale, int B,
+                                    int H, int T) {
+  __shared__ double smem[32];
+  const int h = blockIdx.x;
+  const size_t items = size_t(B) * T;
+  double s = 0.0;
+  for (size_t i = threadIdx.x; i < items; i += blockDim.x) {
+    const size_t b = i / T, t = i % T;
+    s += (w ? double(w[t]) : 1.0) * double(x[(b * H + h) * T + t]);
+  }
+  s = block_sum(s, smem);
+  if (threadIdx.x == 0) dst[h] += float(double(scale) * s);
+}
+
+__global__ void scale_rows_kernel(float* y, const float* x, const float* f, int f_head_stride,
+                                  int B, int H, int T, int D) {
+  const size_t total = size_t(B) * H * T * D;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t row = i / D;
+    const int t = int(row % T), h = int((row / T) % H);
+    y[i] = f[size_t(h) * f_head_stride + t] * x[i];
+  }
+}
+
+__global__ void sigmoid_gate_forward_kernel(float* y, const float* z, int z_stride, int N, int C,
+                                            int group) {
+  const size_t total = size_t(N) * C;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t n = i / C;
+    const int c = int(i % C);
+    y[i] *= sigmoidf(z[n * z_stride + c / group]);
+  }
+}
+
+// One gate per channel: every element on its own.
+__global__ void sigmoid_gate_backward_kernel(float* g, float* dz, int dz_stride, const float* dy,
+                                             const float* o, const float* z, int z_stride, int N,
+                                             int C) {
+  const size_t total = size_t(N) * C;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t n = i / C;
+    const int c = int(i % C);
+    const float gam = sigmoidf(z[n * z_stride + c]);
+    const float d = dy[i] * o[i] * gam * (1.f - gam);  // o[i] is read before g[i] is written
+    g[i] = dy[i] * gam;
+    dz[n * dz_stride + c] = d;
+  }
+}
+
+// One gate per `group` channels (headwise): one warp per (token, gate), warp-summed.
+__global__ void sigmoid_gate_backward_grouped_kernel(float* g, float* dz, int dz_stride,
+                                                     const float* dy, const float* o,
+                                                     const float* z, int z_stride, int N, int C,
+                                                     int group) {
+  const int lane = threadIdx.x % kWarp;
+  const int gates = C / group;
+  const size_t item = size_t(warp_row());
+  if (item >= size_t(N) * gates) return;
+  const size_t n = item / gates;
+  const int k = int(item % gates);
+  const float gam = sigmoidf(z[n * z_stride + k]);
+  float s = 0.f;
+  for (int c = k * group + lane; c < (k + 1) * group; c += kWarp) {
+    const size_t i = n * C + c;
+    s += dy[i] * o[i] * gam * (1.f - gam);
+    g[i] = dy[i] * gam;
+  }
+  s = warp_sum(s);
+  if (lane == 0) dz[n * dz_stride + k] = s;
+}
+
+// One block per token.
+__global__ void rela_norm_forward_kernel(float* y, float* r, float* mu, const float* u,
+                                         const float* gamma, const float* w, int C, float eps,
+                                         bool center) {
+  __shared__ float smem[32];
+  const size_t t = blockIdx.x;
+  const float* ut = u + t * C;
+  float* yt = y + t * C;
+  float m = 0.f;
+  if (center) {
+    for (int c = threadIdx.x; c < C; c += blockDim.x) m += ut[c];
+    m = block_sum(m, smem) / C;
+  }
+  float ss = 0.f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) ss += (ut[c] - m) * (ut[c] - m);
+  const float rt = sqrtf(block_sum(ss, smem) / C + eps);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const float gate = w ? sigmoidf(w[c] * ut[c]) : 1.f;
+    yt[c] = gamma[c] * (ut[c] - m) / rt * gate;
+  }
+  if (threadIdx.x == 0) {
+    r[t] = rt;
+    mu[t] = m;
+  }
+}
+
+// du per token (one block each), the formulas of CpuOps::rela_norm_backward:
+//   gated/plain: du_c = dy_c gamma_c [sg_c / r + (u_c / r) sg_c (1 - sg_c) w_c] - u_c tot/(C r^3)
+//   centred:     du = (h - mean(h) - xh mean(h xh)) / r,  h = gamma dy,  xh = (u - mu) / r
+__global__ void rela_norm_backward_du_kernel(float* du, const float* dy, const float* u,
+                                             const float* r, const float* mu, const float* gamma,
+                                             const float* w, int C, bool center) {
+  __shared__ float smem[32];
+  const size_t t = blockIdx.x;
+  const float* ut = u + t * C;
+  const float* dyt = dy + t * C;
+  float* dut = du + t * C;
+  const float rt = r[t], m = mu[t];
+  if (center) {
+    float mh = 0.f, mhx = 0.f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+      const float h = gamma[c] * dyt[c];
+      mh += h;
+      mhx += h * (ut[c] - m) / rt;
+    }
+    mh = block_sum(mh, smem) / C;
+    mhx = block_sum(mhx, smem) / C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+      dut[c] = (gamma[c] * dyt[c] - mh - (ut[c] - m) / rt * mhx) / rt;
+    return;
+  }
+  float tot = 0.f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x)
+    tot += dyt[c] * gamma[c] * ut[c] * (w ? sigmoidf(w[c] * ut[c]) : 1.f);
+  const float k = block_sum(tot, smem) / (C * rt * rt * rt);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const float sg = w ? sigmoidf(w[c] * ut[c]) : 1.f;
+    const float dgate = w ? (ut[c] / rt) * sg * (1.f - sg) * w[c] : 0.f;
+    dut[c] = dyt[c] * gamma[c] * (sg / rt + dgate) - ut[c] * k;
+  }
+}
+
+// partial(chunk, 0|1, c) = sum over the chunk's tokens, in order, of
+//   dgamma: dy (u - mu) sg / r;   dw: dy gamma (u / r) sg (1 - sg) u
+__global__ void rela_norm_dparam_partial_kernel(float* partial, const float* dy, const float* u,
+                                                const float* r, const float* mu, const float* gamma,
+                                                const float* w, int N, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int chunk = blockIdx.y;
+  if (c >= C) return;
+  const int t1 = min(N, (chunk + 1) * kChunkRows);
+  float dg = 0.f, dw = 0.f;
+  for (int t = chunk * kChunkRows; t < t1; ++t) {
+    const size_t i = size_t(t) * C + c;
+    const float uu = u[i], rt = r[t], sg = w ? sigmoidf(w[c] * uu) : 1.f;
+    dg += dy[i] * (uu - mu[t]) * sg / rt;
+    if (w) dw += dy[i] * gamma[c] * (uu / rt) * sg * (1.f - sg) * uu;
+  }
+  partial[(size_t(chunk) * 2) * C + c] = dg;
+  partial[(size_t(chunk) * 2 + 1) * C + c] = dw;
+}
+
+// dgamma(c) += sum_chunk partial(chunk, 0, c);  dw(c) += ... (1, c); chunks in order
+__global__ void rela_norm_dparam_sum_kernel(float* dgamma, float* dw, const float* partial,
+                                            int chunks, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float dg = 0.f, dwc = 0.f;
+  for (int k = 0; k < chunks; ++k) {
+    dg += partial[(size_t(k) * 2) * C + c];
+    dwc += partial[(size_t(k) * 2 + 1) * C + c];
+  }
+  dgamma[c] += dg;
+  if (dw) dw[c] += dwc;
+}
+
+int chunks_of(int N) {
+  return (N + kChunkRows - 1) / kChunkRows;
+}
+}  // namespace
+
+void l2norm_forward(float* x, float* norm, size_t N, int D) {
+  if (N == 0) return;
+  check(launch(l2norm_forward_kernel, dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0, stream(),
+               x, norm, N, D),
+        "l2norm_forward");
+}
+
+void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D) {
+  if (N == 0) return;
+  check(launch(l2norm_backward_kernel, dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0,
+               stream(), dx, xhat, norm, N, D),
+        "l2norm_backward");
+}
+
+void row_dot(float* out, const float* a, const float* b, size_t N, int D) {
+  if (N == 0) return;
+  check(launch(row_dot_kernel, dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0, stream(), out,
+               a, b, N, D),
+        "row_dot");
+}
+
+void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H, int T) {
+  if (H == 0) return;
+  check(launch(head_row_sum_kernel, dim3(unsigned(H)), dim3(kThreads), 0, stream(), dst, x, w,
+               scale, B, H, T),
+        "head_row_sum");
+}
+
+void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,
+                int D) {
+  const size_t n = size_t(B) * H * T * D;
+  if (n == 0) return;
+  check(launch(scale_rows_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, x, f,
+               f_head_stride, B, H, T, D),
+        "scale_rows");
+}
+
+void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group) {
+  const size_t n = size_t(N) * C;
+  if (n == 0) return;
+  check(launch(sigmoid_gate_forward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0,
+               stream(), y, z, z_stride, N, C, group),
+        "sigmoid_gate_forward");
+}
+
+void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, const float* o,
+                           const float* z, int z_stride, int N, int C, int group) {
+  const size_t n = size_t(N) * C;
+  if (n == 0) return;
+  if (group == 1) {
+    check(launch(sigmoid_gate_backward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0,
+                 stream(), g, dz, dz_stride, dy, o, z, z_stride, N, C),
+          "sigmoid_gate_backward");
+    return;
+  }
+  check(launch(sigmoid_gate_backward_grouped_kernel, dim3(row_blocks(size_t(N) * (C / group))),
+               dim3(kRowsPerBlock * kWarp), 0, stream(), g, dz, dz_stride, dy, o, z, z_stride, N, C,
+               group),
+        "sigmoid_gate_backward_grouped");
+}
+
+void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
+                       const float* w, int N, int C, float eps, bool center) {
+  if (N == 0) return;
+  check(launch(rela_norm_forward_kernel, dim3(unsigned(N)), dim3(kNormThreads), 0, stream(), y, r,
+               mu, u, gamma, w, C, eps, center),
+        "rela_norm_forward");
+}
+
+size_t rela_norm_backward_scratch(int N, int C) {
+  return size_t(chunks_of(N)) * 2 * size_t(C);
+}
+
+void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,
+                        const float* r, const float* mu, const float* gamma, const float* w, int N,
+                        int C, bool center, float* scratch) {
+  if (N == 0) return;
+  check(launch(rela_norm_backward_du_kernel, dim3(unsigned(N)), dim3(kNormThreads), 0, stream(), du,
+               dy, u, r, mu, gamma, w, C, center),
+        "rela_norm_backward_du");
+  const unsigned cblocks = unsigned((C + kNormThreads - 1) / kNormThreads);
+  check(launch(rela_norm_dparam_partial_kernel, dim3(cblocks, unsigned(chunks_of(N))),
+               dim3(kNormThreads), 0, stream(), scratch, dy, u, r, mu, gamma, w, N, C),
+        "rela_norm_dparam_partial");
+  check(launch(rela_norm_dparam_sum_kernel, dim3(cblocks), dim3(kNormThreads), 0, stream(), dgamma,
+               dw, static_cast<const float*>(scratch), chunks_of(N), C),
+        "rela_norm_dparam_sum");
+}
+
+}  // namespace tda::cuda

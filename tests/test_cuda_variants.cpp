@@ -1,0 +1,157 @@
+// Every attention variant, driven as the model drives it (proj -> y, dy -> dproj and the
+// gradients of its learnable tensors), on the emulated CUDA backend against the CPU backend,
+// with the emulator's host-access guard on: a variant that read or wrote a device buffer from
+// the host (a scalar parameter, a threshold table) would crash here.
+// Tolerances, as a relative 2-norm error ||got - ref|| / ||ref|| (observed values are printed):
+// the CUDA attention kernels round q, k, v, dout and the weights to bf16 for the tensor-core
+// products (8 significant bits, 2^-9 relative per term) while the CPU is fp32.
+// - 2e-2 for y and every gradient of the smooth kinds (observed <= 1.3e-2); 5e-2 for the
+//   gradients of tra/tda (p = 2), whose head RMSNorm rescales rows with few, barely surviving
+//   keys, so those rows carry a larger relative error (observed 2.5e-2, TRA at T = 17).
+// - p = 1 rectifiers (rela, diff_rela, tra/tda with power 1): a score within bf16 rounding of
+//   its threshold flips a whole term of the derivative (max(s - tau, 0) has a kink there), and
+//   with ~1 survivor per row one flip is a large share of a row's gradient: 0.2 for gradients
+//   (observed <= 0.11) and 5e-2 for y (the head RMSNorm rescales rows with tiny outputs;
+//   observed 2.5e-2). A lost or misplaced term in the variants' glue is an O(1) error.
+// - Scalar parameters (beta, lambda, dex_lambda): their gradient is one sum over every row of
+//   signed terms that largely cancel (a few survivors per row carry it at small T), so the
+//   rounding of each term weighs far more against the total: 0.25 (observed <= 0.16, TRA's beta
+//   at T = 17). Dropped weights, a wrong sign or a missed clamp condition are O(1) errors.
+// - Diff kinds and TDA at T = 1: y does not depend on lambda (one key: o = (1 - lambda) v, and
+//   the head RMSNorm removes the scale), so the lambda gradients are 0 up to rounding on both
+//   sides and are not compared there.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "backend/forwarding_ops.h"
+#include "test_attention_util.h"
+#include "test_cuda_util.h"
+
+using namespace tda;
+using namespace tda::cuda_test;
+
+namespace {
+
+constexpr double kScalarTol = 0.25;
+struct Tol {
+  double y, grad;
+};
+Tol tolerance(const std::string& kind, const json& options) {
+  const bool threshold = kind == "tra" || kind == "tda";
+  if (kind == "rela" || kind == "diff_rela" || (threshold && options.value("power", 2) == 1))
+    return {5e-2, 0.2};
+  return threshold ? Tol{2e-2, 5e-2} : Tol{2e-2, 2e-2};
+}
+
+double rel_l2(const std::vector<float>& got, const std::vector<float>& ref) {
+  double num = 0, den = 1e-30;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+struct Result {
+  std::vector<float> y, dproj;
+  std::vector<std::vector<float>> dparams;
+};
+
+// Negative control: a backend that loses the variants' parameter-gradient reductions.
+struct DropRowSums final : ForwardingOps {
+  using ForwardingOps::ForwardingOps;
+  void head_row_sum(float*, const float*, const float*, float, int, int, int) override {}
+};
+
+// The harness's variant, inputs and parameters on CudaOps (device copies of every buffer).
+Result run_cuda(AttnHarness& h, bool drop_row_sums = false) {
+  emu_test::HostAccessGuard guard;
+  CudaOps cuda;
+  DropRowSums dropping(cuda);
+  Ops& gpu = drop_row_sums ? static_cast<Ops&>(dropping) : cuda;
+  using Buf = DeviceBuffer<float>;
+  Buf proj(h.proj), cos(h.cos), sin(h.sin), R(h.R), y(h.y.size()), dproj(h.proj.size());
+  Buf act(h.var->act_floats(h.B, h.T)), scratch(h.var->scratch_floats(h.B, h.T));
+  std::vector<std::unique_ptr<Buf>> params, dparams;
+  std::vector<float*> p, dp;
+  for (const auto& x : h.params) {
+    params.push_back(std::make_unique<Buf>(x));
+    dparams.push_back(std::make_unique<Buf>(std::vector<float>(x.size(), 0.f)));
+    p.push_back(params.back()->get());
+    dp.push_back(dparams.back()->get());
+  }
+  const AttnContext c{gpu, h.B, h.T, h.layer, h.cfg.model.n_layer, h.step, cos.get(), sin.get(), 0};
+  h.var->forward(c, proj.get(), y.get(), act.get(), p);
+  h.var->backward(c, proj.get(), R.get(), dproj.get(), act.get(), p, dp, scratch.get());
+  Result r{y.to_host(), dproj.to_host(), {}};
+  for (const auto& d : dparams) r.dparams.push_back(d->to_host());
+  return r;
+}
+
+void check_kind(const std::string& kind, int d_model, int n_head, int T,
+                const json& options = json::object()) {
+  INFO(kind << " " << options.dump() << " d_model " << d_model << " heads " << n_head << " T "
+            << T);
+  AttnHarness h(attn_test_config(kind, d_model, n_head, options), 2, T, 1234 + T);
+  h.step = 300;  // dex: inside its lambda anneal (715 steps), both lambda terms active
+  Rng rng(99);
+  for (auto& p : h.params)  // off the init, so that zero-initialised tensors (dex_W) matter
+    for (auto& x : p) x += 0.05f * rng.normal();
+  h.grads();
+  const Result got = run_cuda(h);
+  const Tol tol = tolerance(kind, options);
+  const double ey = rel_l2(got.y, h.y);
+  double worst = rel_l2(got.dproj, h.dproj);
+  CHECK(ey < tol.y);
+  CHECK(worst < tol.grad);
+  for (size_t i = 0; i < h.dparams.size(); ++i) {
+    const std::string& name = h.specs[i].name;
+    if (T == 1 && name.rfind("lambda", 0) == 0) continue;  // identically 0 (header)
+    INFO("parameter " << name);
+    const double e = rel_l2(got.dparams[i], h.dparams[i]);
+    CHECK(e < (h.params[i].size() == 1 ? kScalarTol : tol.grad));
+    worst = std::max(worst, e);
+  }
+  std::printf("cuda variant %-13s %-28s D %2d T %3d: y %.2e, worst gradient %.2e\n", kind.c_str(),
+              options.dump().c_str(), d_model / n_head, T, ey, worst);
+}
+
+const std::vector<std::string> kKinds = {"softmax",   "gated_softmax", "ssmax",        "entmax",
+                                         "lssa",      "rela",          "diff_softmax", "dex",
+                                         "diff_rela", "tra",           "tda"};
+
+}  // namespace
+
+TEST_CASE("cuda variants: every kind's forward and all gradients match the CPU backend",
+          "[cuda][emu]") {
+  for (const auto& kind : kKinds)
+    for (int T : {1, 17, 130}) check_kind(kind, 128, 2, T);  // head dim 64, as every config
+}
+
+TEST_CASE("cuda variants: head dim 32 and the variants' options match the CPU backend",
+          "[cuda][emu]") {
+  for (const auto& kind : {"softmax", "tra", "tda", "diff_softmax", "rela"})
+    check_kind(kind, 64, 2, 45);
+  check_kind("gated_softmax", 128, 2, 45, {{"gate_shape", "headwise"}});
+  check_kind("rela", 128, 2, 45, {{"rela_norm", "rmsnorm"}});
+  check_kind("rela", 128, 2, 45, {{"rela_norm", "layernorm"}});
+  check_kind("ssmax", 128, 2, 45, {{"ssmax_bias", true}});
+  check_kind("tda", 128, 2, 45, {{"learn_beta", false}, {"power", 1}});
+  check_kind("entmax", 128, 2, 45, {{"entmax_solver", "bisect"}});
+}
+
+TEST_CASE("cuda variants: the comparison catches a lost parameter-gradient reduction",
+          "[cuda][emu]") {
+  AttnHarness h(attn_test_config("tda", 128, 2), 2, 64, 7);
+  h.grads();
+  const Result good = run_cuda(h), bad = run_cuda(h, true);
+  for (size_t i = 0; i < h.specs.size(); ++i) {
+    if (h.specs[i].name == "gamma") continue;  // the head RMSNorm's gain has its own reduction
+    INFO(h.specs[i].name);
+    CHECK(rel_l2(good.dparams[i], h.dparams[i]) < kScalarTol);
+    CHECK(rel_l2(bad.dparams[i], h.dparams[i]) > 0.9);  // lambda and beta stay 0
+  }
+}
