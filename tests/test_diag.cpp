@@ -21,9 +21,11 @@ struct Probe {
   Config cfg;
   std::unique_ptr<GPT2> model;
   json report;
-  explicit Probe(const std::string& kind, int T = 24) {
-    cfg = load_config(std::string(TDA_SOURCE_DIR) + "/configs/tiny/" + kind + ".json",
-                      {"model.n_layer=2", "model.d_model=64"});
+  explicit Probe(const std::string& kind, int T = 24, const std::string& extra_set = "") {
+    std::vector<std::string> sets{"model.n_layer=2", "model.d_model=64", "model.seq_len=512",
+                                  "train.micro_batch=2"};
+    if (!extra_set.empty()) sets.push_back(extra_set);
+    cfg = load_config(std::string(TDA_SOURCE_DIR) + "/configs/tiny/" + kind + ".json", sets);
     model = std::make_unique<GPT2>(cfg.model, cfg.attention, probe);
     model->init_weights(11);
     // Matrices 5x GPT-2's init so the maps are far from uniform.
@@ -136,5 +138,40 @@ TEST_CASE("diag TRA and TDA maps equal max(s - tau 0)^p recomputed from q and k"
     CHECK(nonzero > 0);  // both regimes are exercised
     CHECK(zero > 0);
     CHECK(p.report["means"]["effective"]["sparsity"].get<double>() > 0.0);
+  }
+}
+
+TEST_CASE("diag counts the dead 64 x 64 tiles the kernel skips", "[diag]") {
+  for (const std::string kind : {"tra", "tda"}) {
+    INFO(kind);
+    // beta 1.2: tau_i is 1.2 sqrt(2 log(i+1)) ~ 3-4 standard deviations of a random cosine, so
+    // some tiles keep a survivor and some do not.
+    const int T = 300, kTile = 64, nb = (T + kTile - 1) / kTile;
+    Probe p(kind, T, "attention.beta=1.2");
+    long long all_skipped = 0, all_total = 0;
+    for (size_t l = 0; l < p.probe.layers.size(); ++l) {
+      const LayerMaps& L = p.probe.layers[l];
+      long long dead = 0;
+      for (int h = 0; h < L.H; ++h)
+        for (int bi = 0; bi < nb; ++bi)
+          for (int bj = 0; bj <= bi; ++bj) {
+            bool any = false;  // a weight survives in some view (the views of a two-view kind)
+            for (size_t v = L.head_views[size_t(h)].size() > 1 ? 1 : 0;
+                 v < L.head_views[size_t(h)].size(); ++v)
+              for (int i = bi * kTile; i < std::min(T, (bi + 1) * kTile); ++i)
+                for (int j = bj * kTile; j <= std::min(i, (bj + 1) * kTile - 1); ++j)
+                  any = any || L.head_views[size_t(h)][v][size_t(i) * T + j] != 0.f;
+            dead += !any;
+          }
+      const json& jl = p.report["layers"][l];
+      CHECK(jl["tiles_skipped"].get<long long>() == dead);
+      CHECK(jl["tiles_total"].get<long long>() == L.H * nb * (nb + 1) / 2);
+      all_skipped += dead;
+      all_total += L.H * nb * (nb + 1) / 2;
+    }
+    CHECK(all_skipped > 0);  // both dead and live tiles occur
+    CHECK(all_skipped < all_total);
+    CHECK(p.report["tiles"]["skipped_fraction"].get<double>() ==
+          Approx(double(all_skipped) / double(all_total)));
   }
 }

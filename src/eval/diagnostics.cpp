@@ -211,6 +211,7 @@ json run_diagnostics(GPT2& model, ProbeOps& probe, const std::vector<int32_t>& t
   TDA_CHECK(T >= 1, "diag: empty token sequence");
   probe.layers.clear();
   probe.calls.clear();
+  probe.tiles.clear();
   std::vector<float> logits(size_t(model.config().vocab_size));
   model.forward_logits(tokens.data(), T, logits.data());
   const int n_layer = model.config().n_layer;
@@ -225,11 +226,16 @@ json run_diagnostics(GPT2& model, ProbeOps& probe, const std::vector<int32_t>& t
   out["views"] = names;
   out["layers"] = json::array();
   std::vector<StatsAcc> global(names.size());
+  long long skipped = 0, total = 0;
   for (int l = 0; l < n_layer; ++l) {
     const LayerMaps& L = probe.layers[size_t(l)];
     json jl;
     jl["layer"] = l;
     jl["lambda"] = L.lambda;
+    jl["tiles_skipped"] = probe.tiles[size_t(l)].first;
+    jl["tiles_total"] = probe.tiles[size_t(l)].second;
+    skipped += probe.tiles[size_t(l)].first;
+    total += probe.tiles[size_t(l)].second;
     jl["heads"] = json::array();
     std::vector<StatsAcc> layer(names.size());
     for (int h = 0; h < L.H; ++h) {
@@ -249,6 +255,9 @@ json run_diagnostics(GPT2& model, ProbeOps& probe, const std::vector<int32_t>& t
   json means;
   for (size_t v = 0; v < names.size(); ++v) means[names[v]] = stats_json(global[v].mean());
   out["means"] = means;
+  out["tiles"] = {{"skipped", skipped},
+                  {"total", total},
+                  {"skipped_fraction", total ? double(skipped) / double(total) : 0.0}};
   if (opt.dump_layer >= 0) {
     TDA_CHECK(opt.dump_layer < n_layer, "diag: --dump-map layer out of range");
     const LayerMaps& L = probe.layers[size_t(opt.dump_layer)];

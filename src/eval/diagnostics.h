@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/forwarding_ops.h"
@@ -56,9 +57,19 @@ class ProbeOps final : public ForwardingOps {
   // The raw arguments of each call: their pointers stay valid until the model's next
   // set_batch (they point into its activation buffers). Tests recompute entries from them.
   std::vector<AttnArgs> calls;
+  // 64 x 64 (query block, key tile) pairs of each call that the kernel skipped because no
+  // weight in them survives (threshold kinds; 0 for the others), and all causal pairs.
+  std::vector<std::pair<long long, long long>> tiles;
   const char* name() const override { return "probe"; }
   void attention_forward(const AttnArgs& a) override {
-    in_.attention_forward(a);
+    AttnArgs counted = a;
+    long long skipped = 0, total = 0;
+    counted.tiles_skipped = &skipped;
+    counted.tiles_total = &total;
+    in_.attention_forward(counted);
+    if (a.tiles_skipped) *a.tiles_skipped += skipped;
+    if (a.tiles_total) *a.tiles_total += total;
+    tiles.emplace_back(skipped, total);
     calls.push_back(a);
     layers.push_back(materialize_maps(a, 0));
   }
@@ -73,8 +84,9 @@ struct DiagOptions {
 
 // Runs `model` (built on `probe`, weights loaded) in eval mode on tokens[0..T) with B = 1 and
 // returns the §13 report:
-// { kind, T, views, layers: [ {layer, heads: [ {head, <view>: stats} ], <view>: layer stats} ],
-//   means: {<view>: stats}, dump: {layer, head, T, <view>: [[row 0], [row 1], ...]} }.
+// { kind, T, views, layers: [ {layer, tiles_skipped, tiles_total, heads: [ {head, <view>: stats} ],
+//   <view>: layer stats} ], means: {<view>: stats}, tiles: {skipped, total, skipped_fraction},
+//   dump: {layer, head, T, <view>: [[row 0], [row 1], ...]} }.
 // Layer stats are means over heads, except max_abs which is the max over heads (panel b).
 nlohmann::json run_diagnostics(GPT2& model, ProbeOps& probe, const std::vector<int32_t>& tokens,
                                const DiagOptions& opt);
