@@ -14,6 +14,14 @@
 namespace tda {
 namespace attn_util {
 
+// The common [q | k | v] layout of c_attn: q, k, v at columns 0, H D, 2 H D of proj (row width
+// W), H heads of D. Forward: q, k rotated (RoPE at c.pos0) and v split into (B, H, T, D).
+// Backward: the transpose, written into dproj's three column blocks.
+void rope_qkv_forward(const AttnContext& c, const float* proj, int W, int H, int D, float* q,
+                      float* k, float* v);
+void rope_qkv_backward(const AttnContext& c, float* dproj, int W, int H, int D, const float* dq,
+                       const float* dk, const float* dv);
+
 // TRA/TDA: c_i = sqrt(2 max(0, log((i+1)/kappa)) / d), tau_i = beta_eff c_i, i = 0..T-1.
 void threshold_c(float* c, int T, double kappa, int d);
 // factor * c_i (i < T) computed on the host and uploaded to dst, in ops' memory.

@@ -38,9 +38,7 @@ class GatedSoftmaxAttention final : public AttentionVariant {
                const std::vector<float*>&) override {
     Buf s = buffers(act, c.B, c.T);
     const int W = proj_width();
-    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+    rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
@@ -64,9 +62,7 @@ class GatedSoftmaxAttention final : public AttentionVariant {
     a.dk = dk;
     a.dv = dv;
     c.ops.attention_backward(a);
-    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
   }
 
  private:

@@ -39,9 +39,7 @@ class LssaAttention final : public AttentionVariant {
                const std::vector<float*>&) override {
     Buf s = buffers(act, c.B, c.T);
     const int W = proj_width();
-    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+    rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     std::vector<float> ci(size_t(c.T));  // c_i = log(i+1) / log(base), kept for the backward
     for (int i = 0; i < c.T; ++i) ci[size_t(i)] = std::log(float(i + 1)) / log_base_;
     c.ops.upload(s.c, ci.data(), ci.size() * sizeof(float));
@@ -65,9 +63,7 @@ class LssaAttention final : public AttentionVariant {
     a.dv = dv;
     c.ops.attention_backward(a);
     c.ops.scale_rows(dq, dq, s.c, 0, c.B, H_, c.T, D_);  // dq = c_i dq'
-    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
   }
 
  private:

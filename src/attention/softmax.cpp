@@ -3,11 +3,14 @@
 // Saved per layer: rotated q, k and v in (B,H,T,D), the output o and the row LSE.
 #include <cmath>
 
+#include "attention/common.h"
 #include "attention/registry.h"
 
 namespace tda {
 
 namespace {
+
+using namespace attn_util;
 
 class SoftmaxAttention final : public AttentionVariant {
  public:
@@ -24,9 +27,7 @@ class SoftmaxAttention final : public AttentionVariant {
                const std::vector<float*>&) override {
     Buffers s = buffers(act, c.B, c.T);
     const int W = proj_width();
-    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+    rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
@@ -45,9 +46,7 @@ class SoftmaxAttention final : public AttentionVariant {
     a.dk = dk;
     a.dv = dv;
     c.ops.attention_backward(a);
-    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
   }
 
  private:
@@ -59,15 +58,7 @@ class SoftmaxAttention final : public AttentionVariant {
     return Buffers{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
   }
   AttnArgs args(const AttnContext& c, const Buffers& s) const {
-    AttnArgs a;
-    a.math = AttnMath::kSoftmax;
-    a.B = c.B;
-    a.H = H_;
-    a.T = c.T;
-    a.q_start = c.q_start;
-    a.Dqk = D_;
-    a.Dv = D_;
-    a.scale = 1.0f / std::sqrt(float(D_));
+    AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

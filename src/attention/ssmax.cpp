@@ -39,9 +39,7 @@ class SsmaxAttention final : public AttentionVariant {
                const std::vector<float*>& extra) override {
     Buf s = buffers(act, c.B, c.T);
     const int W = proj_width();
-    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+    rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     // f_hi = s_h log(i+1) + b_h from the H scalars (host), kept for the backward; q' = f q
     const std::vector<float> sh = fetch(c.ops, extra[0], size_t(H_));
     const std::vector<float> bh =
@@ -80,9 +78,7 @@ class SsmaxAttention final : public AttentionVariant {
     c.ops.head_row_sum(dextra[0], qd, logn, 1.f, c.B, H_, c.T);
     if (cfg_.ssmax_bias) c.ops.head_row_sum(dextra[1], qd, nullptr, 1.f, c.B, H_, c.T);
     c.ops.scale_rows(dq, dq, s.f, c.T, c.B, H_, c.T, D_);  // dq = f dq'
-    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
   }
 
  private:

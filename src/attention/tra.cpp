@@ -43,9 +43,7 @@ class TraAttention final : public AttentionVariant {
     Buf s = buffers(act, c.B, c.T);
     const int W = proj_width();
     const size_t nr = size_t(c.B) * H_ * c.T;
-    c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, H_, D_);
+    rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     c.ops.l2norm_forward(s.q, s.qn, nr, D_);  // RoPE preserves norms: normalise after it
     c.ops.l2norm_forward(s.k, s.kn, nr, D_);
     const float beta = std::max(beta_value(c, extra), 0.f);  // beta_eff = max(beta, 0): tau >= 0
@@ -85,9 +83,7 @@ class TraAttention final : public AttentionVariant {
     }
     c.ops.l2norm_backward(dq, s.q, s.qn, nr, D_);
     c.ops.l2norm_backward(dk, s.k, s.kn, nr, D_);
-    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
-    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, H_, D_);
+    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
   }
 
  private:
