@@ -24,13 +24,6 @@
 namespace tda {
 
 namespace {
-volatile sig_atomic_t g_signal = 0;
-volatile sig_atomic_t g_signal_count = 0;
-extern "C" void on_gpu_launcher_signal(int sig) {
-  g_signal = sig;
-  g_signal_count = g_signal_count + 1;
-}
-
 // GPU ids for the workers: the launcher's own CUDA_VISIBLE_DEVICES list (so that
 // `CUDA_VISIBLE_DEVICES=4,5,6,7 tda train --gpus 4` uses those four), else 0..N-1.
 std::vector<std::string> worker_gpus(int n) {
@@ -72,15 +65,7 @@ int launch_gpu_workers(const LaunchOptions& opt) {
   for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
-  struct sigaction sa {};
-  sa.sa_handler = on_gpu_launcher_signal;  // no SA_RESTART: usleep/waitpid return to forward
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  g_signal = 0;
-  g_signal_count = 0;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  LauncherSignals signals;
 
   // The workers share one process group of their own (led by worker 0): a terminal's Ctrl-C
   // reaches only the launcher, which decides what the workers get.
@@ -99,8 +84,7 @@ int launch_gpu_workers(const LaunchOptions& opt) {
       ::setpgid(0, group);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
       if (::getppid() != launcher) ::_exit(1);
-      sigaction(SIGINT, &old_int, nullptr);
-      sigaction(SIGTERM, &old_term, nullptr);
+      signals.restore();
       ::setenv(kEnvNcclId, id.c_str(), 1);
       ::setenv(kEnvRank, std::to_string(r).c_str(), 1);
       ::setenv(kEnvWorld, std::to_string(n).c_str(), 1);
@@ -129,11 +113,11 @@ int launch_gpu_workers(const LaunchOptions& opt) {
       if (pids[size_t(r)] > 0) ::kill(pids[size_t(r)], SIGKILL);
   };
   while (alive > 0) {
-    while (handled < g_signal_count) {
+    while (handled < LauncherSignals::count()) {
       // First signal: the workers checkpoint at the end of the step and stop together.
       // A second one: stop now.
       if (++handled == 1)
-        for (int r = 0; r < n; ++r) ::kill(pids[size_t(r)], g_signal);
+        for (int r = 0; r < n; ++r) ::kill(pids[size_t(r)], LauncherSignals::last());
       else
         kill_all();
     }
@@ -155,11 +139,10 @@ int launch_gpu_workers(const LaunchOptions& opt) {
       kill_all();
     }
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  signals.restore();
 
   std::string why;
-  if (g_signal_count > 1 && first_gone < 0 && killed_all)
+  if (LauncherSignals::count() > 1 && first_gone < 0 && killed_all)
     why = "interrupted twice: workers stopped without a final checkpoint";
   if (why.empty() && first_gone >= 0) {
     // Prefer what the failed worker itself wrote; a worker killed from outside writes nothing.

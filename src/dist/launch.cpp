@@ -166,23 +166,14 @@ int launch_workers(const LaunchOptions& opt) {
   for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
-  struct sigaction sa {};
-  sa.sa_handler = on_launcher_signal;  // no SA_RESTART: waitpid returns EINTR to forward
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  g_signal = 0;
-  g_signal_count = 0;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  LauncherSignals signals;
 
   pid_t child = ::fork();
   TDA_CHECK(child >= 0, std::string("fork failed: ") + std::strerror(errno));
   if (child == 0) {
     ::setpgid(0, 0);                     // a terminal's Ctrl-C goes to the launcher only
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the launcher
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
+    signals.restore();
     ::execv(argv[0], argv.data());
     std::fprintf(stderr, "error: cannot run %s: %s\n", argv[0], std::strerror(errno));
     ::_exit(127);
@@ -197,7 +188,8 @@ int launch_workers(const LaunchOptions& opt) {
     pid_t w = ::waitpid(child, &st, WNOHANG);
     TDA_CHECK(w >= 0 || errno == EINTR, std::string("waitpid failed: ") + std::strerror(errno));
     if (w == child) break;
-    while (handled < g_signal_count) forward_signal(opt, child, g_signal, ++handled);
+    while (handled < LauncherSignals::count())
+      forward_signal(opt, child, LauncherSignals::last(), ++handled);
     for (int r = 0; r < opt.procs; ++r) {
       if (pids[size_t(r)] == 0) pids[size_t(r)] = read_pid(opt.worker_dir, r);
       if (pids[size_t(r)] > 0 && !gone[size_t(r)] && ::kill(pids[size_t(r)], 0) != 0) {
@@ -207,11 +199,10 @@ int launch_workers(const LaunchOptions& opt) {
     }
     ::usleep(20000);
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  signals.restore();
 
   std::string why;
-  if (g_signal_count > 1 && st != 0)
+  if (LauncherSignals::count() > 1 && st != 0)
     why = "interrupted twice: workers stopped without a final checkpoint";
   if (why.empty()) why = worker_failure(opt.worker_dir, opt.procs, first_gone, pids);
   remove_tree(opt.worker_dir);
@@ -219,6 +210,26 @@ int launch_workers(const LaunchOptions& opt) {
   if (why.empty()) why = describe_status(st);
   throw Error(why + "; all " + std::to_string(opt.procs) +
               " workers were stopped (checkpoints written before are intact: --resume auto)");
+}
+
+LauncherSignals::LauncherSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_launcher_signal;  // no SA_RESTART
+  sigemptyset(&sa.sa_mask);
+  g_signal = 0;
+  g_signal_count = 0;
+  sigaction(SIGINT, &sa, &old_int_);
+  sigaction(SIGTERM, &sa, &old_term_);
+}
+void LauncherSignals::restore() const {
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
+}
+int LauncherSignals::count() {
+  return g_signal_count;
+}
+int LauncherSignals::last() {
+  return g_signal;
 }
 
 bool WorkerRecord::active() {

@@ -1,6 +1,8 @@
 // Pieces shared by the two self-launchers in dist/ (launch.cpp: CPU ranks under mpirun;
 // gpu_launch.cpp: GPU workers forked directly). Not part of the public interface.
 #pragma once
+#include <signal.h>
+
 #include <string>
 #include <vector>
 
@@ -18,5 +20,22 @@ std::string worker_failure(const std::string& dir, int procs, int first_gone,
 void split_cores_between(int procs);
 
 std::string self_exe();  // this binary, from /proc/self/exe
+
+// SIGINT / SIGTERM caught while a launcher waits for its workers (no SA_RESTART, so waitpid and
+// usleep return early and the launcher can forward them). The previous handlers come back when
+// this goes out of scope, or in a forked child by restore().
+class LauncherSignals {
+ public:
+  LauncherSignals();
+  ~LauncherSignals() { restore(); }
+  LauncherSignals(const LauncherSignals&) = delete;
+  LauncherSignals& operator=(const LauncherSignals&) = delete;
+  void restore() const;
+  static int count();  // signals caught since construction
+  static int last();   // the latest one
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
 
 }  // namespace tda
