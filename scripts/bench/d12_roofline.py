@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Roofline cost model of one GPT-2-162M ("d12") training step on tda's CUDA backend.
+
+ESTIMATE (roofline, not measured). No GPU has run this code; every number below is
+max(FLOPs / peak, bytes / HBM bandwidth) per kernel call, summed: a lower bound on time that
+ignores launch latency, host syncs, caches, occupancy and how close a kernel gets to peak.
+
+The call sequence is read off the code: src/model/gpt2.cpp (layer loop), src/attention/
+softmax.cpp and tda.cpp (glue), src/backend/cuda/cuda_ops.cu + gemm.cu (matmuls: cublasSgemm
+without TF32 for --dtype fp32; for bf16 each activation operand is cast by its own kernel and
+weights come from one bf16 copy, cublasGemmEx fp32 out), kernels/*.cu (traffic per kernel).
+Bytes are compulsory: every tensor a call touches, read or written once (a read-modify-write
+counts twice). Attention rows also give the upper bound where every streamed 64-row K/V (or
+Q/dO) tile is re-read from DRAM per block, with no L2 reuse.
+Usage: d12_roofline.py [--kind softmax|tda] [--skip F] [--B 16] [--T 1024] [--dtype both]
+       [--markdown]
+"""
+import argparse
+
+TAG = "estimate (roofline, not measured)"
+# Dense datasheet peaks (FLOP/s) and HBM bandwidth (B/s). "sgemm" is cublasSgemm under
+# CUBLAS_DEFAULT_MATH: plain fp32 FMA units, no TF32 (A100 TF32 would be 156e12; unused).
+GPUS = {
+    "A100": dict(name="A100-SXM4-80GB", bf16=312e12, sgemm=19.5e12, fp32=19.5e12, fp64=9.7e12,
+                 bw=2.039e12),
+    "H100": dict(name="H100-SXM5", bf16=989e12, sgemm=67e12, fp32=67e12, fp64=34e12, bw=3.35e12),
+}
+C, H, D, L, V, VR = 768, 12, 64, 12, 50304, 50257  # configs/gpt2_162m/base.json
+F = 4 * C
+STEP_TOKENS = 524288
+LM_CHUNK = 256  # kLmHeadChunkRows (src/backend/cuda/cuda_ops.h)
+TILE = 64  # attention tile (kTile in attention_tc.cuh)
+
+
+def n_params(kind):
+    """Parameter count and tensor count (one adamw launch per tensor) as GPT2's constructor."""
+    w = (5 if kind == "tda" else 3) * C
+    extra = [1, 1, D] if kind == "tda" else []  # lambda, beta (learn_beta in tda.json), gamma
+    per_layer = 2 * C + w * C + C * C + 2 * F * C + sum(extra)
+    return 2 * V * C + L * per_layer + C, 3 + L * (6 + len(extra))
+
+
+def micro_rows(a, dtype):
+    """Kernel call types of one forward + backward: (name, phase, calls, flops, bytes, pipe, ub)."""
+    B, T, tda = a.B, a.T, a.kind == "tda"
+    N = B * T
+    NC, nr, W = N * C, B * H * T, (5 if tda else 3) * C
+    f4 = 4  # fp32 bytes
+    bf = dtype == "bf16"
+    rows = []
+
+    def add(name, phase, calls, flops, nbytes, pipe="fp32", ub=None):
+        rows.append((name, phase, calls, flops, nbytes, pipe, ub))
+
+    def gemm(name, phase, calls, M, Nn, K, beta=0, sgemm_only=False):
+        # C(M,Nn) = A(M,K) B(K,Nn): inputs once, fp32 output written (and read when beta = 1)
+        low = bf and not sgemm_only
+        api = "GemmEx bf16" if low else "Sgemm fp32"
+        add(f"{name} {M}x{Nn}x{K} ({api})", phase, calls, 2 * M * Nn * K,
+            (M * K + K * Nn) * (2 if low else 4) + M * Nn * f4 * (1 + beta),
+            "bf16" if low else "sgemm")
+
+    def rms(tag, phase_calls, rows_, width):
+        # forward: read x, write y (+rstd); backward: dx kernel reads dy, x and read-modify-
+        # writes dx; the dw kernel reads dy and x again; then a small sum over 32-row chunks.
+        n, ch = rows_ * width, -(-rows_ // 32)
+        fw, bw_ = phase_calls
+        add(f"rmsnorm_forward {tag}", "fwd", fw, 4 * n, (2 * n + rows_ + width) * f4)
+        add(f"rmsnorm_backward_dx {tag}", "bwd", bw_, 7 * n, (4 * n + rows_ + width) * f4)
+        add(f"rmsnorm_dw_partial {tag}", "bwd", bw_, 3 * n, (2 * n + rows_ + ch * width) * f4)
+        add(f"rmsnorm_dw_sum {tag}", "bwd", bw_, ch * width, (ch * width + 2 * width) * f4)
+
+    # --- trunk, forward then backward (gpt2.cpp); GELU/exp/tanh counted as ~1 FLOP each
+    add("embedding_forward", "fwd", 1, 0, N * 4 + 2 * NC * f4)
+    rms("(N x C)", (2 * L + 1, 2 * L + 1), N, C)
+    gemm("gemm c_attn fwd", "fwd", L, N, W, C)
+    gemm("gemm c_proj fwd", "fwd", L, N, C, C)
+    gemm("gemm c_fc fwd", "fwd", L, N, F, C)
+    gemm("gemm mlp_proj fwd", "fwd", L, N, C, F)
+    add("add_inplace (residual)", "fwd", 2 * L, NC, 3 * NC * f4)
+    add("gelu_forward", "fwd", L, 10 * N * F, 2 * N * F * f4)
+    for name, ci, oc in (("mlp_proj", F, C), ("c_fc", C, F), ("c_proj", C, C), ("c_attn", C, W)):
+        gemm(f"gemm {name} bwd dx", "bwd", L, N, ci, oc)
+        gemm(f"gemm {name} bwd dW", "bwd", L, oc, ci, N, beta=1)  # dW += : beta = 1
+    add("gelu_backward", "bwd", L, 20 * N * F, 3 * N * F * f4)
+    add("zero (dres)", "bwd", 1, 0, NC * f4)
+    add("embedding_backward", "bwd", 1, NC, (3 * NC + N) * f4)
+    if bf:  # one cast kernel per activation operand; weights come from the bf16 master copy
+        add("cast_to_bf16 (N x C act.)", "both", 8 * L, 0, NC * 6)  # ln1 atty ln2 + dres x2 + x3
+        add("cast_to_bf16 (N x 4C act.)", "both", 3 * L, 0, N * F * 6)  # fcg, dfc, fcg again
+        add("cast_to_bf16 (N x W dproj)", "bwd", L, 0, N * W * 6)
+
+    # --- LM head + loss (kernels/lm_head.cu): per 256-row chunk, always cublasSgemm (fp32)
+    ch, r = -(-N // LM_CHUNK), min(N, LM_CHUNK)
+    gemm("lm_head logits", "fwd", ch, r, V, C, sgemm_only=True)
+    add("softmax_xent (chunk)", "fwd", ch, 7 * r * VR, (2 * r * V + 2 * r) * f4,
+        ub=(4 * r * V + 2 * r) * f4)  # max, sum-exp, grad passes read the row 3 times
+    gemm("lm_head dx", "bwd", ch, r, C, V, sgemm_only=True)
+    gemm("lm_head dW", "bwd", ch, V, C, r, beta=1, sgemm_only=True)
+
+    # --- attention glue (softmax.cpp / common.cpp, tda.cpp) and kernels (attention_*.cu)
+    nqk = 4 if tda else 2
+    add("rope_forward", "fwd", nqk * L, 3 * NC, (2 * NC + T * D) * f4)
+    add("rope_backward", "bwd", nqk * L, 3 * NC, (2 * NC + T * D) * f4)
+    add("split_heads", "both", 2 * L, 0, 2 * NC * f4)  # v (fwd); dout or g (bwd)
+    add("merge_heads", "both", (3 if tda else 2) * L, 0, 2 * NC * f4)  # o, [o again], dv
+    nb = -(-T // TILE)
+    tpb = nb * (nb + 1) // 2  # (query block, key tile) pairs per (b, h) up to the diagonal
+    tiles, tile = B * H * tpb, TILE * D * f4  # one fp32 tile, rounded to bf16 in shared memory
+    pt = 2 * TILE * TILE * D  # FLOPs of one 64x64xD mma product (masked entries computed too)
+    if not tda:
+        # fwd: S = QK^T, O += PV (2 products/tile); reads q,k,v, writes o and the row LSE
+        add("attn fwd (softmax)", "fwd", L, 2 * tiles * pt, (4 * NC + nr) * f4, "bf16",
+            ub=B * H * (nb + 2 * tpb) * tile + (NC + nr) * f4)
+        add("attn bwd rowdot D=g.o", "bwd", L, 2 * NC, (2 * NC + 2 * nr) * f4)
+        # dq: S, e = dO V^T, dq += dS K (3); reads q, g, k, v, LSE, D (2/row); writes dq
+        add("attn bwd dq (softmax)", "bwd", L, 3 * tiles * pt, (5 * NC + 3 * nr) * f4, "bf16",
+            ub=B * H * (2 * nb + 2 * tpb) * tile + (NC + 3 * nr) * f4)
+        # dk/dv: S^T, dv += P^T dO, e, dk += dS^T Q (4); writes dk, dv
+        add("attn bwd dk/dv (softmax)", "bwd", L, 4 * tiles * pt, (6 * NC + 3 * nr) * f4, "bf16",
+            ub=B * H * (2 * nb + 2 * tpb) * tile + (tiles * TILE * 3 + 2 * NC) * f4)
+    else:
+        live = 1.0 - a.skip  # a skipped tile pays only its two score products in every kernel
+        add("l2norm_forward (q1 k1 q2 k2)", "fwd", 4 * L, 3 * NC, (2 * NC + nr) * f4)
+        add("l2norm_backward", "bwd", 4 * L, 4 * NC, (3 * NC + nr) * f4)
+        rms("(head, NH x D)", (L, L), nr, D)
+        add("zero (dom)", "bwd", L, 0, NC * f4)
+        add("head_row_sum (dlambda, dbeta)", "bwd", 2 * L, nr, (nr + T) * f4)
+        # fwd: S1, S2, [O += (A1 - lambda A2) V]; reads q1 q2 k1 k2 v, tau; writes o
+        add(f"attn fwd (tda, skip {a.skip:g})", "fwd", L, (2 + live) * tiles * pt,
+            (6 * NC + T) * f4, "bf16", ub=B * H * (2 * nb + 3 * tpb) * tile + (NC + T) * f4)
+        # dq: S1, S2, [e, dq1, dq2]; writes dq1 dq2, drow_tau, drow_lambda (no rowdot kernel)
+        add(f"attn bwd dq (tda, skip {a.skip:g})", "bwd", L, (2 + 3 * live) * tiles * pt,
+            (8 * NC + 2 * nr + T) * f4, "bf16",
+            ub=B * H * (3 * nb + 3 * tpb) * tile + (2 * NC + 2 * nr + T) * f4)
+        # dk/dv: liveness S1, S2, then [S1, S2 again, dv, e, dk1, dk2]
+        add(f"attn bwd dk/dv (tda, skip {a.skip:g})", "bwd", L, (2 + 6 * live) * tiles * pt,
+            (9 * NC + T) * f4, "bf16",
+            ub=B * H * (3 * nb + 3 * tpb) * tile + (tiles * TILE + 3 * NC) * f4)
+    return rows
+
+
+def opt_rows(kind, dtype, ranks):
+    """Once per optimizer step (trainer.cpp, ZeRO-1 path of base.json); rank-local work."""
+    P, nt = n_params(kind)
+    sh = -(-P // ranks)  # ZeRO-1 shard (padded)
+    rows = [("zero_grad", "opt", 1, 0, 4 * P, "fp32", None),
+            ("sum_squares (fp64, shard)", "opt", 1, 2 * sh, 4 * sh, "fp64", None),
+            ("scale grads (only if clipped)", "opt", 1, sh, 8 * sh, "fp32", None),
+            ("adamw (per tensor, avg)", "opt", nt, 15 * sh / nt, 28 * sh / nt, "fp32", None)]
+    if ranks > 1 and sh * ranks != P:  # padded flat copy of grads and params (cudaMemcpy D2D)
+        rows.append(("flat copies (P % ranks != 0)", "opt", 1, 0, 4 * 2 * (2 * P + sh), "fp32",
+                     None))
+    if dtype == "bf16":  # weights_changed(): the whole master buffer, wte and lm_head included
+        rows.append(("cast_to_bf16 weights", "opt", 1, 0, 6 * P, "fp32", None))
+    return rows
+
+
+def t_row(row, g, upper=False):
+    _, _, _, flops, nbytes, pipe, ub = row
+    return max(flops / g[pipe], (ub if upper and ub else nbytes) / g["bw"])
+
+
+def total(rows, g, upper=False):
+    return sum(r[2] * t_row(r, g, upper) for r in rows)
+
+
+def table(headers, body, md):
+    if md:
+        out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        out += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+    else:
+        w = [max(len(str(x)) for x in col) for col in zip(headers, *body)]
+        out = ["  ".join(str(c).rjust(n) if i else str(c).ljust(n)
+                         for i, (c, n) in enumerate(zip(row, w))) for row in [headers] + body]
+    print("\n".join(out) + "\n")
+
+
+def title(text, md):
+    print(f"### {text}\n" if md else f"== {text} ==")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kind", choices=["softmax", "tda"], default="softmax")
+    ap.add_argument("--skip", type=float, default=0.0, help="tda: fraction of skipped tiles")
+    ap.add_argument("--B", type=int, default=16)
+    ap.add_argument("--T", type=int, default=1024)
+    ap.add_argument("--dtype", choices=["fp32", "bf16", "both"], default="both")
+    ap.add_argument("--markdown", action="store_true")
+    a = ap.parse_args()
+    if not 0.0 <= a.skip <= 1.0 or a.B < 1 or a.T < 1:
+        ap.error("need 0 <= --skip <= 1, --B >= 1, --T >= 1")
+    if a.kind == "softmax":
+        a.skip = 0.0
+    md, dtypes = a.markdown, ["fp32", "bf16"] if a.dtype == "both" else [a.dtype]
+    A, Hh = GPUS["A100"], GPUS["H100"]
+    cfg = f"{a.kind}, B={a.B}, T={a.T}" + (f", skip={a.skip:g}" if a.kind == "tda" else "")
+    for dt in dtypes:
+        rows = micro_rows(a, dt)
+        body = []
+        for r in rows:
+            name, phase, calls, flops, nbytes, pipe, ub = r
+            body.append([name, phase, calls, f"{flops / 1e9:.3f}", f"{nbytes / 1e6:.2f}",
+                         f"{ub / 1e6:.1f}" if ub else "", f"{flops / nbytes:.1f}", pipe,
+                         f"{t_row(r, A) * 1e6:.1f}", f"{t_row(r, Hh) * 1e6:.1f}",
+                         f"{calls * t_row(r, A) * 1e3:.3f}", f"{calls * t_row(r, Hh) * 1e3:.3f}"])
+        title(f"d12 micro-step kernels, {cfg}, --dtype {dt}: {TAG}", md)
+        table(["kernel call", "phase", "calls", "GFLOP/call", "MB/call", "MB/call, no L2 reuse",
+               "FLOP/B", "peak", "A100 us/call", "H100 us/call", "A100 ms", "H100 ms"], body, md)
+        print(f"{TAG}: {sum(r[2] for r in rows)} kernel calls per micro-step (cuBLAS may launch "
+              f"more than one kernel per GEMM call); A100 = {A['name']}, H100 = {Hh['name']}.\n")
+        body = [[f"{n} (x{ranks} GPUs)", calls, f"{flops / 1e9:.3f}", f"{nbytes / 1e6:.1f}", pipe,
+                 f"{calls * t_row(r, A) * 1e3:.3f}", f"{calls * t_row(r, Hh) * 1e3:.3f}"]
+                for ranks in (1, 8) for r in opt_rows(a.kind, dt, ranks)
+                for n, _, calls, flops, nbytes, pipe, _ in [r]]
+        title(f"optimizer step kernels (once per step, per GPU), --dtype {dt}: {TAG}", md)
+        table(["kernel call", "calls", "GFLOP/call", "MB/call", "peak", "A100 ms", "H100 ms"],
+              body, md)
+    # Totals: micro-steps per optimizer step on 1 and on 8 GPUs, plus the optimizer work.
+    P, _ = n_params(a.kind)
+    per_tok = 3 * (2 * (P - V * C) + 4 * (a.T / 2) * C * L)  # GPT2::train_flops_per_token
+    body = []
+    for dt in dtypes:
+        rows = micro_rows(a, dt)
+        for key, g in GPUS.items():
+            tm, tu = total(rows, g), total(rows, g, upper=True)
+            t1 = STEP_TOKENS / (a.B * a.T) * tm + total(opt_rows(a.kind, dt, 1), g)
+            t8 = STEP_TOKENS / (a.B * a.T * 8) * tm + total(opt_rows(a.kind, dt, 8), g)
+            tok1, tok8 = STEP_TOKENS / t1, STEP_TOKENS / t8
+            body.append([key, dt, f"{tm * 1e3:.2f}", f"{tu * 1e3:.2f}", f"{t1 * 1e3:.0f}",
+                         f"{tok1:,.0f}", f"{t8 * 1e3:.1f}", f"{tok8:,.0f}",
+                         f"{100 * per_tok * tok1 / g['bf16']:.1f}%"])
+    title(f"d12 totals, {cfg}, {STEP_TOKENS} tokens/step: {TAG}", md)
+    table(["GPU", "dtype", "ms/micro-step", "ms/micro (no K/V reuse)", "ms/step 1 GPU",
+           "tokens/s 1 GPU", "ms/step 8 GPUs (each)", "tokens/s 8 GPUs (all)",
+           "MFU 1 GPU (vs bf16 peak)"], body, md)
+    print(f"{TAG}: 1 GPU = {STEP_TOKENS / (a.B * a.T):g} micro-steps/step, 8 GPUs = "
+          f"{STEP_TOKENS / (a.B * a.T * 8):g} per GPU (ZeRO-1 optimizer on a 1/8 shard; "
+          f"NCCL reduce-scatter/all-gather not modelled). MFU uses train_flops_per_token = "
+          f"{per_tok / 1e6:.1f} MFLOP/token (docs/perf.md), P = {P:,}.\n")
+    if a.kind == "tda":  # how tile skipping moves the attention kernels and the total
+        body = []
+        for s in sorted({0.0, 0.5, 0.9, a.skip}):
+            b = argparse.Namespace(**{**vars(a), "skip": s})
+            for dt in dtypes:
+                rows = micro_rows(b, dt)
+                att = [r for r in rows if r[0].startswith("attn")]
+                body.append([f"{s:g}", dt] + [f"{total(x, g) * 1e3:.2f}" for g in (A, Hh)
+                                              for x in (att, rows)])
+        title(f"tda tile skipping, ms per micro-step: {TAG}", md)
+        table(["skip", "dtype", "A100 attn kernels", "A100 total", "H100 attn kernels",
+               "H100 total"], body, md)
+
+
+if __name__ == "__main__":
+    main()
