@@ -3,8 +3,8 @@
 # and keeps ptxas's register/spill report in build-cuda/ptxas.log. Also compiles the NCCL
 # communicator (src/dist/nccl_communicator.cpp) against the real <nccl.h> and links it into a
 # shared object with -lnccl -lcudart, checking that every NCCL/CUDA function it calls is exported
-# by the installed libraries. Then links build-cuda/tda (the real CUDA backend, cudart + cuBLAS)
-# with CMake -DTDA_CUDA=ON. Needs the CUDA toolkit and NCCL, not a GPU.
+# by the installed libraries. Then links build-cuda/tda (the real CUDA backend, cudart +
+# cuBLASLt) with CMake -DTDA_CUDA=ON. Needs the CUDA toolkit and NCCL, not a GPU.
 # Usage: scripts/build_cuda.sh   (NVCC=/path/to/nvcc, BUILD_DIR=..., NCCL_HOME=..., SKIP_LINK=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,7 +82,7 @@ grep -E "Compiling entry|Used [0-9]+ registers|spill" "$LOG" || true
 echo "[build_cuda] ok: ${#sources[@]} file(s), ptxas report in $LOG"
 
 # The GPU binary: CMake with TDA_CUDA=ON compiles the same sources with nvcc and links tda
-# against cudart + cuBLAS (compile and link only; running it needs a GPU).
+# against cudart + cuBLASLt (compile and link only; running it needs a GPU).
 if [ "${SKIP_LINK:-0}" != 1 ]; then
   echo "[build_cuda] linking $BUILD_DIR/tda (cmake -DTDA_CUDA=ON)"
   cmake -S . -B "$BUILD_DIR/cmake" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \

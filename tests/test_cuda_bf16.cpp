@@ -1,4 +1,4 @@
-// bf16 building blocks of the CUDA backend (kernels/cast.cu, tda::cuda::gemm_bf16), emulated.
+// bf16 building blocks of the CUDA backend (kernels/cast.cu, the bf16 tda::cuda::gemm), emulated.
 #include <cblas.h>
 
 #ifndef TDA_CUDA_EMU
@@ -35,7 +35,7 @@ TEST_CASE("cuda: bf16 casts round to nearest even and widen exactly", "[cuda][em
   CHECK(std::memcmp(b1.data(), b2.data(), n * sizeof(__nv_bfloat16)) == 0);
 }
 
-TEST_CASE("cuda: gemm_bf16 is the fp32 GEMM of the rounded inputs", "[cuda][emu]") {
+TEST_CASE("cuda: the bf16 gemm is the fp32 GEMM of the rounded inputs", "[cuda][emu]") {
   const int M = 37, N = 70, K = 100;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
@@ -48,7 +48,7 @@ TEST_CASE("cuda: gemm_bf16 is the fp32 GEMM of the rounded inputs", "[cuda][emu]
       cuda::cast_to_float(ar.get(), ha.get(), a.size());
       cuda::cast_to_float(br.get(), hb.get(), b.size());
       const int lda = ta ? M : K, ldb = tb ? K : N;
-      cuda::gemm_bf16(ta, tb, M, N, K, 0.5f, ha.get(), lda, hb.get(), ldb, 1.0f, gc.get(), N);
+      cuda::gemm(ta, tb, M, N, K, 0.5f, ha.get(), lda, hb.get(), ldb, 1.0f, gc.get(), N);
       auto ra = ar.to_host(), rb = br.to_host(), ref = c0;
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
                   N, K, 0.5f, ra.data(), lda, rb.data(), ldb, 1.0f, ref.data(), N);

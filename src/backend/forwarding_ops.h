@@ -17,6 +17,14 @@ class ForwardingOps : public Ops {
                        int C, int OC, bool acc) override {
     in_.matmul_backward(dx, dW, dy, x, W, N, C, OC, acc);
   }
+  void matmul_gelu_forward(float* y, float* pre, const float* x, const float* W, int N, int C,
+                           int OC) override {
+    in_.matmul_gelu_forward(y, pre, x, W, N, C, OC);
+  }
+  void matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,
+                             const float* W, const float* pre, int N, int C, int OC) override {
+    in_.matmul_backward_dgelu(dpre, dW, dy, x, W, pre, N, C, OC);
+  }
   void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
                        float eps) override {
     in_.rmsnorm_forward(y, rstd, x, w, N, C, eps);

@@ -1,16 +1,27 @@
-// The Ops memory defaults: plain host memory, so the CPU backend's buffers are ordinary
-// arrays (no copies beyond what the caller asks for).
+// The Ops defaults: the fused MLP GELU matmuls as their unfused parts, and plain host memory,
+// so the CPU backend's buffers are ordinary arrays (no copies beyond what the caller asks for).
 #include "backend/ops.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-
 #include <string>
 
 #include "core/error.h"
 
 namespace tda {
+
+void Ops::matmul_gelu_forward(float* y, float* pre, const float* x, const float* W, int N, int C,
+                              int OC) {
+  matmul_forward(pre, x, W, N, C, OC);
+  gelu_forward(y, pre, size_t(N) * size_t(OC));
+}
+
+void Ops::matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,
+                                const float* W, const float* pre, int N, int C, int OC) {
+  matmul_backward(dpre, dW, dy, x, W, N, C, OC, false);
+  gelu_backward(dpre, pre, dpre, size_t(N) * size_t(C));
+}
 
 void* Ops::alloc_bytes(size_t bytes) {
   constexpr size_t kAlign = 64;  // a cache line; AVX-512 loads never straddle two
@@ -21,7 +32,9 @@ void* Ops::alloc_bytes(size_t bytes) {
   return p;
 }
 
-void Ops::free_bytes(void* p) { std::free(p); }
+void Ops::free_bytes(void* p) {
+  std::free(p);
+}
 
 void Ops::upload(void* dst, const void* host_src, size_t bytes) {
   if (bytes) std::memcpy(dst, host_src, bytes);

@@ -110,6 +110,16 @@ class Ops {
   // dx or dW may be null to skip that product.
   virtual void matmul_backward(float* dx, float* dW, const float* dy, const float* x,
                                const float* W, int N, int C, int OC, bool accumulate_dx) = 0;
+  // The two ends of the MLP's GELU, for backends that fuse it into the GEMM (CUDA: cuBLASLt's
+  // GELU_AUX / DGELU epilogues) and save a pass over the (N, 4C) activation. The defaults in
+  // ops.cpp compose matmul_* and gelu_* above, so CpuOps is the reference for both.
+  // pre(N,OC) = x(N,C) W(OC,C)^T;  y = gelu(pre)  (tanh form, as gelu_forward).
+  virtual void matmul_gelu_forward(float* y, float* pre, const float* x, const float* W, int N,
+                                   int C, int OC);
+  // dpre(N,C) = (dy(N,OC) W(OC,C)) * gelu'(pre(N,C))  (overwrite);  dW(OC,C) += dy^T x, skipped
+  // when dW is null. x is this matmul's input, i.e. gelu(pre) as the forward stored it.
+  virtual void matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,
+                                     const float* W, const float* pre, int N, int C, int OC);
 
   // RMSNorm over the last dim C: y = w * x / rms(x), rstd(N) = 1/sqrt(mean(x^2)+eps) saved.
   virtual void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,

@@ -102,8 +102,8 @@ void Generator::forward_chunk(const int32_t* tokens, int n) {
     ops_.matmul_forward(xmid_.data(), y_.data() + size_t(pos) * C, L.c_proj, n, C, C);
     ops_.add_inplace(xmid_.data(), x, nC);
     ops_.rmsnorm_forward(ln_.data(), rstd_.data(), xmid_.data(), L.ln2, n, C, eps);
-    ops_.matmul_forward(fc_.data(), ln_.data(), L.c_fc, n, C, 4 * C);
-    ops_.gelu_forward(fcg_.data(), fc_.data(), nC * 4);
+    // The same fused op as GPT2's forward, so that decoding matches it on every backend.
+    ops_.matmul_gelu_forward(fcg_.data(), fc_.data(), ln_.data(), L.c_fc, n, C, 4 * C);
     ops_.matmul_forward(x, fcg_.data(), L.mlp_proj, n, 4 * C, C);
     ops_.add_inplace(x, xmid_.data(), nC);
   }

@@ -157,8 +157,7 @@ void GPT2::forward_trunk(const int32_t* inputs) {
     ops_.matmul_forward(xmid, atty, P + L.c_proj, N, C, C);
     ops_.add_inplace(xmid, x, NC);
     ops_.rmsnorm_forward(ln2, rstd2_ + size_t(l) * N, xmid, P + L.ln2, N, C, eps);
-    ops_.matmul_forward(fc, ln2, P + L.c_fc, N, C, 4 * C);
-    ops_.gelu_forward(fcg, fc, NC * 4);
+    ops_.matmul_gelu_forward(fcg, fc, ln2, P + L.c_fc, N, C, 4 * C);
     ops_.matmul_forward(xout, fcg, P + L.mlp_proj, N, 4 * C, C);
     ops_.add_inplace(xout, xmid, NC);
   }
@@ -212,8 +211,7 @@ void GPT2::backward() {
     float* fc = fc_ + l * NC * 4;
     float* fcg = fcg_ + l * NC * 4;
     // x_out = xmid + gelu(ln2 Wfc^T) Wp^T: dres is d x_out and also (residual) part of d xmid.
-    ops_.matmul_backward(dfc_, G + L.mlp_proj, dres, fcg, P + L.mlp_proj, N, 4 * C, C, false);
-    ops_.gelu_backward(dfc_, fc, dfc_, NC * 4);
+    ops_.matmul_backward_dgelu(dfc_, G + L.mlp_proj, dres, fcg, P + L.mlp_proj, fc, N, 4 * C, C);
     ops_.matmul_backward(dbuf_, G + L.c_fc, dfc_, ln2, P + L.c_fc, N, C, 4 * C, false);
     ops_.rmsnorm_backward(dres, G + L.ln2, dbuf_, xmid, P + L.ln2, rstd2_ + size_t(l) * N, N, C);
     // xmid = x + attn(ln1) Wo^T
@@ -226,7 +224,9 @@ void GPT2::backward() {
   ops_.embedding_backward(G + wte_, dres, inputs_, N, C);
 }
 
-void GPT2::zero_grad() { ops_.zero(grads_.data(), grads_.size()); }
+void GPT2::zero_grad() {
+  ops_.zero(grads_.data(), grads_.size());
+}
 
 // Per token, forward+backward = 3x forward. Forward matmul FLOPs: 2 per multiply-add over every
 // weight except the embedding (a lookup), i.e. 2 (N_params - wte). Attention adds the score and

@@ -1,4 +1,4 @@
-// CudaOps: the Ops interface on device pointers. Matmuls through tda::cuda::gemm (cuBLAS on a
+// CudaOps: the Ops interface on device pointers. Matmuls through tda::cuda::gemm (cuBLASLt on a
 // GPU, the CPU SGEMM under the emulator), everything else through the kernels/*.cu wrappers.
 #include <algorithm>
 #include <cstdio>
@@ -50,36 +50,61 @@ const void* CudaOps::bf16_operand(const float* x, size_t n, int slot) {
   return b;
 }
 
-// y(N,OC) = x(N,C) W(OC,C)^T
-void CudaOps::matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) {
+namespace {
+const __nv_bfloat16* bf16(const void* p) {
+  return static_cast<const __nv_bfloat16*>(p);
+}
+}  // namespace
+
+// y(N,OC) = epilogue(x(N,C) W(OC,C)^T), aux = pre (see cuda::Epilogue)
+void CudaOps::matmul_forward_ep(float* y, const float* x, const float* W, int N, int C, int OC,
+                                cuda::Epilogue ep, float* pre) {
   if (bf16_) {
-    const auto* xb = static_cast<const __nv_bfloat16*>(bf16_operand(x, size_t(N) * C, 0));
-    const auto* Wb = static_cast<const __nv_bfloat16*>(bf16_operand(W, size_t(OC) * C, 1));
-    cuda::gemm_bf16(false, true, N, OC, C, 1.0f, xb, C, Wb, C, 0.0f, y, OC);
+    const auto* xb = bf16(bf16_operand(x, size_t(N) * C, 0));
+    const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
+    cuda::gemm(false, true, N, OC, C, 1.0f, xb, C, Wb, C, 0.0f, y, OC, ep, pre, OC);
     return;
   }
-  cuda::gemm(false, true, N, OC, C, 1.0f, x, C, W, C, 0.0f, y, OC);
+  cuda::gemm(false, true, N, OC, C, 1.0f, x, C, W, C, 0.0f, y, OC, ep, pre, OC);
 }
 
-// dx = dy W  (N,OC)x(OC,C), overwritten or accumulated;  dW += dy^T x  (OC,N)x(N,C)
-void CudaOps::matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
-                              int N, int C, int OC, bool accumulate_dx) {
+// dx = epilogue(dy W)  (N,OC)x(OC,C), overwritten or accumulated;  dW += dy^T x  (OC,N)x(N,C)
+void CudaOps::matmul_backward_ep(float* dx, float* dW, const float* dy, const float* x,
+                                 const float* W, int N, int C, int OC, bool accumulate_dx,
+                                 cuda::Epilogue ep, const float* pre) {
+  const float beta_dx = accumulate_dx ? 1.0f : 0.0f;
+  // cuBLASLt reads the DGELU aux; gemm() takes it as float* because GELU_AUX writes it.
+  float* aux = const_cast<float*>(pre);
   if (bf16_) {
-    const auto* dyb = static_cast<const __nv_bfloat16*>(bf16_operand(dy, size_t(N) * OC, 0));
+    const auto* dyb = bf16(bf16_operand(dy, size_t(N) * OC, 0));
     if (dx) {
-      const auto* Wb = static_cast<const __nv_bfloat16*>(bf16_operand(W, size_t(OC) * C, 1));
-      cuda::gemm_bf16(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, accumulate_dx ? 1.0f : 0.0f, dx,
-                      C);
+      const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
+      cuda::gemm(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, beta_dx, dx, C, ep, aux, C);
     }
     if (dW) {
-      const auto* xb = static_cast<const __nv_bfloat16*>(bf16_operand(x, size_t(N) * C, 2));
-      cuda::gemm_bf16(true, false, OC, C, N, 1.0f, dyb, OC, xb, C, 1.0f, dW, C);
+      const auto* xb = bf16(bf16_operand(x, size_t(N) * C, 2));
+      cuda::gemm(true, false, OC, C, N, 1.0f, dyb, OC, xb, C, 1.0f, dW, C);
     }
     return;
   }
-  if (dx)
-    cuda::gemm(false, false, N, C, OC, 1.0f, dy, OC, W, C, accumulate_dx ? 1.0f : 0.0f, dx, C);
+  if (dx) cuda::gemm(false, false, N, C, OC, 1.0f, dy, OC, W, C, beta_dx, dx, C, ep, aux, C);
   if (dW) cuda::gemm(true, false, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dW, C);
+}
+
+void CudaOps::matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) {
+  matmul_forward_ep(y, x, W, N, C, OC, cuda::Epilogue::kNone, nullptr);
+}
+void CudaOps::matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
+                              int N, int C, int OC, bool accumulate_dx) {
+  matmul_backward_ep(dx, dW, dy, x, W, N, C, OC, accumulate_dx, cuda::Epilogue::kNone, nullptr);
+}
+void CudaOps::matmul_gelu_forward(float* y, float* pre, const float* x, const float* W, int N,
+                                  int C, int OC) {
+  matmul_forward_ep(y, x, W, N, C, OC, cuda::Epilogue::kGeluAux, pre);
+}
+void CudaOps::matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,
+                                    const float* W, const float* pre, int N, int C, int OC) {
+  matmul_backward_ep(dpre, dW, dy, x, W, N, C, OC, false, cuda::Epilogue::kDgelu, pre);
 }
 
 void CudaOps::rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,

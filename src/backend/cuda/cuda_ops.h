@@ -15,6 +15,8 @@
 namespace tda {
 
 namespace cuda {
+enum class Epilogue;  // gemm.h
+
 // Host wrappers of the kernels (each launches on the backend stream and throws tda::Error on a
 // launch error). Scratch arguments are device buffers of the size the *_scratch() helper names.
 void gelu_forward(float* y, const float* x, size_t n);
@@ -94,6 +96,11 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) override;
   void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W, int N,
                        int C, int OC, bool accumulate_dx) override;
+  // cuBLASLt GELU_AUX / DGELU epilogues (gemm.h), fp32 or bf16 inputs like the two above.
+  void matmul_gelu_forward(float* y, float* pre, const float* x, const float* W, int N, int C,
+                           int OC) override;
+  void matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,
+                             const float* W, const float* pre, int N, int C, int OC) override;
   void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
                        float eps) override;
   void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
@@ -150,8 +157,8 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
 
-  // bf16 matmuls: cast kernels (kernels/cast.cu) into bf16 buffers, then gemm_bf16 (cuBLAS
-  // GemmEx, bf16 in, fp32 accumulate and out). Weights come from one bf16 copy of the master
+  // bf16 matmuls: cast kernels (kernels/cast.cu) into bf16 buffers, then the bf16 gemm
+  // (cuBLASLt, bf16 in, fp32 accumulate and out). Weights come from one bf16 copy of the master
   // buffer, refreshed by weights_changed(); activations are cast at each GEMM input.
   void enable_bf16_matmuls(const float* master, size_t n) override;
   void weights_changed() override;
@@ -160,6 +167,12 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   // A bf16 view of x (n floats): the master copy if x lies in the master buffer, else x cast
   // into activation buffer `slot` (0..2, one per operand of a call).
   const void* bf16_operand(const float* x, size_t n, int slot);
+  // The matmul_* methods with the epilogue as an argument (fp32 or bf16 inputs by bf16_).
+  void matmul_forward_ep(float* y, const float* x, const float* W, int N, int C, int OC,
+                         cuda::Epilogue ep, float* pre);
+  void matmul_backward_ep(float* dx, float* dW, const float* dy, const float* x, const float* W,
+                          int N, int C, int OC, bool accumulate_dx, cuda::Epilogue ep,
+                          const float* pre);
   bool bf16_ = false;
   const float* master_ = nullptr;
   size_t master_n_ = 0;

@@ -1,14 +1,20 @@
-// tda::cuda::gemm: cuBLAS on a GPU, OpenBLAS under the emulator (see gemm.h).
+// tda::cuda::gemm: cuBLASLt on a GPU, OpenBLAS under the emulator; an epilogue that cuBLASLt
+// does not fuse runs as the GELU kernels after the product, on both (see gemm.h).
 #include "backend/cuda/gemm.h"
 
 #if defined(__CUDACC__)
-#include <cublas_v2.h>
+#include <type_traits>
+
+#include "backend/cuda/gemm_lt.h"
 #else
 #include <cblas.h>
-#endif
 
 #include <vector>
+#endif
 
+#include <cstdint>
+
+#include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
 
 namespace tda::cuda {
@@ -19,80 +25,99 @@ void check(cudaError_t err, const char* what) {
               cudaGetErrorString(err));
 }
 
-#if defined(__CUDACC__)
 namespace {
-cublasHandle_t handle() {
-  static cublasHandle_t h = [] {
-    cublasHandle_t c = nullptr;
-    TDA_CHECK(cublasCreate(&c) == CUBLAS_STATUS_SUCCESS, "cuda: cublasCreate failed");
-    // Default math: cublasSgemm stays plain fp32 (no TF32 rounding unless the environment sets
-    // NVIDIA_TF32_OVERRIDE=1), while cublasGemmEx on bf16 may use tensor cores.
-    TDA_CHECK(cublasSetMathMode(c, CUBLAS_DEFAULT_MATH) == CUBLAS_STATUS_SUCCESS,
-              "cuda: cublasSetMathMode failed");
-    return c;
-  }();
-  return h;
-}
-}  // namespace
 
-// cuBLAS is column-major: a row-major (M,N) C is a column-major (N,M) C^T = op(B)^T op(A)^T, so
-// the operands swap places and keep their own transposition flags.
-void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc) {
-  if (M == 0 || N == 0) return;
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  TDA_CHECK(cublasSetStream(handle(), stream()) == CUBLAS_STATUS_SUCCESS,
-            "cuda: cublasSetStream failed");
-  const cublasStatus_t st =
-      cublasSgemm(handle(), op_b, op_a, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc);
-  TDA_CHECK(st == CUBLAS_STATUS_SUCCESS,
-            "cuda: cublasSgemm failed (status " + std::to_string(int(st)) + ")");
+// Epilogue calls this entry point leaves undefined (beta != 0: GELU of an accumulated sum) or
+// that would race on a GPU (aux overlapping C) fail here, on both builds alike.
+void check_epilogue(int M, int N, float beta, const float* C, int ldc, Epilogue ep,
+                    const float* aux, int ld_aux) {
+  if (ep == Epilogue::kNone) return;
+  TDA_CHECK(beta == 0.0f, "cuda: gemm: a GELU epilogue needs beta == 0");
+  TDA_CHECK(aux && ld_aux >= N, "cuda: gemm: a GELU epilogue needs aux (M,N), ld_aux >= N");
+  const auto c0 = reinterpret_cast<uintptr_t>(C), a0 = reinterpret_cast<uintptr_t>(aux);
+  const uintptr_t c1 = c0 + (size_t(M - 1) * ldc + N) * sizeof(float);
+  const uintptr_t a1 = a0 + (size_t(M - 1) * ld_aux + N) * sizeof(float);
+  TDA_CHECK(c1 <= a0 || a1 <= c0, "cuda: gemm: the epilogue's aux overlaps C");
 }
 
-void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
-               int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
-  if (M == 0 || N == 0) return;
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  TDA_CHECK(cublasSetStream(handle(), stream()) == CUBLAS_STATUS_SUCCESS,
-            "cuda: cublasSetStream failed");
-  const cublasStatus_t st =
-      cublasGemmEx(handle(), op_b, op_a, N, M, K, &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda,
-                   &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  TDA_CHECK(st == CUBLAS_STATUS_SUCCESS,
-            "cuda: cublasGemmEx failed (status " + std::to_string(int(st)) + ")");
+// The epilogue as pointwise kernels over the product already in C (kDgelu) or in aux
+// (kGeluAux): one launch over dense rows, one per row otherwise.
+void epilogue_kernels(Epilogue ep, int M, int N, float* C, int ldc, const float* aux, int ld_aux) {
+  if (ep == Epilogue::kNone) return;
+  const bool dense = ldc == N && ld_aux == N;
+  const int launches = dense ? 1 : M;
+  const size_t n = dense ? size_t(M) * N : size_t(N);
+  for (int r = 0; r < launches; ++r) {
+    float* c = C + size_t(r) * ldc;
+    const float* a = aux + size_t(r) * ld_aux;
+    if (ep == Epilogue::kGeluAux)
+      gelu_forward(c, a, n);
+    else
+      gelu_backward(c, a, c, n);
+  }
 }
-#else
-void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc) {
-  if (M == 0 || N == 0) return;
+
+#if !defined(__CUDACC__)
+void host_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   emu::DeviceAccess access;  // emulated cuBLAS reads device memory on the host
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-namespace {
 // The stored (rows, cols) matrix with row stride ld, widened to a dense fp32 copy.
 std::vector<float> widen(const __nv_bfloat16* x, int rows, int cols, int ld) {
   std::vector<float> out(size_t(rows) * size_t(cols));
+  emu::DeviceAccess access;
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c)
       out[size_t(r) * cols + c] = __bfloat162float(x[size_t(r) * ld + c]);
   return out;
 }
-}  // namespace
 
-// Emulator: bf16 -> fp32 is exact, so this is the fp32 GEMM of the rounded inputs.
-void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
+// bf16 -> fp32 is exact, so this is the fp32 GEMM of the rounded inputs.
+void host_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
                int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
-  if (M == 0 || N == 0) return;
   const int ar = trans_a ? K : M, ac = trans_a ? M : K;
   const int br = trans_b ? N : K, bc = trans_b ? K : N;
-  emu::DeviceAccess access;
   const std::vector<float> a = widen(A, ar, ac, lda), b = widen(B, br, bc, ldb);
-  gemm(trans_a, trans_b, M, N, K, alpha, a.data(), ac, b.data(), bc, beta, C, ldc);
+  host_gemm(trans_a, trans_b, M, N, K, alpha, a.data(), ac, b.data(), bc, beta, C, ldc);
 }
 #endif
+
+template <class T>
+void gemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const T* A, int lda,
+              const T* B, int ldb, float beta, float* C, int ldc, Epilogue ep, float* aux,
+              int ld_aux) {
+  if (M == 0 || N == 0) return;
+  check_epilogue(M, N, beta, C, ldc, ep, aux, ld_aux);
+  // Unfused, kGeluAux's product goes to aux and the kernel writes C from it.
+  float* out = ep == Epilogue::kGeluAux ? aux : C;
+  const int ld_out = ep == Epilogue::kGeluAux ? ld_aux : ldc;
+#if defined(__CUDACC__)
+  constexpr cudaDataType_t in = std::is_same<T, float>::value ? CUDA_R_32F : CUDA_R_16BF;
+  if (lt_gemm(in, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, aux, ld_aux))
+    return;
+  lt_gemm(in, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out, Epilogue::kNone,
+          nullptr, 0);
+#else
+  host_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out);
+#endif
+  epilogue_kernels(ep, M, N, C, ldc, aux, ld_aux);
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc, Epilogue ep, float* aux,
+          int ld_aux) {
+  gemm_any(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, aux, ld_aux);
+}
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
+          int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc, Epilogue ep,
+          float* aux, int ld_aux) {
+  gemm_any(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, aux, ld_aux);
+}
 
 }  // namespace tda::cuda

@@ -1,7 +1,10 @@
 // The one matmul entry point of the CUDA backend, and the error check every host wrapper uses.
-// Under nvcc gemm() is cublasSgemm (fp32 in, fp32 accumulate, TF32 off: cuBLAS's default math
-// mode); under the SIMT emulator (TDA_CUDA_EMU) it is the CPU SGEMM (OpenBLAS cblas_sgemm), the
-// same routine CpuOps uses, so the emulated backend's matmuls are bit-identical to the CPU's.
+// Under nvcc gemm() is cublasLtMatmul (gemm_lt.cu: fp32 accumulation, CUBLAS_COMPUTE_32F, so no
+// TF32 rounding), with cuBLASLt's GELU epilogues when asked; under the SIMT emulator
+// (TDA_CUDA_EMU) it is the CPU SGEMM (OpenBLAS cblas_sgemm, the routine CpuOps uses, so the
+// emulated backend's matmuls are bit-identical to the CPU's) followed by the GELU kernels of
+// kernels/elementwise.cu for an epilogue, which is also what a GPU runs when cuBLASLt cannot
+// fuse one (aux row stride not a multiple of 8, or no algorithm for the problem).
 #pragma once
 
 #include <string>
@@ -13,17 +16,26 @@ namespace tda::cuda {
 // Throws tda::Error("cuda: <what>: <error name>: <message>") unless err == cudaSuccess.
 void check(cudaError_t err, const char* what);
 
+// What gemm() does to the product P = alpha op(A) op(B) before storing it (gelu: tanh form):
+//   kNone     C = P + beta C
+//   kGeluAux  aux = P, C = gelu(P)                 (aux: the pre-activation a backward needs)
+//   kDgelu    C = P * gelu'(aux)                   (aux: that pre-activation, read only)
+// aux is (M,N) fp32 with row stride ld_aux and must not overlap C; the GELU epilogues need
+// beta == 0 (nothing accumulates into an activation or into an input gradient).
+enum class Epilogue { kNone, kGeluAux, kDgelu };
+
 // Row-major C(M,N) = alpha op(A) op(B) + beta C, op(X) = X or X^T as in cblas_sgemm:
 // op(A) is (M,K), op(B) is (K,N); lda/ldb/ldc are row strides of the stored matrices.
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc);
+          const float* B, int ldb, float beta, float* C, int ldc, Epilogue ep = Epilogue::kNone,
+          float* aux = nullptr, int ld_aux = 0);
 
-// bf16 inputs, fp32 output and fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F: tensor
-// cores on sm_80+); same layout conventions as gemm(). Under the emulator the inputs are widened
-// to fp32 (exact) and go through the CPU SGEMM. The building block of the bf16 storage path
-// (docs/cuda.md); CudaOps does not use it yet.
-void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
-               int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc);
+// bf16 inputs, fp32 output and fp32 accumulation (tensor cores on sm_80+); the same layout and
+// epilogue conventions. Under the emulator the inputs are widened to fp32 (exact) and go through
+// the fp32 path above.
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
+          int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc,
+          Epilogue ep = Epilogue::kNone, float* aux = nullptr, int ld_aux = 0);
 
 // Casts (kernels/cast.cu): y = bf16(x) rounded to nearest even; x = float(y) (exact).
 void cast_to_bf16(__nv_bfloat16* y, const float* x, size_t n);

@@ -1,0 +1,248 @@
+// The fused MLP GELU matmuls (Ops::matmul_gelu_forward / matmul_backward_dgelu) of CudaOps,
+// i.e. tda::cuda::gemm with the GELU_AUX / DGELU epilogues, against CpuOps, which runs the
+// unfused defaults (matmul_* then gelu_*). Emulated: the GEMM is the CPU SGEMM and the epilogue
+// the GELU kernels, so fp32 agrees to the tolerance of the gelu test in test_cuda_ops.cpp
+// (rel. 1e-5 of the tensor's max: same expressions, tanhf from libm on both sides). Sizes are
+// not multiples of any tile, and the aux row stride (70, 100) is not a multiple of 8, which on a
+// GPU takes the unfused fallback of gemm(). The fused cuBLASLt path itself has never run (no
+// GPU here); there the GELU is cuBLASLt's own, whose distance from this tanh form is not known.
+#include <cblas.h>
+
+#ifndef TDA_CUDA_EMU
+#define TDA_CUDA_EMU 1  // before any CUDA header: the backend runs on the emulator here
+#endif
+#include <catch2/catch.hpp>
+
+#include "backend/cuda/gemm.h"
+#include "test_cuda_util.h"
+
+using namespace tda;
+using namespace tda::cuda_test;
+
+namespace {
+constexpr double kTol = 1e-5;
+constexpr int N = 37, C = 100, OC = 70;
+
+// Row-major C(M,N) = op(A) op(B), dense.
+std::vector<float> sgemm(bool ta, bool tb, int M, int Nc, int K, const std::vector<float>& a,
+                         int lda, const std::vector<float>& b, int ldb) {
+  std::vector<float> c(size_t(M) * Nc);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, Nc,
+              K, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), Nc);
+  return c;
+}
+
+// The (rows, cols) matrix stored with row stride ld, made dense.
+std::vector<float> dense(const std::vector<float>& x, int rows, int cols, int ld) {
+  std::vector<float> out(size_t(rows) * cols);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) out[size_t(r) * cols + c] = x[size_t(r) * ld + c];
+  return out;
+}
+
+// Every element past the first `cols` of each row still equals `pad`.
+bool padding_kept(const std::vector<float>& x, int rows, int cols, int ld, float pad) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = cols; c < ld; ++c)
+      if (x[size_t(r) * ld + c] != pad) return false;
+  return true;
+}
+
+// bf16(x) widened back to fp32, through the backend's cast kernels.
+std::vector<float> bf16_round(const std::vector<float>& x) {
+  DeviceBuffer<float> gx(x), back(x.size());
+  DeviceBuffer<__nv_bfloat16> gb(x.size());
+  cuda::cast_to_bf16(gb.get(), gx.get(), x.size());
+  cuda::cast_to_float(back.get(), gb.get(), x.size());
+  return back.to_host();
+}
+
+struct Fwd {
+  std::vector<float> y, pre;
+};
+Fwd cpu_forward(const std::vector<float>& x, const std::vector<float>& W) {
+  CpuOps cpu;
+  Fwd r{std::vector<float>(size_t(N) * OC), std::vector<float>(size_t(N) * OC)};
+  cpu.matmul_gelu_forward(r.y.data(), r.pre.data(), x.data(), W.data(), N, C, OC);
+  return r;
+}
+Fwd gpu_forward(CudaOps& gpu, const std::vector<float>& x, const float* dW) {
+  DeviceBuffer<float> gx(x), gy(size_t(N) * OC), gpre(size_t(N) * OC);
+  gpu.matmul_gelu_forward(gy.get(), gpre.get(), gx.get(), dW, N, C, OC);
+  return {gy.to_host(), gpre.to_host()};
+}
+
+// The backward's tensors: the GELU side is this matmul's input, (N, C).
+struct Bwd {
+  std::vector<float> dpre, dW;
+};
+Bwd cpu_backward(const std::vector<float>& dy, const std::vector<float>& x,
+                 const std::vector<float>& W, const std::vector<float>& pre,
+                 const std::vector<float>& dW0, bool with_dW) {
+  CpuOps cpu;
+  Bwd r{std::vector<float>(size_t(N) * C), dW0};
+  cpu.matmul_backward_dgelu(r.dpre.data(), with_dW ? r.dW.data() : nullptr, dy.data(), x.data(),
+                            W.data(), pre.data(), N, C, OC);
+  return r;
+}
+Bwd gpu_backward(CudaOps& gpu, const std::vector<float>& dy, const std::vector<float>& x,
+                 const float* dW, const std::vector<float>& pre, const std::vector<float>& dW0,
+                 bool with_dW) {
+  DeviceBuffer<float> gdy(dy), gx(x), gpre(pre), gdpre(size_t(N) * C), gdW(dW0);
+  gpu.matmul_backward_dgelu(gdpre.get(), with_dW ? gdW.get() : nullptr, gdy.get(), gx.get(), dW,
+                            gpre.get(), N, C, OC);
+  return {gdpre.to_host(), gdW.to_host()};
+}
+
+// Backward inputs as the model has them: pre spread over GELU's curved range, x = gelu(pre).
+struct BwdInputs {
+  std::vector<float> pre, x, dy, dW0;
+};
+BwdInputs backward_inputs() {
+  BwdInputs in{rnd(size_t(N) * C, 31, -4.f, 4.f), std::vector<float>(size_t(N) * C),
+               rnd(size_t(N) * OC, 32), rnd(size_t(OC) * C, 33)};
+  CpuOps().gelu_forward(in.x.data(), in.pre.data(), in.x.size());
+  return in;
+}
+}  // namespace
+
+TEST_CASE("cuda: fused GELU matmuls match the CPU backend (fp32)", "[cuda][emu]") {
+  CudaOps gpu;
+  const auto x = rnd(size_t(N) * C, 21), W = rnd(size_t(OC) * C, 22);
+  DeviceBuffer<float> gW(W);
+  const Fwd ref = cpu_forward(x, W), got = gpu_forward(gpu, x, gW.get());
+  INFO("forward: y " << rel_err(got.y, ref.y) << ", pre " << rel_err(got.pre, ref.pre));
+  CHECK(rel_err(got.y, ref.y) < kTol);
+  CHECK(rel_err(got.pre, ref.pre) < kTol);
+  // Negative control: y is not the pre-activation (the GELU was applied, and to the right one).
+  CHECK(rel_err(got.y, ref.pre) > 100 * kTol);
+
+  const BwdInputs in = backward_inputs();
+  const std::vector<float> W2 = rnd(size_t(OC) * C, 34);
+  DeviceBuffer<float> gW2(W2);
+  for (bool with_dW : {true, false}) {
+    INFO("dW " << (with_dW ? "accumulated" : "null"));
+    const Bwd r = cpu_backward(in.dy, in.x, W2, in.pre, in.dW0, with_dW);
+    const Bwd g = gpu_backward(gpu, in.dy, in.x, gW2.get(), in.pre, in.dW0, with_dW);
+    INFO("dpre " << rel_err(g.dpre, r.dpre) << ", dW " << rel_err(g.dW, r.dW));
+    CHECK(rel_err(g.dpre, r.dpre) < kTol);
+    CHECK(same_bits(g.dW, r.dW));  // the same SGEMM; with dW null both keep dW0
+    // Negative control: dropping gelu' (plain dx = dy W) is far outside the tolerance.
+    std::vector<float> plain(size_t(N) * C);
+    CpuOps().matmul_backward(plain.data(), nullptr, in.dy.data(), in.x.data(), W2.data(), N, C, OC,
+                             false);
+    INFO("without gelu' " << rel_err(g.dpre, plain));
+    CHECK(rel_err(g.dpre, plain) > 100 * kTol);
+  }
+}
+
+TEST_CASE("cuda: fused GELU matmuls on the bf16 path", "[cuda][emu]") {
+  // The weight sits inside the master buffer at an odd float offset (its bf16 view at a 2-byte
+  // boundary, as weights inside the flat parameter buffer do); activations are cast per call.
+  const auto x = rnd(size_t(N) * C, 41), W = rnd(size_t(OC) * C, 42);
+  const BwdInputs in = backward_inputs();
+  const std::vector<float> W2 = rnd(size_t(OC) * C, 43);
+  std::vector<float> master(3);
+  master.insert(master.end(), W.begin(), W.end());
+  const size_t w2_at = master.size();
+  master.insert(master.end(), W2.begin(), W2.end());
+  DeviceBuffer<float> gmaster(master);
+  CudaOps gpu;
+  gpu.enable_bf16_matmuls(gmaster.get(), master.size());
+  const float* gW = gmaster.get() + 3;
+  const float* gW2 = gmaster.get() + w2_at;
+
+  const Fwd got = gpu_forward(gpu, x, gW);
+  // Against the CPU on the bf16-rounded inputs: the emulated bf16 GEMM is the SGEMM of exactly
+  // those values, so only the GELU tolerance above applies (on a GPU, tensor cores summing in
+  // another order would add ~1e-6 relative).
+  const Fwd rounded = cpu_forward(bf16_round(x), bf16_round(W));
+  CHECK(rel_err(got.y, rounded.y) < kTol);
+  CHECK(rel_err(got.pre, rounded.pre) < kTol);
+  // Against the fp32 inputs: each input is rounded to 8 significant bits (relative error
+  // <= 2^-9), so each product term moves by <= ~2^-8 of its size, and the sum of C = 100
+  // random-sign terms by well under 1e-2 of the output's max (GELU's slope is within
+  // [-0.13, 1.13], so y moves no more than pre does).
+  const Fwd exact = cpu_forward(x, W);
+  INFO("forward vs fp32: y " << rel_err(got.y, exact.y) << ", pre " << rel_err(got.pre, exact.pre));
+  CHECK(rel_err(got.y, exact.y) < 1e-2);
+  CHECK(rel_err(got.pre, exact.pre) < 1e-2);
+  // Control: the bf16 path was taken (the error is far above the fp32 tolerance).
+  CHECK(rel_err(got.pre, exact.pre) > 10 * kTol);
+
+  const auto dy_r = bf16_round(in.dy), x_r = bf16_round(in.x), W2_r = bf16_round(W2);
+  for (bool with_dW : {true, false}) {
+    INFO("dW " << (with_dW ? "accumulated" : "null"));
+    const Bwd g = gpu_backward(gpu, in.dy, in.x, gW2, in.pre, in.dW0, with_dW);
+    const Bwd r = cpu_backward(dy_r, x_r, W2_r, in.pre, in.dW0, with_dW);
+    CHECK(rel_err(g.dpre, r.dpre) < kTol);
+    CHECK(rel_err(g.dW, r.dW) < kTol);
+    // gelu'(pre) is bounded (|gelu'| < 1.13) and pre is fp32 on both sides, so the rounded
+    // inputs move dpre by no more than they move dy W: the forward's bound applies.
+    const Bwd e = cpu_backward(in.dy, in.x, W2, in.pre, in.dW0, with_dW);
+    INFO("backward vs fp32: dpre " << rel_err(g.dpre, e.dpre) << ", dW " << rel_err(g.dW, e.dW));
+    CHECK(rel_err(g.dpre, e.dpre) < 1e-2);
+    CHECK(rel_err(g.dW, e.dW) < 1e-2);
+    std::vector<float> plain(size_t(N) * C);
+    CpuOps().matmul_backward(plain.data(), nullptr, dy_r.data(), x_r.data(), W2_r.data(), N, C, OC,
+                             false);
+    CHECK(rel_err(g.dpre, plain) > 100 * kTol);  // negative control: gelu' dropped
+  }
+}
+
+TEST_CASE("cuda: gemm epilogues on strided and transposed operands", "[cuda][emu]") {
+  // The entry point itself, as cuBLASLt takes it: row strides wider than the rows (the fallback
+  // kernels then run row by row), both transposition flags; padding must stay untouched.
+  const int M = 37, Nc = 70, K = 100, ldc = Nc + 3, ldx = Nc + 5;
+  const float pad = 12345.0f;
+  CpuOps cpu;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      INFO("trans_a " << ta << " trans_b " << tb);
+      const auto a = rnd(size_t(M) * K, 51), b = rnd(size_t(K) * Nc, 52, -2.f, 2.f);
+      const int lda = ta ? M : K, ldb = tb ? K : Nc;
+      const auto prod = sgemm(ta, tb, M, Nc, K, a, lda, b, ldb);  // dense reference product
+      DeviceBuffer<float> ga(a), gb(b);
+      // kGeluAux: C = gelu(P), aux = P
+      std::vector<float> c0(size_t(M) * ldc, pad), x0(size_t(M) * ldx, pad);
+      DeviceBuffer<float> gc(c0), gx(x0);
+      cuda::gemm(ta, tb, M, Nc, K, 1.0f, ga.get(), lda, gb.get(), ldb, 0.0f, gc.get(), ldc,
+                 cuda::Epilogue::kGeluAux, gx.get(), ldx);
+      std::vector<float> y(prod.size());
+      cpu.gelu_forward(y.data(), prod.data(), prod.size());
+      const auto c = gc.to_host(), aux = gx.to_host();
+      CHECK(rel_err(dense(c, M, Nc, ldc), y) < kTol);
+      CHECK(rel_err(dense(aux, M, Nc, ldx), prod) < kTol);
+      CHECK(padding_kept(c, M, Nc, ldc, pad));
+      CHECK(padding_kept(aux, M, Nc, ldx, pad));
+      // kDgelu: C = P * gelu'(aux), aux read only
+      const auto pre = rnd(size_t(M) * ldx, 53, -4.f, 4.f);
+      DeviceBuffer<float> gpre(pre), gd(c0);
+      cuda::gemm(ta, tb, M, Nc, K, 1.0f, ga.get(), lda, gb.get(), ldb, 0.0f, gd.get(), ldc,
+                 cuda::Epilogue::kDgelu, gpre.get(), ldx);
+      std::vector<float> d(prod.size());
+      const auto pre_d = dense(pre, M, Nc, ldx);
+      cpu.gelu_backward(d.data(), pre_d.data(), prod.data(), prod.size());
+      const auto got = gd.to_host();
+      CHECK(rel_err(dense(got, M, Nc, ldc), d) < kTol);
+      CHECK(rel_err(dense(got, M, Nc, ldc), prod) > 100 * kTol);  // negative control
+      CHECK(padding_kept(got, M, Nc, ldc, pad));
+      CHECK(same_bits(gpre.to_host(), pre));
+    }
+}
+
+TEST_CASE("cuda: gemm refuses epilogue calls it leaves undefined or that would race",
+          "[cuda][emu]") {
+  const int M = 5, Nc = 8, K = 4;
+  DeviceBuffer<float> a(size_t(M) * K), b(size_t(K) * Nc), c(size_t(M) * Nc * 2);
+  DeviceBuffer<float> aux(size_t(M) * Nc);
+  auto call = [&](float beta, float* aux_p, int ld_aux) {
+    cuda::gemm(false, false, M, Nc, K, 1.0f, a.get(), K, b.get(), Nc, beta, c.get(), Nc,
+               cuda::Epilogue::kGeluAux, aux_p, ld_aux);
+  };
+  CHECK_THROWS_WITH(call(1.0f, aux.get(), Nc), Catch::Contains("beta == 0"));
+  CHECK_THROWS_WITH(call(0.0f, nullptr, Nc), Catch::Contains("needs aux"));
+  CHECK_THROWS_WITH(call(0.0f, aux.get(), Nc - 1), Catch::Contains("needs aux"));
+  CHECK_THROWS_WITH(call(0.0f, c.get() + 3, Nc), Catch::Contains("overlaps C"));
+  CHECK_NOTHROW(call(0.0f, c.get() + size_t(M) * Nc, Nc));  // adjacent, not overlapping
+}
