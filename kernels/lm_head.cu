@@ -1,10 +1,13 @@
 // Fused LM head + cross-entropy over the real vocabulary, chunked over rows so no (N, V) logits
 // buffer exists (as src/backend/cpu/lm_head.cpp). Per chunk of kLmHeadChunkRows rows:
-//   logits = x W^T                                   (tda::cuda::gemm)
+//   logits = x W^T                                   (tda::cuda::gemm, fp32 out)
 //   m = max_{v<V_real} l_v;  S = sum_{v<V_real} exp(l_v - m);  loss = m + log S - l_target
 //   dlogits_v = grad_scale (exp(l_v - m)/S - [v == target]),  0 for padded v >= V_real
-//   dx = dlogits W;  dW += dlogits^T x                (tda::cuda::gemm)
-// One block per row; the max and the sum are block reductions in a fixed order.
+//   dx = dlogits W;  dW += dlogits^T x                (tda::cuda::gemm, fp32 accumulation)
+// One block per row; the max and the sum are block reductions in a fixed order. The bf16 path
+// (Bf16Operands) feeds the three GEMMs bf16 x, W and dlogits (the softmax kernel writes the
+// bf16 dlogits itself, no extra pass); logits, the loss and dx/dW stay fp32. Chunks of 1024
+// rows keep W's re-reads (one per chunk and GEMM) small next to the GEMMs at N = 16k.
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
@@ -14,8 +17,9 @@ namespace tda::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-__global__ void softmax_xent_kernel(float* logits, float* losses, const int32_t* targets,
-                                    int V_padded, int V_real, float grad_scale, bool grad) {
+__global__ void softmax_xent_kernel(float* logits, __nv_bfloat16* dlogits_bf16, float* losses,
+                                    const int32_t* targets, int V_padded, int V_real,
+                                    float grad_scale, bool grad) {
   __shared__ float smem[32];
   float* l = logits + size_t(blockIdx.x) * V_padded;
   const int tgt = targets[blockIdx.x];
@@ -29,10 +33,14 @@ __global__ void softmax_xent_kernel(float* logits, float* losses, const int32_t*
   if (threadIdx.x == 0) losses[blockIdx.x] = mx + logf(sum) - target_logit;
   if (!grad) return;
   const float k = grad_scale / sum;
+  __nv_bfloat16* lb = dlogits_bf16 ? dlogits_bf16 + size_t(blockIdx.x) * V_padded : nullptr;
   for (int v = threadIdx.x; v < V_padded; v += blockDim.x) {
     float g = v < V_real ? expf(l[v] - mx) * k : 0.0f;
     if (v == tgt) g -= grad_scale;
-    l[v] = g;
+    if (lb)
+      lb[v] = __float2bfloat16(g);
+    else
+      l[v] = g;
   }
 }
 }  // namespace
@@ -43,18 +51,29 @@ size_t lm_head_scratch(int N, int V_padded) {
 
 void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
                   const int32_t* targets, int N, int C, int V_padded, int V_real, float grad_scale,
-                  float* scratch) {
+                  float* scratch, const Bf16Operands* bf) {
   for (int n0 = 0; n0 < N; n0 += kLmHeadChunkRows) {
     const int rows = N - n0 < kLmHeadChunkRows ? N - n0 : kLmHeadChunkRows;
-    const float* xc = x + size_t(n0) * C;
-    gemm(false, true, rows, V_padded, C, 1.0f, xc, C, W, C, 0.0f, scratch, V_padded);
+    if (bf)
+      gemm(false, true, rows, V_padded, C, 1.0f, bf->x + size_t(n0) * C, C, bf->W, C, 0.0f, scratch,
+           V_padded);
+    else
+      gemm(false, true, rows, V_padded, C, 1.0f, x + size_t(n0) * C, C, W, C, 0.0f, scratch,
+           V_padded);
     check(launch(softmax_xent_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, stream(), scratch,
-                 losses + n0, targets + n0, V_padded, V_real, grad_scale, dx != nullptr),
+                 dx && bf ? bf->dlogits : nullptr, losses + n0, targets + n0, V_padded, V_real,
+                 grad_scale, dx != nullptr),
           "softmax_xent");
-    if (dx) {
-      gemm(false, false, rows, C, V_padded, 1.0f, scratch, V_padded, W, C, 0.0f,
-           dx + size_t(n0) * C, C);
-      gemm(true, false, V_padded, C, rows, 1.0f, scratch, V_padded, xc, C, 1.0f, dW, C);
+    if (!dx) continue;
+    float* dxc = dx + size_t(n0) * C;
+    if (bf) {
+      gemm(false, false, rows, C, V_padded, 1.0f, bf->dlogits, V_padded, bf->W, C, 0.0f, dxc, C);
+      gemm(true, false, V_padded, C, rows, 1.0f, bf->dlogits, V_padded, bf->x + size_t(n0) * C, C,
+           1.0f, dW, C);
+    } else {
+      gemm(false, false, rows, C, V_padded, 1.0f, scratch, V_padded, W, C, 0.0f, dxc, C);
+      gemm(true, false, V_padded, C, rows, 1.0f, scratch, V_padded, x + size_t(n0) * C, C, 1.0f, dW,
+           C);
     }
   }
 }

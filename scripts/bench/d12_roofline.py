@@ -28,7 +28,7 @@ GPUS = {
 C, H, D, L, V, VR = 768, 12, 64, 12, 50304, 50257  # configs/gpt2_162m/base.json
 F = 4 * C
 STEP_TOKENS = 524288
-LM_CHUNK = 256  # kLmHeadChunkRows (src/backend/cuda/cuda_ops.h)
+LM_CHUNK = 1024  # kLmHeadChunkRows (src/backend/cuda/cuda_ops.h)
 TILE = 64  # attention tile (kTile in attention_tc.cuh)
 
 
@@ -90,13 +90,17 @@ def micro_rows(a, dtype):
         add("cast_to_bf16 (N x 4C act.)", "both", 3 * L, 0, N * F * 6)  # fcg, dfc, fcg again
         add("cast_to_bf16 (N x W dproj)", "bwd", L, 0, N * W * 6)
 
-    # --- LM head + loss (kernels/lm_head.cu): per 256-row chunk, always cublasSgemm (fp32)
+    # --- LM head + loss (kernels/lm_head.cu): per 1024-row chunk; in the bf16 path x is cast
+    # once, W comes from the bf16 copy and the softmax kernel writes bf16 dlogits (not fp32)
     ch, r = -(-N // LM_CHUNK), min(N, LM_CHUNK)
-    gemm("lm_head logits", "fwd", ch, r, V, C, sgemm_only=True)
-    add("softmax_xent (chunk)", "fwd", ch, 7 * r * VR, (2 * r * V + 2 * r) * f4,
-        ub=(4 * r * V + 2 * r) * f4)  # max, sum-exp, grad passes read the row 3 times
-    gemm("lm_head dx", "bwd", ch, r, C, V, sgemm_only=True)
-    gemm("lm_head dW", "bwd", ch, V, C, r, beta=1, sgemm_only=True)
+    if bf:
+        add("cast_to_bf16 (N x C, LM head x)", "fwd", 1, 0, NC * 6)
+    gemm("lm_head logits", "fwd", ch, r, V, C)
+    dl = 2 if bf else f4  # bytes per written dlogit
+    add("softmax_xent (chunk)", "fwd", ch, 7 * r * VR, r * V * (f4 + dl) + 2 * r * f4,
+        ub=r * V * (3 * f4 + dl) + 2 * r * f4)  # max, sum-exp, grad passes read the row 3 times
+    gemm("lm_head dx", "bwd", ch, r, C, V)
+    gemm("lm_head dW", "bwd", ch, V, C, r, beta=1)
 
     # --- attention glue (softmax.cpp / common.cpp, tda.cpp) and kernels (attention_*.cu)
     nqk = 4 if tda else 2

@@ -17,6 +17,7 @@ CudaOps::~CudaOps() {
   if (dscratch_) cudaFree(dscratch_);
   if (logits_) cudaFree(logits_);
   if (wbf16_) cudaFree(wbf16_);
+  if (dlogits_bf16_) cudaFree(dlogits_bf16_);
   for (void* p : abf16_)
     if (p) cudaFree(p);
 }
@@ -161,8 +162,17 @@ void CudaOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, 
                            float grad_scale) {
   TDA_CHECK(V_real >= 1 && V_real <= V_padded, "lm_head_loss: need 1 <= V_real <= V_padded");
   TDA_CHECK(!dx == !dW, "lm_head_loss: dx and dW go together");
-  float* s = cuda::scratch(logits_, logits_n_, cuda::lm_head_scratch(N, V_padded));
-  cuda::lm_head_loss(losses, dx, dW, x, W, targets, N, C, V_padded, V_real, grad_scale, s);
+  const size_t chunk = cuda::lm_head_scratch(N, V_padded);
+  float* s = cuda::scratch(logits_, logits_n_, chunk);
+  if (!bf16_) {
+    cuda::lm_head_loss(losses, dx, dW, x, W, targets, N, C, V_padded, V_real, grad_scale, s);
+    return;
+  }
+  // bf16 GEMM inputs as for every other matmul: x cast, W from the weights' bf16 copy.
+  const cuda::Bf16Operands bf{bf16(bf16_operand(x, size_t(N) * C, 0)),
+                              bf16(bf16_operand(W, size_t(V_padded) * C, 1)),
+                              dx ? bf16_buffer(dlogits_bf16_, dlogits_bf16_n_, chunk) : nullptr};
+  cuda::lm_head_loss(losses, dx, dW, x, W, targets, N, C, V_padded, V_real, grad_scale, s, &bf);
 }
 
 // logits(V) = W(V,C) x(C)

@@ -12,6 +12,8 @@
 #include "backend/mixed_precision.h"
 #include "backend/ops.h"
 
+struct __nv_bfloat16;  // cuda_bf16.h (also what the emulated build uses)
+
 namespace tda {
 
 namespace cuda {
@@ -60,11 +62,18 @@ void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, co
                         const float* r, const float* mu, const float* gamma, const float* w, int N,
                         int C, bool center, float* scratch);
 
-constexpr int kLmHeadChunkRows = 256;
+constexpr int kLmHeadChunkRows = 1024;
 size_t lm_head_scratch(int N, int V_padded);  // floats: one chunk of logits
+// The bf16 path's GEMM operands: x (N, C) and W (V_padded, C) in bf16, and a bf16 buffer of
+// lm_head_scratch() elements for one chunk of dlogits.
+struct Bf16Operands {
+  const __nv_bfloat16* x;
+  const __nv_bfloat16* W;
+  __nv_bfloat16* dlogits;
+};
 void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
                   const int32_t* targets, int N, int C, int V_padded, int V_real, float grad_scale,
-                  float* scratch);
+                  float* scratch, const Bf16Operands* bf = nullptr);
 
 void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
            float beta2, float eps, float wd, int t);
@@ -178,6 +187,8 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   size_t master_n_ = 0;
   void* wbf16_ = nullptr;  // __nv_bfloat16[master_n_]
   size_t wbf16_n_ = 0;
+  void* dlogits_bf16_ = nullptr;  // __nv_bfloat16: one LM-head chunk of dlogits
+  size_t dlogits_bf16_n_ = 0;
   void* abf16_[3] = {nullptr, nullptr, nullptr};  // __nv_bfloat16 activation casts
   size_t abf16_n_[3] = {0, 0, 0};
 
