@@ -82,7 +82,7 @@ grep -E "Compiling entry|Used [0-9]+ registers|spill" "$LOG" || true
 echo "[build_cuda] ok: ${#sources[@]} file(s), ptxas report in $LOG"
 
 # The GPU binary: CMake with TDA_CUDA=ON compiles the same sources with nvcc and links tda
-# against cudart + cuBLASLt (compile and link only; running it needs a GPU).
+# against cudart + cuBLASLt + NCCL (compile and link only; running it needs a GPU).
 if [ "${SKIP_LINK:-0}" != 1 ]; then
   echo "[build_cuda] linking $BUILD_DIR/tda (cmake -DTDA_CUDA=ON)"
   cmake -S . -B "$BUILD_DIR/cmake" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
@@ -91,5 +91,5 @@ if [ "${SKIP_LINK:-0}" != 1 ]; then
   cmake --build "$BUILD_DIR/cmake" -j"${JOBS:-2}" --target tda >>"$BUILD_DIR/cmake.log" 2>&1 ||
     { tail -50 "$BUILD_DIR/cmake.log" >&2; exit 1; }
   cp "$BUILD_DIR/cmake/tda" "$BUILD_DIR/tda"
-  echo "[build_cuda] ok: $BUILD_DIR/tda (links $(ldd "$BUILD_DIR/tda" | grep -oE 'lib(cudart|cublas)[^ ]*' | sort -u | tr '\n' ' '))"
+  echo "[build_cuda] ok: $BUILD_DIR/tda (links $(ldd "$BUILD_DIR/tda" | grep -oE 'lib(cudart|cublas|nccl)[^ ]*' | sort -u | tr '\n' ' '))"
 fi

@@ -128,6 +128,21 @@ std::vector<float*> GPT2::extras(float* base, const Layer& L) {
   return r;
 }
 
+GPT2::Acts GPT2::acts(int l) const {
+  const size_t N = size_t(B_) * T_, NC = N * size_t(m_.d_model), L = size_t(l);
+  return Acts{resid_ + L * NC,
+              ln1_ + L * NC,
+              rstd1_ + L * N,
+              proj_ + L * N * size_t(attn_->proj_width()),
+              attn_act_ + L * attn_->act_floats(B_, T_),
+              atty_ + L * NC,
+              xmid_ + L * NC,
+              ln2_ + L * NC,
+              rstd2_ + L * N,
+              fc_ + L * NC * 4,
+              fcg_ + L * NC * 4};
+}
+
 void GPT2::forward_trunk(const int32_t* inputs) {
   const int N = B_ * T_, C = m_.d_model, W = attn_->proj_width();
   const float eps = float(m_.norm_eps);
@@ -140,26 +155,18 @@ void GPT2::forward_trunk(const int32_t* inputs) {
   const size_t NC = size_t(N) * C;
   for (int l = 0; l < m_.n_layer; ++l) {
     const Layer& L = layers_[size_t(l)];
-    float* x = resid_ + l * NC;
-    float* ln1 = ln1_ + l * NC;
-    float* proj = proj_ + size_t(l) * N * W;
-    float* act = attn_act_ + size_t(l) * attn_->act_floats(B_, T_);
-    float* atty = atty_ + l * NC;
-    float* xmid = xmid_ + l * NC;
-    float* ln2 = ln2_ + l * NC;
-    float* fc = fc_ + l * NC * 4;
-    float* fcg = fcg_ + l * NC * 4;
+    const Acts a = acts(l);
     float* xout = resid_ + (l + 1) * NC;
-    ops_.rmsnorm_forward(ln1, rstd1_ + size_t(l) * N, x, P + L.ln1, N, C, eps);
-    ops_.matmul_forward(proj, ln1, P + L.c_attn, N, C, W);
+    ops_.rmsnorm_forward(a.ln1, a.rstd1, a.x, P + L.ln1, N, C, eps);
+    ops_.matmul_forward(a.proj, a.ln1, P + L.c_attn, N, C, W);
     AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(), 0};
-    attn_->forward(ctx, proj, atty, act, extras(P, L));
-    ops_.matmul_forward(xmid, atty, P + L.c_proj, N, C, C);
-    ops_.add_inplace(xmid, x, NC);
-    ops_.rmsnorm_forward(ln2, rstd2_ + size_t(l) * N, xmid, P + L.ln2, N, C, eps);
-    ops_.matmul_gelu_forward(fcg, fc, ln2, P + L.c_fc, N, C, 4 * C);
-    ops_.matmul_forward(xout, fcg, P + L.mlp_proj, N, 4 * C, C);
-    ops_.add_inplace(xout, xmid, NC);
+    attn_->forward(ctx, a.proj, a.atty, a.attn, extras(P, L));
+    ops_.matmul_forward(a.xmid, a.atty, P + L.c_proj, N, C, C);
+    ops_.add_inplace(a.xmid, a.x, NC);
+    ops_.rmsnorm_forward(a.ln2, a.rstd2, a.xmid, P + L.ln2, N, C, eps);
+    ops_.matmul_gelu_forward(a.fcg, a.fc, a.ln2, P + L.c_fc, N, C, 4 * C);
+    ops_.matmul_forward(xout, a.fcg, P + L.mlp_proj, N, 4 * C, C);
+    ops_.add_inplace(xout, a.xmid, NC);
   }
   ops_.rmsnorm_forward(lnf_out_, rstdf_, resid_ + size_t(m_.n_layer) * NC, P + lnf_, N, C, eps);
 }
@@ -201,25 +208,18 @@ void GPT2::backward() {
                         N, C);
   for (int l = m_.n_layer - 1; l >= 0; --l) {
     const Layer& L = layers_[size_t(l)];
-    float* x = resid_ + l * NC;
-    float* ln1 = ln1_ + l * NC;
-    float* proj = proj_ + size_t(l) * N * W;
-    float* act = attn_act_ + size_t(l) * attn_->act_floats(B_, T_);
-    float* atty = atty_ + l * NC;
-    float* xmid = xmid_ + l * NC;
-    float* ln2 = ln2_ + l * NC;
-    float* fc = fc_ + l * NC * 4;
-    float* fcg = fcg_ + l * NC * 4;
+    const Acts a = acts(l);
     // x_out = xmid + gelu(ln2 Wfc^T) Wp^T: dres is d x_out and also (residual) part of d xmid.
-    ops_.matmul_backward_dgelu(dfc_, G + L.mlp_proj, dres, fcg, P + L.mlp_proj, fc, N, 4 * C, C);
-    ops_.matmul_backward(dbuf_, G + L.c_fc, dfc_, ln2, P + L.c_fc, N, C, 4 * C, false);
-    ops_.rmsnorm_backward(dres, G + L.ln2, dbuf_, xmid, P + L.ln2, rstd2_ + size_t(l) * N, N, C);
+    ops_.matmul_backward_dgelu(dfc_, G + L.mlp_proj, dres, a.fcg, P + L.mlp_proj, a.fc, N, 4 * C,
+                               C);
+    ops_.matmul_backward(dbuf_, G + L.c_fc, dfc_, a.ln2, P + L.c_fc, N, C, 4 * C, false);
+    ops_.rmsnorm_backward(dres, G + L.ln2, dbuf_, a.xmid, P + L.ln2, a.rstd2, N, C);
     // xmid = x + attn(ln1) Wo^T
-    ops_.matmul_backward(dbuf_, G + L.c_proj, dres, atty, P + L.c_proj, N, C, C, false);
+    ops_.matmul_backward(dbuf_, G + L.c_proj, dres, a.atty, P + L.c_proj, N, C, C, false);
     AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(), 0};
-    attn_->backward(ctx, proj, dbuf_, dproj_, act, extras(P, L), extras(G, L), attn_scratch_);
-    ops_.matmul_backward(dbuf_, G + L.c_attn, dproj_, ln1, P + L.c_attn, N, C, W, false);
-    ops_.rmsnorm_backward(dres, G + L.ln1, dbuf_, x, P + L.ln1, rstd1_ + size_t(l) * N, N, C);
+    attn_->backward(ctx, a.proj, dbuf_, dproj_, a.attn, extras(P, L), extras(G, L), attn_scratch_);
+    ops_.matmul_backward(dbuf_, G + L.c_attn, dproj_, a.ln1, P + L.c_attn, N, C, W, false);
+    ops_.rmsnorm_backward(dres, G + L.ln1, dbuf_, a.x, P + L.ln1, a.rstd1, N, C);
   }
   ops_.embedding_backward(G + wte_, dres, inputs_, N, C);
 }

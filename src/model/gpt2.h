@@ -80,6 +80,11 @@ class GPT2 {
   };
   size_t add_tensor(const std::string& name, std::vector<int64_t> shape, ParamSpec::Init init,
                     float a, bool decay);
+  // Layer l's slices of the activation arena, saved by forward for backward.
+  struct Acts {
+    float *x, *ln1, *rstd1, *proj, *attn, *atty, *xmid, *ln2, *rstd2, *fc, *fcg;
+  };
+  Acts acts(int l) const;
   void forward_trunk(const int32_t* inputs);
   std::vector<float*> extras(float* base, const Layer& L);
 
