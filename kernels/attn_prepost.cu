@@ -4,8 +4,10 @@
 // in order), never with float atomics, so results are deterministic.
 //   l2norm:       x~ = x / max(|x|, 1e-12);  dx = (dx~ - x~ (x~.dx~)) / |x|
 //   head_row_sum: dst[h] += scale sum_{b,t} w[t] x[(b H + h) T + t]   (double accumulation)
+//   threshold_tau: tau_i = max(beta, 0) c_i (or [beta > 0] c_i), c_i = sqrt(2 log+((i+1)/kappa)/d)
 //   sigmoid gate: y *= gam = sigmoid(z);  g = dy gam,  dz = sum_{group} dy o gam (1 - gam)
 //   ReLA norm:    r = sqrt(mean((u - mu)^2) + eps),  y = gamma (u - mu) / r * [sigmoid(w u)]
+#include "attention/policies.h"
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
@@ -84,6 +86,14 @@ __global__ void head_row_sum_kernel(float* dst, const float* x, const float* w, 
   }
   s = block_sum(s, smem);
   if (threadIdx.x == 0) dst[h] += float(double(scale) * s);
+}
+
+__global__ void threshold_tau_kernel(float* out, const float* beta, float beta_fixed,
+                                     bool derivative, int T, double kappa, int d) {
+  const float b = beta ? *beta : beta_fixed;
+  const float g = derivative ? (b > 0.f ? 1.f : 0.f) : fmaxf(b, 0.f);
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < T; i += gridDim.x * blockDim.x)
+    out[i] = g * attn::threshold_c(i, kappa, d);
 }
 
 __global__ void scale_rows_kernel(float* y, const float* x, const float* f, int f_head_stride,
@@ -273,6 +283,14 @@ void head_row_sum(float* dst, const float* x, const float* w, float scale, int B
   check(launch(head_row_sum_kernel, dim3(unsigned(H)), dim3(kThreads), 0, stream(), dst, x, w,
                scale, B, H, T),
         "head_row_sum");
+}
+
+void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
+                   double kappa, int d) {
+  if (T <= 0) return;
+  check(launch(threshold_tau_kernel, dim3(grid_for(size_t(T), kThreads)), dim3(kThreads), 0,
+               stream(), out, beta, beta_fixed, derivative, T, kappa, d),
+        "threshold_tau");
 }
 
 void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,

@@ -4,9 +4,11 @@
 // fp32; where the CUDA side sums in another order (warp butterflies, chunk partials) the error is
 // a few ulps of the tensor's scale: rel_err <= 1e-5. head_row_sum accumulates in double on both
 // sides: 1e-6. Reductions must also give the same bits under every emulator schedule.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "attention/common.h"
 #include "test_cuda_util.h"
 
 using namespace tda;
@@ -137,7 +139,8 @@ TEST_CASE("cuda prepost: ReLA output norms match the CPU backend", "[cuda][emu]"
                  Mode{"layernorm", false, true}}) {
     INFO(m.name);
     const float* wp = m.gated ? w.data() : nullptr;
-    std::vector<float> y(u.size()), r(static_cast<size_t>(N)), mu(static_cast<size_t>(N)), du(u.size());
+    std::vector<float> y(u.size()), r(static_cast<size_t>(N)), mu(static_cast<size_t>(N)),
+        du(u.size());
     auto dg = dg0, dw = dw0;
     cpu.rela_norm_forward(y.data(), r.data(), mu.data(), u.data(), gamma.data(), wp, N, C, 1e-6f,
                           m.center);
@@ -146,8 +149,9 @@ TEST_CASE("cuda prepost: ReLA output norms match the CPU backend", "[cuda][emu]"
     std::vector<float> first_dg;
     for (uint64_t seed : {0, 9}) {
       ScheduleSeed s(seed);
-      DeviceBuffer<float> gu(u), gga(gamma), gw(w), gdy(dy), gy(u.size()), gr(static_cast<size_t>(N)),
-          gmu(static_cast<size_t>(N)), gdu(u.size()), gdg(dg0), gdw(dw0);
+      DeviceBuffer<float> gu(u), gga(gamma), gw(w), gdy(dy), gy(u.size()),
+          gr(static_cast<size_t>(N)), gmu(static_cast<size_t>(N)), gdu(u.size()), gdg(dg0),
+          gdw(dw0);
       float* gwp = m.gated ? gw.get() : nullptr;
       gpu.rela_norm_forward(gy.get(), gr.get(), gmu.get(), gu.get(), gga.get(), gwp, N, C, 1e-6f,
                             m.center);
@@ -164,5 +168,30 @@ TEST_CASE("cuda prepost: ReLA output norms match the CPU backend", "[cuda][emu]"
       else
         CHECK(same_bits(gdg.to_host(), first_dg));
     }
+  }
+}
+
+TEST_CASE("cuda prepost: threshold_tau reads beta on the device and matches c_i", "[cuda][emu]") {
+  CpuOps cpu;
+  CudaOps gpu;
+  const int T = 300, d = 64;
+  for (double kappa : {1.0, 3.0}) {  // kappa > 1: the first rows get c_i = 0
+    std::vector<float> c(static_cast<size_t>(T));
+    attn_util::threshold_c(c.data(), T, kappa, d);
+    for (float beta : {1.3f, -0.5f})
+      for (bool derivative : {false, true}) {
+        INFO("kappa " << kappa << " beta " << beta << " derivative " << derivative);
+        const float g = derivative ? (beta > 0.f ? 1.f : 0.f) : std::max(beta, 0.f);
+        std::vector<float> ref(c.size()), cpu_out(c.size());
+        for (size_t i = 0; i < c.size(); ++i) ref[i] = g * c[i];
+        cpu.threshold_tau(cpu_out.data(), &beta, 0.f, derivative, T, kappa, d);
+        CHECK(same_bits(cpu_out, ref));
+        HostAccessGuard guard;  // beta stays on the device: no host read of it
+        DeviceBuffer<float> gbeta(std::vector<float>{beta}), gout(c.size());
+        gpu.threshold_tau(gout.get(), gbeta.get(), 0.f, derivative, T, kappa, d);
+        CHECK(same_bits(gout.to_host(), ref));
+        gpu.threshold_tau(gout.get(), nullptr, beta, derivative, T, kappa, d);  // fixed beta
+        CHECK(same_bits(gout.to_host(), ref));
+      }
   }
 }

@@ -24,8 +24,6 @@ void rope_qkv_backward(const AttnContext& c, float* dproj, int W, int H, int D, 
 
 // TRA/TDA: c_i = sqrt(2 max(0, log((i+1)/kappa)) / d), tau_i = beta_eff c_i, i = 0..T-1.
 void threshold_c(float* c, int T, double kappa, int d);
-// factor * c_i (i < T) computed on the host and uploaded to dst, in ops' memory.
-void upload_threshold(Ops& ops, float* dst, int T, double kappa, int d, float factor);
 
 // Diff Transformer depth schedule, layer 0-indexed: lambda_init = 0.8 - 0.6 exp(-0.3 layer).
 inline float diff_lambda_init(int layer) {

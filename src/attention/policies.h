@@ -28,6 +28,14 @@
 namespace tda {
 namespace attn {
 
+// The TRA/TDA threshold scale of row i (0-indexed), tau_i = max(beta, 0) c_i (in double, then
+// rounded): c_i = sqrt(2 max(0, log((i+1)/kappa)) / d). max(0, .) guards kappa > 1 (the released
+// code hard-wires kappa = 1).
+TDA_HD inline float threshold_c(int i, double kappa, int d) {
+  const double l = fmax(0.0, log(double(i + 1) / kappa));
+  return float(sqrt(2.0 * l / d));
+}
+
 // r^p for a small positive integer p (the paper uses p in {1, 2, 3, 5}).
 TDA_HD inline float ipow(float r, int p) {
   float y = 1.f;
@@ -59,7 +67,8 @@ struct SoftmaxPolicy {
   TDA_HD static void merge(Row& r, const Row& o) {
     const float M = r.m > o.m ? r.m : o.m;
     if (M == -INFINITY) return;
-    r.l = (r.m == -INFINITY ? 0.f : r.l * expf(r.m - M)) + (o.m == -INFINITY ? 0.f : o.l * expf(o.m - M));
+    r.l = (r.m == -INFINITY ? 0.f : r.l * expf(r.m - M)) +
+          (o.m == -INFINITY ? 0.f : o.l * expf(o.m - M));
     r.m = M;
   }
   TDA_HD static void bwd(float s, float lse, float, int, float* a, float* f) {

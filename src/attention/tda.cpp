@@ -54,8 +54,8 @@ class TdaAttention final : public AttentionVariant {
       c.ops.l2norm_forward(qk[t], nrm[t], nr, D_);
     }
     c.ops.split_heads(s.v, proj, W, 4 * C_, c.B, c.T, H_, D_);
-    const float beta = std::max(beta_value(c, extra), 0.f);
-    upload_threshold(c.ops, s.tau, c.T, cfg_.kappa, D_, beta);
+    // tau_i = max(beta, 0) c_i, on the device from the device beta
+    c.ops.threshold_tau(s.tau, beta(extra), float(cfg_.beta), false, c.T, cfg_.kappa, D_);
     AttnArgs a = args(c, s, fetch1(c.ops, extra[0]));
     c.ops.attention_forward(a);
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
@@ -90,8 +90,8 @@ class TdaAttention final : public AttentionVariant {
     if (lam >= 0.f && lam <= 1.f)
       c.ops.head_row_sum(dextra[0], dlam, nullptr, 1.f, c.B * H_, 1, c.T);
     // dbeta = sum_i c_i dL/dtau_i (both views share tau), only while beta > 0
-    if (cfg_.learn_beta && beta_value(c, extra) > 0.f) {
-      upload_threshold(c.ops, cc, c.T, cfg_.kappa, D_, 1.f);
+    if (cfg_.learn_beta) {  // weights [beta > 0] c_i: no gradient while beta <= 0
+      c.ops.threshold_tau(cc, beta(extra), 0.f, true, c.T, cfg_.kappa, D_);
       c.ops.head_row_sum(dextra[1], dtau, cc, 1.f, c.B * H_, 1, c.T);
     }
     const float* qk[4] = {s.q1, s.k1, s.q2, s.k2};
@@ -113,9 +113,9 @@ class TdaAttention final : public AttentionVariant {
     return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, act + 5 * n,
                p,   p + nr,  p + 2 * nr,  p + 3 * nr,  p + 4 * nr,  p + 5 * nr};
   }
-  int gi() const { return cfg_.learn_beta ? 2 : 1; }  // index of gamma in extra
-  float beta_value(const AttnContext& c, const std::vector<float*>& extra) const {
-    return cfg_.learn_beta ? fetch1(c.ops, extra[1]) : float(cfg_.beta);
+  int gi() const { return cfg_.learn_beta ? 2 : 1; }           // index of gamma in extra
+  const float* beta(const std::vector<float*>& extra) const {  // null: the fixed cfg_.beta
+    return cfg_.learn_beta ? extra[1] : nullptr;
   }
   AttnArgs args(const AttnContext& c, const Buf& s, float lambda) const {
     AttnArgs a = make_args(AttnMath::kDiffThreshold, c, H_, D_, D_, 1.0f);

@@ -46,8 +46,8 @@ class TraAttention final : public AttentionVariant {
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     c.ops.l2norm_forward(s.q, s.qn, nr, D_);  // RoPE preserves norms: normalise after it
     c.ops.l2norm_forward(s.k, s.kn, nr, D_);
-    const float beta = std::max(beta_value(c, extra), 0.f);  // beta_eff = max(beta, 0): tau >= 0
-    upload_threshold(c.ops, s.tau, c.T, cfg_.kappa, D_, beta);
+    // tau_i = max(beta, 0) c_i (tau >= 0), on the device from the device beta
+    c.ops.threshold_tau(s.tau, beta(extra), float(cfg_.beta), false, c.T, cfg_.kappa, D_);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     // y = HeadRMSNorm(o): merge first, then normalise each (token, head) row of D in place
@@ -77,8 +77,8 @@ class TraAttention final : public AttentionVariant {
     a.drow_tau = dtau;
     c.ops.attention_backward(a);
     // dbeta = sum_{b,h,i} c_i dL/dtau_i, only while beta > 0 (beta_eff = max(beta, 0))
-    if (cfg_.learn_beta && beta_value(c, extra) > 0.f) {
-      upload_threshold(c.ops, cc, c.T, cfg_.kappa, D_, 1.f);
+    if (cfg_.learn_beta) {  // weights [beta > 0] c_i: no gradient while beta <= 0
+      c.ops.threshold_tau(cc, beta(extra), 0.f, true, c.T, cfg_.kappa, D_);
       c.ops.head_row_sum(dextra[0], dtau, cc, 1.f, c.B * H_, 1, c.T);
     }
     c.ops.l2norm_backward(dq, s.q, s.qn, nr, D_);
@@ -95,8 +95,8 @@ class TraAttention final : public AttentionVariant {
     float* p = act + 4 * n;
     return Buf{act, act + n, act + 2 * n, act + 3 * n, p, p + nr, p + 2 * nr, p + 3 * nr};
   }
-  float beta_value(const AttnContext& c, const std::vector<float*>& extra) const {
-    return cfg_.learn_beta ? fetch1(c.ops, extra[0]) : float(cfg_.beta);
+  const float* beta(const std::vector<float*>& extra) const {  // null: the fixed cfg_.beta
+    return cfg_.learn_beta ? extra[0] : nullptr;
   }
   const float* gamma(const std::vector<float*>& extra) const {
     return extra[cfg_.learn_beta ? 1 : 0];

@@ -96,6 +96,10 @@ class ForwardingOps : public Ops {
                     int T) override {
     in_.head_row_sum(dst, x, w, scale, B, H, T);
   }
+  void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
+                     double kappa, int d) override {
+    in_.threshold_tau(out, beta, beta_fixed, derivative, T, kappa, d);
+  }
   void scale_rows(float* y, const float* x, const float* f, int fs, int B, int H, int T,
                   int D) override {
     in_.scale_rows(y, x, f, fs, B, H, T, D);

@@ -191,6 +191,12 @@ class Ops {
   // H = 1 with B = batch*heads sums everything into dst[0].
   virtual void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H,
                             int T) = 0;
+  // TRA/TDA row thresholds on the device, from the (device) scalar beta without a host read:
+  //   out_i = g(beta) c_i,  c_i = sqrt(2 max(0, log((i+1)/kappa)) / d)   (i < T, c_i in double)
+  // g = max(beta, 0) (tau_i), or its derivative [beta > 0] (the weights of dbeta = sum_i c_i
+  // [beta > 0] dL/dtau_i). beta null: the fixed value beta_fixed instead.
+  virtual void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative,
+                             int T, double kappa, int d) = 0;
   // Per-(head, position) scale of a (B, H, T, D) tensor: y[b,h,t,:] = f[h f_head_stride + t]
   // x[b,h,t,:] (y may be x; f_head_stride 0 shares one row of T factors between heads).
   virtual void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H,

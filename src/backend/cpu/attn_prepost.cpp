@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attention/policies.h"
 #include "backend/cpu/cpu_ops.h"
 
 namespace tda {
@@ -66,6 +67,14 @@ void CpuOps::head_row_sum(float* dst, const float* x, const float* w, float scal
     }
     dst[h] += float(double(scale) * s);
   }
+}
+
+// out_i = g(beta) c_i
+void CpuOps::threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
+                           double kappa, int d) {
+  const float b = beta ? *beta : beta_fixed;
+  const float g = derivative ? (b > 0.f ? 1.f : 0.f) : std::max(b, 0.f);
+  for (int i = 0; i < T; ++i) out[i] = g * attn::threshold_c(i, kappa, d);
 }
 
 // y[b,h,t,:] = f[h * f_head_stride + t] x[b,h,t,:]

@@ -50,6 +50,8 @@ class CpuOps final : public Ops {
   void row_dot(float* out, const float* a, const float* b, size_t N, int D) override;
   void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H,
                     int T) override;
+  void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
+                     double kappa, int d) override;
   void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,
                   int D) override;
   void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C,

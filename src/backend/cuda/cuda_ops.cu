@@ -224,6 +224,10 @@ void CudaOps::head_row_sum(float* dst, const float* x, const float* w, float sca
                            int T) {
   cuda::head_row_sum(dst, x, w, scale, B, H, T);
 }
+void CudaOps::threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
+                            double kappa, int d) {
+  cuda::threshold_tau(out, beta, beta_fixed, derivative, T, kappa, d);
+}
 void CudaOps::scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H,
                          int T, int D) {
   cuda::scale_rows(y, x, f, f_head_stride, B, H, T, D);

@@ -50,6 +50,8 @@ void l2norm_forward(float* x, float* norm, size_t N, int D);
 void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D);
 void row_dot(float* out, const float* a, const float* b, size_t N, int D);
 void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H, int T);
+void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
+                   double kappa, int d);
 void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,
                 int D);
 void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group);
@@ -145,6 +147,8 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void row_dot(float* out, const float* a, const float* b, size_t N, int D) override;
   void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H,
                     int T) override;
+  void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
+                     double kappa, int d) override;
   void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,
                   int D) override;
   void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C,
