@@ -70,15 +70,68 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
     load_tile<kDv>(sv, v, j0, T, Dv);
     if (kTwo) load_tile<kDk>(sk2, a.k2 + bh * sqk, j0, T, Dk);
     __syncthreads();
-    float s1[8][4], s2[kTwo ? 8 : 1][4];
-    mma_rows<kDk, 8>(s1, sq + 16 * warp * LD, sk, Dk, lane);
-    if (kTwo) mma_rows<kDk, 8>(s2, sq2 + 16 * warp * LD, sk2, Dk, lane);
     // valid(i, j) = j <= i, i in [q_start, T), recomputed where needed (an 8x4 predicate array
     // costs registers the two-accumulator kinds do not have)
     auto ok = [&](int nt, int c) {
       const int h = c >> 1;
       return j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T && row[h] >= qs;
     };
+    ++n_total;
+    if constexpr (kTwoAcc) {
+      // Diff softmax: view 1 is consumed (O1 += W1 V) before view 2's scores exist, so only one
+      // 64-wide score tile is live next to the two accumulators (no spills at Dv = 128). The
+      // both-views survivor count keeps view 1's non-zero weights as a 32-bit mask.
+      float sc[8][4];
+      unsigned nz1 = 0;
+      TDA_UNROLL
+      for (int view = 0; view < 2; ++view) {
+        typename P::Row(&st)[2] = view == 0 ? st1 : st2;  // view is a constant once unrolled
+        mma_rows<kDk, 8>(sc, (view == 0 ? sq : sq2) + 16 * warp * LD, view == 0 ? sk : sk2, Dk,
+                         lane);
+        TDA_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          float mx = -INFINITY;
+          TDA_UNROLL
+          for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+          for (int c = 2 * h; c < 2 * h + 2; ++c) {
+            sc[nt][c] *= a.scale;
+            if (ok(nt, c)) mx = fmaxf(mx, sc[nt][c]);
+          }
+          const float f = P::rebase(st[h], quad_max(mx));
+          TDA_UNROLL
+          for (int n = 0; n < kN; ++n) {
+            if (view == 0)
+              acc1[n][2 * h] *= f, acc1[n][2 * h + 1] *= f;
+            else
+              acc2[n][2 * h] *= f, acc2[n][2 * h + 1] *= f;
+          }
+        }
+        TDA_UNROLL
+        for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+        for (int c = 0; c < 4; ++c) {
+          const int h = c >> 1;
+          if (!ok(nt, c)) {
+            sc[nt][c] = 0.f;
+            continue;
+          }
+          const float w = P::weight(st[h], sc[nt][c], tau[h], a.power);
+          P::add(st[h], w);
+          surv[view][h] += (w != 0.f);
+          const unsigned bit = 1u << (4 * nt + c);
+          if (view == 0 && w != 0.f) nz1 |= bit;
+          if (view == 1) surv[2][h] += ((nz1 & bit) != 0 && w != 0.f);
+          sc[nt][c] = w;
+        }
+        if (view == 0)
+          mma_acc<kDv, 8>(acc1, sc, sv, Dv, lane);
+        else
+          mma_acc<kDv, 8>(acc2, sc, sv, Dv, lane);  // the same V tile
+      }
+      continue;
+    }
+    float s1[8][4], s2[kTwo ? 8 : 1][4];
+    mma_rows<kDk, 8>(s1, sq + 16 * warp * LD, sk, Dk, lane);
+    if (kTwo) mma_rows<kDk, 8>(s2, sq2 + 16 * warp * LD, sk2, Dk, lane);
     bool alive = false;
     TDA_UNROLL
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
@@ -88,7 +141,6 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
       if (kTwo) s2[nt][c] *= a.scale;
       alive |= ok(nt, c) && (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
     }
-    ++n_total;
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
       ++n_skipped;  // every weight of the tile is exactly 0: nothing to add
       continue;
@@ -96,22 +148,14 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
     if (P::kOnlineMax) {
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) {
-        float mx1 = -INFINITY, mx2 = -INFINITY;
+        float mx1 = -INFINITY;
         TDA_UNROLL
         for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
         for (int c = 2 * h; c < 2 * h + 2; ++c)
-          if (ok(nt, c)) {
-            mx1 = fmaxf(mx1, s1[nt][c]);
-            if (kTwo) mx2 = fmaxf(mx2, s2[nt][c]);
-          }
+          if (ok(nt, c)) mx1 = fmaxf(mx1, s1[nt][c]);
         const float c1 = P::rebase(st1[h], quad_max(mx1));
         TDA_UNROLL
         for (int n = 0; n < kN; ++n) acc1[n][2 * h] *= c1, acc1[n][2 * h + 1] *= c1;
-        if (kTwoAcc) {
-          const float c2 = P::rebase(st2[h], quad_max(mx2));
-          TDA_UNROLL
-          for (int n = 0; n < kN; ++n) acc2[n][2 * h] *= c2, acc2[n][2 * h + 1] *= c2;
-        }
       }
     }
     TDA_UNROLL
@@ -120,26 +164,21 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
       const int h = c >> 1;
       if (!ok(nt, c)) {
         s1[nt][c] = 0.f;
-        if (kTwo) s2[nt][c] = 0.f;
         continue;
       }
       const float w1 = P::weight(st1[h], s1[nt][c], tau[h], a.power);
       P::add(st1[h], w1);
       surv[0][h] += (w1 != 0.f);
       s1[nt][c] = w1;
-      if (kTwo) {
+      if (kTwo) {  // un-normalised two-view kinds: one accumulator of Delta a = a1 - lambda a2
         const float w2 = P::weight(st2[h], s2[nt][c], tau[h], a.power);
         P::add(st2[h], w2);
         surv[1][h] += (w2 != 0.f);
         surv[2][h] += (w1 != 0.f && w2 != 0.f);
-        if (kTwoAcc)
-          s2[nt][c] = w2;
-        else
-          s1[nt][c] = w1 - a.lambda * w2;  // Delta a_ij = a1 - lambda a2
+        s1[nt][c] = w1 - a.lambda * w2;
       }
     }
     mma_acc<kDv, 8>(acc1, s1, sv, Dv, lane);
-    if (kTwoAcc) mma_acc<kDv, 8>(acc2, s2, sv, Dv, lane);  // the same V tile
   }
 
   constexpr int nst = n_stats<P, kTwo>();
