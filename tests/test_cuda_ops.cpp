@@ -115,19 +115,23 @@ TEST_CASE("cuda: pointwise ops match the CPU backend", "[cuda][emu]") {
 TEST_CASE("cuda: embedding forward and backward match the CPU backend", "[cuda][emu]") {
   CpuOps cpu;
   CudaOps gpu;
-  const int V = 50, N = 37, C = 300;  // C > 256: two blocks of channels in backward
-  auto wte = rnd(size_t(V) * C, 31), dy = rnd(size_t(N) * C, 32), dwte0 = rnd(size_t(V) * C, 33);
-  auto tok = tokens(size_t(N), 7, 34);  // 7 distinct ids over 37 rows: many repeats
-  DeviceBuffer<float> gw(wte), gdy(dy), gy(size_t(N) * C), gdw(dwte0);
-  DeviceBuffer<int32_t> gt(tok);
-  std::vector<float> y(size_t(N) * C);
-  auto dw = dwte0;
-  cpu.embedding_forward(y.data(), tok.data(), wte.data(), N, C);
-  gpu.embedding_forward(gy.get(), gt.get(), gw.get(), N, C);
-  CHECK(same_bits(gy.to_host(), y));
-  cpu.embedding_backward(dw.data(), dy.data(), tok.data(), N, C);
-  gpu.embedding_backward(gdw.get(), gdy.get(), gt.get(), N, C);
-  CHECK(same_bits(gdw.to_host(), dw));  // same per-channel row order: bit-identical
+  const int V = 600, C = 300;  // C > 256: a thread walks several channels in backward
+  // 7 distinct ids over 37 rows (many repeats), and 1000 rows over 500 ids (many segments).
+  for (auto [N, ids] : {std::pair<int, int>{37, 7}, std::pair<int, int>{1000, 500}}) {
+    INFO("N " << N << " ids " << ids);
+    auto wte = rnd(size_t(V) * C, 31), dy = rnd(size_t(N) * C, 32), dwte0 = rnd(size_t(V) * C, 33);
+    auto tok = tokens(size_t(N), ids, 34);
+    DeviceBuffer<float> gw(wte), gdy(dy), gy(size_t(N) * C), gdw(dwte0);
+    DeviceBuffer<int32_t> gt(tok);
+    std::vector<float> y(size_t(N) * C);
+    auto dw = dwte0;
+    cpu.embedding_forward(y.data(), tok.data(), wte.data(), N, C);
+    gpu.embedding_forward(gy.get(), gt.get(), gw.get(), N, C);
+    CHECK(same_bits(gy.to_host(), y));
+    cpu.embedding_backward(dw.data(), dy.data(), tok.data(), N, C);
+    gpu.embedding_backward(gdw.get(), gdy.get(), gt.get(), N, C);
+    CHECK(same_bits(gdw.to_host(), dw));  // each token's rows in increasing order: bit-identical
+  }
 }
 
 TEST_CASE("cuda: rope and head split and merge match the CPU backend", "[cuda][emu]") {

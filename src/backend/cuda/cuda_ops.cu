@@ -15,6 +15,7 @@ CudaOps::~CudaOps() {
   // Errors are ignored here: a destructor must not throw.
   if (fscratch_) cudaFree(fscratch_);
   if (dscratch_) cudaFree(dscratch_);
+  if (iscratch_) cudaFree(iscratch_);
   if (logits_) cudaFree(logits_);
   if (wbf16_) cudaFree(wbf16_);
   if (dlogits_bf16_) cudaFree(dlogits_bf16_);
@@ -137,7 +138,8 @@ void CudaOps::embedding_forward(float* y, const int32_t* tokens, const float* wt
 }
 void CudaOps::embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
                                  int C) {
-  cuda::embedding_backward(dwte, dy, tokens, N, C);
+  int32_t* s = cuda::scratch(iscratch_, iscratch_n_, cuda::embedding_backward_scratch(N));
+  cuda::embedding_backward(dwte, dy, tokens, N, C, s);
 }
 
 void CudaOps::rope_forward(float* out, const float* x, int row, int col0, const float* cos,

@@ -36,7 +36,9 @@ void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, con
                       const float* rstd, int N, int C, float* scratch);
 
 void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C);
-void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N, int C);
+size_t embedding_backward_scratch(int N);  // int32 elements
+void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N, int C,
+                        int32_t* scratch);
 
 void rope_forward(float* out, const float* x, int row, int col0, const float* cos, const float* sin,
                   int B, int T, int H, int D, int pos0);
@@ -201,6 +203,8 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   size_t fscratch_n_ = 0;
   double* dscratch_ = nullptr;
   size_t dscratch_n_ = 0;
+  int32_t* iscratch_ = nullptr;
+  size_t iscratch_n_ = 0;
   float* logits_ = nullptr;
   size_t logits_n_ = 0;
 };
