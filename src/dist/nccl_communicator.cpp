@@ -109,7 +109,12 @@ NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world, 
     : bootstrap_(std::move(bootstrap)), rank_(rank), world_(world) {
   (void)registered;
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  // A blocking stream: the CUDA backend computes on the legacy default stream, and a blocking
+  // stream's work waits for everything queued there before it (and the reverse), so a
+  // collective never reads gradients that backward kernels are still writing. (A non-blocking
+  // stream, as before, would race with them on a GPU; the emulator, being synchronous, cannot
+  // show it.)
+  check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
   check_cuda(cudaMalloc(&scalar_, sizeof(double)), "cudaMalloc");
   check(ncclCommInitRank(&comm_, world_, id, rank_), "ncclCommInitRank");
 }
