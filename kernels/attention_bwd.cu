@@ -55,7 +55,7 @@ __device__ inline float grad_entry(const AttnArgs& a, float s1, float s2, float 
   float a1, f1, a2 = 0.f, f2 = 0.f;
   P::bwd(s1, st1, tau, a.power, &a1, &f1);
   if (kTwo) P::bwd(s2, st2, tau, a.power, &a2, &f2);
-  if (P::kSparse && a.debug_drop_term) {
+  if (P::kSparse && !P::kNormalized && a.debug_drop_term) {
     f1 /= float(a.power);  // negative control: drop the chain-rule factor p
     f2 /= float(a.power);
   }
@@ -92,9 +92,8 @@ __global__ void __launch_bounds__(kThreads)
     row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
     const bool in = row[h] < T;
     const size_t r = bh * T + (in ? row[h] : 0);
-    tau[h] = (a.tau && in) ? a.tau[row[h]] : 0.f;
-    st1[h] = (nst >= 1 && in) ? a.stats[r * nst] : 0.f;
-    st2[h] = (nst >= 2 && in) ? a.stats[r * nst + 1] : 0.f;
+    row_tau_stat<P, kTwo>(a, r, row[h], in, &tau[h], &st1[h]);
+    st2[h] = (kTwo && nst >= 2 && in) ? a.stats[r * nst + 1] : 0.f;
     D1[h] = (P::kNormalized && in) ? Dbuf[2 * r] : 0.f;
     D2[h] = (P::kNormalized && in) ? Dbuf[2 * r + 1] : 0.f;
   }
@@ -205,9 +204,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int x = threadIdx.x; x < kTile; x += kThreads) {
       const bool in = i0 + x < T;
       const size_t r = bh * T + (in ? i0 + x : 0);
-      rowf[x] = (nst >= 1 && in) ? a.stats[r * nst] : 0.f;
-      rowf[kTile + x] = (nst >= 2 && in) ? a.stats[r * nst + 1] : 0.f;
-      rowf[2 * kTile + x] = (a.tau && in) ? a.tau[i0 + x] : 0.f;
+      row_tau_stat<P, kTwo>(a, r, i0 + x, in, &rowf[2 * kTile + x], &rowf[x]);
+      rowf[kTile + x] = (kTwo && nst >= 2 && in) ? a.stats[r * nst + 1] : 0.f;
       rowf[3 * kTile + x] = (P::kNormalized && in) ? Dbuf[2 * r] : 0.f;
       rowf[4 * kTile + x] = (P::kNormalized && in) ? Dbuf[2 * r + 1] : 0.f;
     }
@@ -314,7 +312,9 @@ void launch_backward(const AttnArgs& a, float* Dbuf) {
 // Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.
 template <class P, bool kTwo>
 void launch_backward(const AttnArgs& a, float* Dbuf) {
-  if (P::kNormalized) {
+  if constexpr (P::kStatTau) {
+    attention_entmax_rowc(a, Dbuf);  // D_i = c_i, a pass over the keys
+  } else if (P::kNormalized) {
     const size_t rows = size_t(a.B) * a.H * a.T;
     check(launch(fa_rowdot_kernel<kTwo>, dim3(unsigned((rows + kWarps - 1) / kWarps)),
                  dim3(kThreads), 0, stream(), a, Dbuf),
@@ -340,6 +340,8 @@ void backward_math(const AttnArgs& a, float* Dbuf) {
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
       return launch_backward<ThresholdPolicy, false>(a, Dbuf);
+    case AttnMath::kEntmax15:
+      return launch_backward<Entmax15Policy, false>(a, Dbuf);
     case AttnMath::kDiffSoftmax:
       return launch_backward<SoftmaxPolicy, true>(a, Dbuf);
     case AttnMath::kDiffRelu:

@@ -1,7 +1,9 @@
-// Causal 1.5-entmax attention, streaming (no T x T buffer, no per-row score buffer): one warp per
-// query row (forward, dq) or key row (dk, dv), keys in chunks of 32 (lane l scores key j0 + l),
-// fp32 CUDA cores. The threshold is found by passes over the key chunks, as AdaSplash does:
-// the row is recomputed on every pass instead of stored. Reference: attention_entmax.cpp.
+// Causal 1.5-entmax attention on tensor cores: the two row pre-passes that make entmax a policy
+// of the tiled kernels (kernels/attention_fwd.cu, attention_bwd.cu with Entmax15Policy). Like
+// AdaSplash, the threshold is found by passes over the key tiles, recomputing the scores with the
+// same mma as the forward each time (no T x T buffer, no per-row score buffer). A block owns 64
+// query rows (4 warps of 16, the FlashAttention-2 layout of attention_tc.cuh); the key tiles of
+// every pass stream through shared memory. Reference: src/backend/cpu/attention_entmax.cpp.
 //   u_j = z_j / 2 = scale q.k_j / 2 (j <= i);  m = max u;  f(tau) = sum_j [u_j - tau]_+^2 - 1
 //   bisection on [m - 1, m - 1/sqrt(n)] (f(lo) >= 0 >= f(hi)), `entmax_iters` passes (the
 //   policies.h Entmax15::bisect sequence);
@@ -9,11 +11,12 @@
 //   exact (default): one more pass gathers k, sum u, sum u^2 over the support S = {u_j > tau};
 //     then tau = M - sqrt(max(1/k - (Q - M^2), 0)) (M, Q means over S), norm = 1: the closed form
 //     of the sort-based solver, exact once bisection has found the support.
-//   forward:  p_ij = [u_ij - tau_i]_+^2 / norm_i;  o_i = sum_j p_ij v_j;  stats (tau_i, norm_i)
-//   backward: e_ij = g_i.v_j;  c_i = sum_j sqrt(p_ij) e_ij / sum_j sqrt(p_ij)   (dq kernel, saved)
-//             dz_ij = sqrt(p_ij) (e_ij - c_i);  dq_i = scale sum_j dz_ij k_j
-//             dk_j = scale sum_i dz_ij q_i;  dv_j = sum_i p_ij g_i                (dkdv kernel)
-// Every output is owned by one warp and summed in a fixed order: deterministic, no atomics.
+//   threshold pre-pass (forward): stats (tau_i, norm_i); the tiled forward then computes
+//     p_ij = [u_ij - tau_i]_+^2 / norm_i and o_i = sum_j p_ij v_j, skipping dead tiles.
+//   c pre-pass (backward): e_ij = g_i.v_j (dO V^T, as the dq kernel computes it);
+//     c_i = sum_j sqrt(p_ij) e_ij / sum_j sqrt(p_ij) into D_i, so that the tiled dq and dk/dv
+//     kernels form dz_ij = sqrt(p_ij) (e_ij - c_i).
+// Every output is owned by one block and summed in a fixed order: deterministic, no atomics.
 #include "attention/policies.h"
 #include "backend/cuda/attention_tc.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -23,238 +26,195 @@
 namespace tda::cuda {
 
 namespace {
-constexpr int kRows = 4;  // warps (rows) per block
-constexpr int kMaxD = fa::kMaxHeadDim;
-constexpr int kPer = kMaxD / kWarp;  // channels per lane
+using namespace fa;
+using attn::Entmax15Policy;
 
-__device__ inline float dot_shared(const float* sh, const float* g, int D) {
-  float s = 0.f;
-  for (int d = 0; d < D; ++d) s += sh[d] * g[d];
-  return s;
-}
-
-// u_j for this lane's key of chunk j0 (-inf past the diagonal).
-__device__ inline float half_score(const AttnArgs& a, const float* sq, const float* k, int i,
-                                   int j) {
-  return j <= i ? 0.5f * a.scale * dot_shared(sq, k + size_t(j) * a.Dqk, a.Dqk) : -INFINITY;
-}
-
-__global__ void __launch_bounds__(kRows* kWarp) entmax_forward_kernel(AttnArgs a, size_t sqk) {
-  __shared__ float sq[kRows][kMaxD];
-  __shared__ float sp[kRows][kWarp];
-  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
-  const size_t row = size_t(blockIdx.x) * kRows + w;
-  if (row >= size_t(a.B) * a.H * T) return;  // the whole warp leaves
-  const size_t bh = row / T;
-  const int i = int(row % T), n = i + 1;
-  if (i < a.q_start) {  // KV-cache decoding: row not computed (output 0, stats untouched)
-    for (int d = lane; d < Dv; d += kWarp) a.out[row * Dv + d] = 0.f;
-    return;
-  }
+template <int kDk>
+__global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, size_t sqk) {
+  constexpr int LD = ld<kDk>();
+  TDA_DYNAMIC_SHARED(uint16_t, smem);
+  uint16_t* sq = smem;
+  uint16_t* sk = sq + tile_elems<kDk>();
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int T = a.T, Dk = a.Dqk;
+  const size_t bh = blockIdx.y;
+  const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
+  if (i0 + kTile <= a.q_start) return;  // KV-cache decoding: these rows' stats stay untouched
   const float* k = a.k + bh * sqk;
-  const float* v = a.v + bh * size_t(T) * Dv;
-  for (int d = lane; d < Dk; d += kWarp) sq[w][d] = a.q[bh * sqk + size_t(i) * Dk + d];
-  __syncwarp();
-  float m = -INFINITY;
-  for (int j0 = 0; j0 <= i; j0 += kWarp) m = fmaxf(m, half_score(a, sq[w], k, i, j0 + lane));
-  m = warp_max(m);
-  // f(tau) + 1 = sum [u - tau]_+^2, and the support's size and moments, in one pass
-  auto pass = [&](float tau, float* cnt, float* su, float* su2) {
-    float f = 0.f, c = 0.f, s1 = 0.f, s2 = 0.f;
-    for (int j0 = 0; j0 <= i; j0 += kWarp) {
-      const float u = half_score(a, sq[w], k, i, j0 + lane), r = u - tau;
-      if (r > 0.f) f += r * r, c += 1.f, s1 += u, s2 += u * u;
-    }
-    if (cnt) *cnt = warp_sum(c), *su = warp_sum(s1), *su2 = warp_sum(s2);
-    return warp_sum(f);
-  };
-  float lo = m - 1.f, hi = m - 1.f / sqrtf(float(n));
-  const float f_lo = pass(lo, nullptr, nullptr, nullptr) - 1.f;
-  float tau = lo;
-  for (int it = 0; it < a.entmax_iters; ++it) {
-    tau = 0.5f * (lo + hi);
-    if ((pass(tau, nullptr, nullptr, nullptr) - 1.f) * f_lo >= 0.f)
-      lo = tau;
-    else
-      hi = tau;
-  }
-  float norm = 1.f;
-  if (a.entmax_bisect) {
-    norm = pass(tau, nullptr, nullptr, nullptr);
-  } else {
-    float cnt, su, su2;
-    pass(tau, &cnt, &su, &su2);
-    if (cnt > 0.f) {
-      const float M = su / cnt, Q = su2 / cnt;
-      tau = M - sqrtf(fmaxf(1.f / cnt - (Q - M * M), 0.f));
-    }
-  }
-  float acc[kPer];
+  load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
+  int row[2];
+  float lo[2], hi[2], f_lo[2], tau[2], norm[2] = {1.f, 1.f};
   TDA_UNROLL
-  for (int r = 0; r < kPer; ++r) acc[r] = 0.f;
-  float surv = 0.f;
-  for (int j0 = 0; j0 <= i; j0 += kWarp) {
-    const float u = half_score(a, sq[w], k, i, j0 + lane);
-    const float p = attn::Entmax15::prob(2.f * u, tau, norm);
-    surv += (p != 0.f);
-    sp[w][lane] = p;
-    __syncwarp();
-    const int nj = min(kWarp, i - j0 + 1);
+  for (int h = 0; h < 2; ++h) row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
+  // Pass 0: the row max; 1: f(lo); 2 .. iters + 1: f at the midpoints; last: the support's
+  // moments (exact) or f(tau) + 1 (bisect). Every pass recomputes the scores of every key tile.
+  const int passes = a.entmax_iters + 3;
+  for (int pass = 0; pass < passes; ++pass) {
+    const bool last = pass == passes - 1;
+    float t[2], acc[2][4] = {};  // per row: max or f + 1, then count, sum u, sum u^2
     TDA_UNROLL
-    for (int r = 0; r < kPer; ++r) {
-      const int d = lane + r * kWarp;
-      if (d < Dv)
-        for (int jj = 0; jj < nj; ++jj)
-          if (sp[w][jj] != 0.f) acc[r] += sp[w][jj] * v[size_t(j0 + jj) * Dv + d];
+    for (int h = 0; h < 2; ++h) {
+      acc[h][0] = pass == 0 ? -INFINITY : 0.f;
+      t[h] = pass == 1 ? lo[h] : (!last && pass > 1) ? 0.5f * (lo[h] + hi[h]) : tau[h];
     }
-    __syncwarp();  // sp is rewritten by the next chunk
-  }
-  surv = warp_sum(surv);
-  TDA_UNROLL
-  for (int r = 0; r < kPer; ++r) {
-    const int d = lane + r * kWarp;
-    if (d < Dv) a.out[row * Dv + d] = acc[r];
-  }
-  if (lane == 0) {
-    a.stats[row * 2] = tau;
-    a.stats[row * 2 + 1] = norm;
-    if (a.survivors) a.survivors[row] = surv;
-  }
-}
-
-// dq_i, and c_i saved to cbuf for the dkdv kernel.
-__global__ void __launch_bounds__(kRows* kWarp)
-    entmax_dq_kernel(AttnArgs a, size_t sqk, float* cbuf) {
-  __shared__ float sq[kRows][kMaxD];
-  __shared__ float sg[kRows][kMaxD];
-  __shared__ float sds[kRows][kWarp];
-  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
-  const size_t row = size_t(blockIdx.x) * kRows + w;
-  if (row >= size_t(a.B) * a.H * T) return;
-  const size_t bh = row / T;
-  const int i = int(row % T);
-  const float* k = a.k + bh * sqk;
-  const float* v = a.v + bh * size_t(T) * Dv;
-  for (int d = lane; d < Dk; d += kWarp) sq[w][d] = a.q[bh * sqk + size_t(i) * Dk + d];
-  for (int d = lane; d < Dv; d += kWarp) sg[w][d] = a.dout[row * Dv + d];
-  __syncwarp();
-  const float tau = a.stats[row * 2], norm = a.stats[row * 2 + 1];
-  float G = 0.f, Ge = 0.f;
-  for (int j0 = 0; j0 <= i; j0 += kWarp) {
-    const int j = j0 + lane;
-    const float p = attn::Entmax15::prob(2.f * half_score(a, sq[w], k, i, j), tau, norm);
-    if (p != 0.f) {
-      const float sp = sqrtf(p);
-      G += sp;
-      Ge += sp * dot_shared(sg[w], v + size_t(j) * Dv, Dv);
-    }
-  }
-  G = warp_sum(G);
-  Ge = warp_sum(Ge);
-  const float c = a.debug_drop_term ? 0.f : Ge / G;  // G > 0: the support is never empty
-  if (lane == 0) cbuf[row] = c;
-  float acc[kPer];
-  TDA_UNROLL
-  for (int r = 0; r < kPer; ++r) acc[r] = 0.f;
-  for (int j0 = 0; j0 <= i; j0 += kWarp) {
-    const int j = j0 + lane;
-    const float p = attn::Entmax15::prob(2.f * half_score(a, sq[w], k, i, j), tau, norm);
-    float dz = 0.f;
-    if (p != 0.f) dz = sqrtf(p) * (dot_shared(sg[w], v + size_t(j) * Dv, Dv) - c) * a.scale;
-    sds[w][lane] = dz;
-    __syncwarp();
-    const int nj = min(kWarp, i - j0 + 1);
-    TDA_UNROLL
-    for (int r = 0; r < kPer; ++r) {
-      const int d = lane + r * kWarp;
-      if (d < Dk)
-        for (int jj = 0; jj < nj; ++jj) acc[r] += sds[w][jj] * k[size_t(j0 + jj) * Dk + d];
-    }
-    __syncwarp();
-  }
-  float* dq = a.dq + bh * sqk + size_t(i) * Dk;
-  TDA_UNROLL
-  for (int r = 0; r < kPer; ++r) {
-    const int d = lane + r * kWarp;
-    if (d < Dk) dq[d] = acc[r];
-  }
-}
-
-__global__ void __launch_bounds__(kRows* kWarp)
-    entmax_dkdv_kernel(AttnArgs a, size_t sqk, const float* cbuf) {
-  __shared__ float sk[kRows][kMaxD];
-  __shared__ float sv[kRows][kMaxD];
-  __shared__ float sp[kRows][kWarp];
-  __shared__ float sds[kRows][kWarp];
-  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
-  const size_t krow = size_t(blockIdx.x) * kRows + w;  // (b*H + h)*T + j
-  if (krow >= size_t(a.B) * a.H * T) return;
-  const size_t bh = krow / T;
-  const int j = int(krow % T);
-  const float* q = a.q + bh * sqk;
-  const float* g = a.dout + bh * size_t(T) * Dv;
-  for (int d = lane; d < Dk; d += kWarp) sk[w][d] = a.k[bh * sqk + size_t(j) * Dk + d];
-  for (int d = lane; d < Dv; d += kWarp) sv[w][d] = a.v[bh * size_t(T) * Dv + size_t(j) * Dv + d];
-  __syncwarp();
-  float acck[kPer], accv[kPer];
-  TDA_UNROLL
-  for (int r = 0; r < kPer; ++r) acck[r] = accv[r] = 0.f;
-  for (int i0 = j; i0 < T; i0 += kWarp) {
-    const int i = i0 + lane;
-    float p = 0.f, dz = 0.f;
-    if (i < T) {
-      const size_t r = bh * T + i;
-      const float z = a.scale * dot_shared(sk[w], q + size_t(i) * Dk, Dk);
-      p = attn::Entmax15::prob(z, a.stats[r * 2], a.stats[r * 2 + 1]);
-      if (p != 0.f) dz = sqrtf(p) * (dot_shared(sv[w], g + size_t(i) * Dv, Dv) - cbuf[r]) * a.scale;
-    }
-    sp[w][lane] = p;
-    sds[w][lane] = dz;
-    __syncwarp();
-    const int ni = min(kWarp, T - i0);
-    TDA_UNROLL
-    for (int r = 0; r < kPer; ++r) {
-      const int d = lane + r * kWarp;
-      for (int ii = 0; ii < ni; ++ii) {
-        if (d < Dv) accv[r] += sp[w][ii] * g[size_t(i0 + ii) * Dv + d];
-        if (d < Dk) acck[r] += sds[w][ii] * q[size_t(i0 + ii) * Dk + d];
+    for (int j0 = 0; j0 < i1; j0 += kTile) {
+      __syncthreads();  // the previous tile is no longer read
+      load_tile<kDk>(sk, k, j0, T, Dk);
+      __syncthreads();
+      float s[8][4];
+      mma_rows<kDk, 8>(s, sq + 16 * warp * LD, sk, Dk, lane);
+      TDA_UNROLL
+      for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        const int h = c >> 1;
+        if (!(j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T)) continue;
+        const float u = 0.5f * a.scale * s[nt][c];
+        if (pass == 0) {
+          acc[h][0] = fmaxf(acc[h][0], u);
+          continue;
+        }
+        const float r = u - t[h];
+        if (r > 0.f) acc[h][0] += r * r, acc[h][1] += 1.f, acc[h][2] += u, acc[h][3] += u * u;
       }
     }
-    __syncwarp();
+    TDA_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      if (pass == 0) {
+        const float m = quad_max(acc[h][0]);
+        lo[h] = m - 1.f;
+        hi[h] = m - 1.f / sqrtf(float(row[h] + 1));
+        tau[h] = lo[h];
+        continue;
+      }
+      const float f = quad_sum(acc[h][0]) - 1.f;
+      if (pass == 1) {
+        f_lo[h] = f;
+      } else if (!last) {  // bisection step at the midpoint t
+        tau[h] = t[h];
+        if (f * f_lo[h] >= 0.f)
+          lo[h] = t[h];
+        else
+          hi[h] = t[h];
+      } else if (a.entmax_bisect) {
+        norm[h] = f + 1.f;
+      } else {
+        const float cnt = quad_sum(acc[h][1]), su = quad_sum(acc[h][2]), su2 = quad_sum(acc[h][3]);
+        if (cnt > 0.f) {
+          const float M = su / cnt, Q = su2 / cnt;
+          tau[h] = M - sqrtf(fmaxf(1.f / cnt - (Q - M * M), 0.f));
+        }
+      }
+    }
   }
-  float* dk = a.dk + bh * sqk + size_t(j) * Dk;
-  float* dv = a.dv + krow * Dv;
   TDA_UNROLL
-  for (int r = 0; r < kPer; ++r) {
-    const int d = lane + r * kWarp;
-    if (d < Dk) dk[d] = acck[r];
-    if (d < Dv) dv[d] = accv[r];
+  for (int h = 0; h < 2; ++h)
+    if (row[h] < T && row[h] >= a.q_start && (lane & 3) == 0) {
+      const size_t r = bh * T + row[h];
+      a.stats[r * 2] = tau[h];
+      a.stats[r * 2 + 1] = norm[h];
+    }
+}
+
+// D_i = c_i for the tiled backward (Dbuf[2r]; Dbuf[2r + 1] = 0: one view).
+template <int kDk, int kDv>
+__global__ void __launch_bounds__(kThreads)
+    entmax_rowc_kernel(AttnArgs a, size_t sqk, float* Dbuf) {
+  TDA_DYNAMIC_SHARED(uint16_t, smem);
+  uint16_t* sq = smem;
+  uint16_t* sk = sq + tile_elems<kDk>();
+  uint16_t* sg = sk + tile_elems<kDk>();
+  uint16_t* sv = sg + tile_elems<kDv>();
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
+  const size_t bh = blockIdx.y;
+  const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
+  load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
+  load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
+  int row[2];
+  float t[2], norm[2], G[2] = {}, Ge[2] = {};
+  TDA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
+    const bool in = row[h] < T;
+    row_tau_stat<Entmax15Policy, false>(a, bh * T + (in ? row[h] : 0), row[h], in, &t[h], &norm[h]);
+  }
+  for (int j0 = 0; j0 < i1; j0 += kTile) {
+    __syncthreads();
+    load_tile<kDk>(sk, a.k + bh * sqk, j0, T, Dk);
+    load_tile<kDv>(sv, a.v + bh * size_t(T) * Dv, j0, T, Dv);
+    __syncthreads();
+    float s[8][4], e[8][4];
+    mma_rows<kDk, 8>(s, sq + 16 * warp * ld<kDk>(), sk, Dk, lane);
+    bool alive = false;
+    TDA_UNROLL
+    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const int h = c >> 1;
+      s[nt][c] *= a.scale;
+      alive |= j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T && s[nt][c] > t[h];
+    }
+    if (!a.no_skip && !__syncthreads_or(alive)) continue;           // every p_ij of the pair is 0
+    mma_rows<kDv, 8>(e, sg + 16 * warp * ld<kDv>(), sv, Dv, lane);  // e_ij = g_i.v_j
+    TDA_UNROLL
+    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const int h = c >> 1;
+      if (!(j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T)) continue;
+      float p, f;
+      Entmax15Policy::bwd(s[nt][c], norm[h], t[h], 2, &p, &f);
+      G[h] += f;
+      Ge[h] += f * e[nt][c];
+    }
+  }
+  TDA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const float g = quad_sum(G[h]), ge = quad_sum(Ge[h]);
+    if (row[h] >= T || (lane & 3) != 0) continue;
+    const size_t r = bh * T + row[h];
+    Dbuf[2 * r] = a.debug_drop_term ? 0.f : ge / g;  // g > 0: the support is never empty
+    Dbuf[2 * r + 1] = 0.f;
   }
 }
 
-unsigned row_blocks(const AttnArgs& a) {
-  return unsigned((size_t(a.B) * a.H * a.T + kRows - 1) / kRows);
+template <int kDk>
+void launch_threshold(const AttnArgs& a) {
+  const size_t smem = 2 * tile_elems<kDk>() * sizeof(uint16_t);
+  auto* kernel = entmax_threshold_kernel<kDk>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+        "attention_entmax_threshold smem");
+  const dim3 grid(unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.H));
+  check(launch(kernel, grid, dim3(kThreads), smem, stream(), a, qk_stride(a)),
+        "attention_entmax_threshold");
+}
+
+template <int kDk, int kDv>
+void launch_rowc(const AttnArgs& a, float* Dbuf) {
+  const size_t smem = 2 * (tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
+  auto* kernel = entmax_rowc_kernel<kDk, kDv>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+        "attention_entmax_rowc smem");
+  const dim3 grid(unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.H));
+  check(launch(kernel, grid, dim3(kThreads), smem, stream(), a, qk_stride(a), Dbuf),
+        "attention_entmax_rowc");
 }
 }  // namespace
 
-void attention_entmax_forward(const AttnArgs& a) {
+void attention_entmax_threshold(const AttnArgs& a) {
   if (size_t(a.B) * a.H * a.T == 0) return;
-  check(launch(entmax_forward_kernel, dim3(row_blocks(a)), dim3(kRows * kWarp), 0, stream(), a,
-               fa::qk_stride(a)),
-        "attention_entmax_forward");
+  if (a.Dqk <= 64)
+    launch_threshold<64>(a);
+  else
+    launch_threshold<128>(a);
 }
 
-void attention_entmax_backward(const AttnArgs& a, float* scratch) {
+void attention_entmax_rowc(const AttnArgs& a, float* Dbuf) {
   if (size_t(a.B) * a.H * a.T == 0) return;
-  check(launch(entmax_dq_kernel, dim3(row_blocks(a)), dim3(kRows * kWarp), 0, stream(), a,
-               fa::qk_stride(a), scratch),
-        "attention_entmax_dq");
-  check(launch(entmax_dkdv_kernel, dim3(row_blocks(a)), dim3(kRows * kWarp), 0, stream(), a,
-               fa::qk_stride(a), static_cast<const float*>(scratch)),
-        "attention_entmax_dkdv");
+  if (a.Dqk <= 64 && a.Dv <= 64)
+    launch_rowc<64, 64>(a, Dbuf);
+  else if (a.Dqk <= 64)
+    launch_rowc<64, 128>(a, Dbuf);
+  else
+    launch_rowc<128, 128>(a, Dbuf);
 }
 
 }  // namespace tda::cuda

@@ -52,12 +52,15 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
 
   int row[2];  // this lane's two query rows (accumulator rows g and g + 8)
   float tau[2];
+  typename P::Row st1[2], st2[2];
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
     row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
-    tau[h] = (a.tau && row[h] < T) ? a.tau[row[h]] : 0.f;
+    const bool in = row[h] < T;
+    float st;
+    row_tau_stat<P, kTwo>(a, bh * T + (in ? row[h] : 0), row[h], in, &tau[h], &st);
+    if constexpr (P::kStatTau) st1[h].norm = st;  // entmax: norm_i from the pre-pass
   }
-  typename P::Row st1[2], st2[2];
   float acc1[kN][4], acc2[kTwoAcc ? kN : 1][4], surv[3][2] = {};
   TDA_UNROLL
   for (int n = 0; n < kN; ++n) TDA_UNROLL
@@ -214,8 +217,8 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
       }
     }
     if ((lane & 3) == 0) {
-      if (nst >= 1) a.stats[r * nst] = P::stat(st1[h]);
-      if (nst >= 2) a.stats[r * nst + 1] = P::stat(st2[h]);
+      if (nst >= 1 && !P::kStatTau) a.stats[r * nst] = P::stat(st1[h]);
+      if (nst >= 2 && !P::kStatTau) a.stats[r * nst + 1] = P::stat(st2[h]);
       if (a.survivors) {
         const int ns = kTwo ? 3 : 1;
         TDA_UNROLL
@@ -266,6 +269,9 @@ void forward_math(const AttnArgs& a) {
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
       return launch_forward<ThresholdPolicy, false>(a);
+    case AttnMath::kEntmax15:
+      attention_entmax_threshold(a);  // stats (tau_i, norm_i), then a thresholded forward
+      return launch_forward<Entmax15Policy, false>(a);
     case AttnMath::kDiffSoftmax:
       return launch_forward<SoftmaxPolicy, true>(a);
     case AttnMath::kDiffRelu:

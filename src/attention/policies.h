@@ -47,7 +47,7 @@ TDA_HD inline float ipow(float r, int p) {
 //   m_i = running max;  w = exp(s - m_i);  l_i = sum w;  a = w / l_i;  stat = LSE = m + log l
 //   backward: a = exp(s - LSE), ds = a (da - D)  ->  f = a
 struct SoftmaxPolicy {
-  static constexpr bool kNormalized = true, kOnlineMax = true, kSparse = false;
+  static constexpr bool kNormalized = true, kOnlineMax = true, kSparse = false, kStatTau = false;
   struct Row {
     float m = -INFINITY, l = 0.f;
   };
@@ -81,7 +81,7 @@ struct SoftmaxPolicy {
 //   w = softplus(s) = max(s,0) + log1p(exp(-|s|));  F_i = sum w;  a = w / F_i;  stat = F_i
 //   backward: dw/ds = sigmoid(s)  ->  ds = sigmoid(s)/F (da - D),  f = sigmoid(s)/F
 struct SoftplusPolicy {
-  static constexpr bool kNormalized = true, kOnlineMax = false, kSparse = false;
+  static constexpr bool kNormalized = true, kOnlineMax = false, kSparse = false, kStatTau = false;
   struct Row {
     float F = 0.f;
   };
@@ -103,7 +103,7 @@ struct SoftplusPolicy {
 //   r = s - tau_i;  a = max(r, 0)^p;  da/ds = p r^(p-1) for r > 0, else 0 (p = 1: 1[r > 0])
 // No row statistic: the weight is final as soon as the score is known.
 struct ThresholdPolicy {
-  static constexpr bool kNormalized = false, kOnlineMax = false, kSparse = true;
+  static constexpr bool kNormalized = false, kOnlineMax = false, kSparse = true, kStatTau = false;
   struct Row {};
   TDA_HD static float rebase(Row&, float) { return 1.f; }
   TDA_HD static float weight(const Row&, float s, float tau, int p) {
@@ -119,6 +119,38 @@ struct ThresholdPolicy {
     if (r > 0.f) {
       *a = ipow(r, p);
       *f = float(p) * ipow(r, p - 1);
+    } else {
+      *a = 0.f;
+      *f = 0.f;
+    }
+  }
+};
+
+// 1.5-entmax in the tiled tensor-core kernels, once a pre-pass over the keys has found each
+// row's tau and norm (kernels/attention_entmax.cu; stats (tau, norm) as Entmax15 below). With
+// the threshold in the score frame, t_i = 2 tau_i (the kernels' per-row "tau", read from the
+// stats: kStatTau) and the row state norm_i:
+//   p_ij = max(s - t_i, 0)^2 / 4 / norm_i  (weight() leaves out 1/norm_i: the forward divides)
+//   backward: a = p_ij, f = sqrt(p_ij), ds = f (e - D_i) with D_i = c_i (Entmax15 below)
+struct Entmax15Policy {
+  static constexpr bool kNormalized = true, kOnlineMax = false, kSparse = true, kStatTau = true;
+  struct Row {
+    float norm = 1.f;
+  };
+  TDA_HD static float rebase(Row&, float) { return 1.f; }
+  TDA_HD static float weight(const Row&, float s, float t, int) {
+    const float r = s - t;
+    return r > 0.f ? 0.25f * r * r : 0.f;
+  }
+  TDA_HD static void add(Row&, float) {}
+  TDA_HD static float norm(const Row& r) { return r.norm; }
+  TDA_HD static float stat(const Row& r) { return r.norm; }
+  TDA_HD static void merge(Row&, const Row&) {}  // norm comes from the pre-pass, not the keys
+  TDA_HD static void bwd(float s, float norm, float t, int, float* a, float* f) {
+    const float r = s - t;
+    if (r > 0.f) {
+      *a = 0.25f * r * r / norm;
+      *f = sqrtf(*a);
     } else {
       *a = 0.f;
       *f = 0.f;

@@ -76,6 +76,13 @@ void row_scores(float* z, const float* qi, const float* k, int i, int D, float s
 void cpu_entmax_forward(const AttnArgs& a) {
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
+  // Tile counters in the tiled kernels' convention (64 x 64 query block x key tile pairs,
+  // causal, blocks wholly below q_start not counted; a pair is dead when no p_ij > 0): each row
+  // marks its live key tiles, reduced per block below.
+  constexpr int kTile = 64;
+  const bool count = a.tiles_total || a.tiles_skipped;
+  const int nb = (T + kTile - 1) / kTile;
+  std::vector<unsigned char> live(count ? size_t(a.B) * a.H * T * nb : 0, 0);
 #pragma omp parallel
   {
     std::vector<float> z(static_cast<size_t>(T)), buf;
@@ -96,6 +103,7 @@ void cpu_entmax_forward(const AttnArgs& a) {
           const float p = attn::Entmax15::prob(z[size_t(j)], rs.tau, rs.norm);
           if (p == 0.f) continue;  // structural zero: no value product
           ++surv;
+          if (count) live[row * nb + size_t(j / kTile)] = 1;
           const float* vj = v + size_t(j) * Dv;
           for (int d = 0; d < Dv; ++d) o[d] += p * vj[d];
         }
@@ -104,6 +112,19 @@ void cpu_entmax_forward(const AttnArgs& a) {
         if (a.survivors) a.survivors[row] = float(surv);
       }
   }
+  if (!count) return;
+  long long total = 0, skipped = 0;
+  for (int bh = 0; bh < a.B * a.H; ++bh)
+    for (int bi = a.q_start / kTile; bi < nb; ++bi)
+      for (int bj = 0; bj <= bi; ++bj) {
+        bool any = false;
+        for (int i = std::max(bi * kTile, a.q_start); i < std::min(T, (bi + 1) * kTile); ++i)
+          any = any || live[(size_t(bh) * T + i) * nb + size_t(bj)];
+        ++total;
+        skipped += !any && !a.no_skip;
+      }
+  if (a.tiles_total) *a.tiles_total += total;
+  if (a.tiles_skipped) *a.tiles_skipped += skipped;
 }
 
 void cpu_entmax_backward(const AttnArgs& a) {

@@ -1,7 +1,7 @@
 // Attention dispatch of the CUDA backend: argument checks (the CPU backend's), ReLA as the
 // threshold rectifier with tau = 0 and p = 1 (as on the CPU), then the tiled tensor-core kernels
-// (kernels/attention_fwd.cu, attention_bwd.cu) for every policy math and the streaming entmax
-// kernel (kernels/attention_entmax.cu) for kEntmax15.
+// (kernels/attention_fwd.cu, attention_bwd.cu) for every math, entmax included (its row
+// pre-passes: kernels/attention_entmax.cu).
 #include <string>
 
 #include "backend/cuda/attention_tc.cuh"
@@ -35,7 +35,6 @@ AttnArgs normalise(const AttnArgs& in) {
 void attention_forward(const AttnArgs& in) {
   check_args(in);
   const AttnArgs a = normalise(in);
-  if (a.math == AttnMath::kEntmax15) return attention_entmax_forward(a);
   attention_tiled_forward(a);
 }
 
@@ -49,7 +48,6 @@ void attention_backward(const AttnArgs& in, float* scratch) {
   TDA_CHECK(a.dout && a.dq && a.dk && a.dv, "attention: backward needs dout, dq, dk, dv");
   TDA_CHECK(a.q_start == 0, "attention: backward needs q_start == 0 (full rows)");
   if (attn_two_views(a.math)) TDA_CHECK(a.dq2 && a.dk2, "attention: two-view math needs dq2, dk2");
-  if (a.math == AttnMath::kEntmax15) return attention_entmax_backward(a, scratch);
   attention_tiled_backward(a, scratch);
 }
 

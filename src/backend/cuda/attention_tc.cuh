@@ -172,7 +172,23 @@ __device__ inline int acc_col(int lane, int nt, int r) {
 // view (softmax LSE, softplus F), none for rectifiers.
 template <class P, bool kTwo>
 TDA_HD constexpr int n_stats() {
-  return P::kNormalized ? (kTwo ? 2 : 1) : 0;
+  return P::kStatTau ? 2 : P::kNormalized ? (kTwo ? 2 : 1) : 0;  // entmax: (tau, norm)
+}
+
+// A query row's threshold (a weight is non-zero only where s > tau) and first statistic, the
+// values the policy's weight / bwd take: a.tau[i] and stats[0] for every policy but entmax,
+// whose pre-pass left (tau_i, norm_i) in the stats: the score-frame threshold 2 tau_i and norm_i.
+template <class P, bool kTwo>
+__device__ inline void row_tau_stat(const AttnArgs& a, size_t r, int i, bool in, float* tau,
+                                    float* st1) {
+  constexpr int nst = n_stats<P, kTwo>();
+  if constexpr (P::kStatTau) {
+    *tau = in ? 2.f * a.stats[r * 2] : 0.f;
+    *st1 = in ? a.stats[r * 2 + 1] : 1.f;
+  } else {
+    *tau = (a.tau && in) ? a.tau[i] : 0.f;
+    *st1 = (nst >= 1 && in) ? a.stats[r * nst] : 0.f;
+  }
 }
 
 // Head dims are served by buckets of 64 and 128, for Dqk and Dv separately (shared tiles and

@@ -86,16 +86,19 @@ size_t sum_squares_scratch();  // doubles
 double sum_squares(const float* x, size_t n, double* scratch);
 
 // Causal attention, every AttnMath (src/backend/cuda/attention.cu dispatches to the tensor-core
-// kernels/attention_fwd.cu, attention_bwd.cu and the entmax kernel). tiles_skipped/tiles_total,
-// when set, are device counters (integer atomics). Backward scratch: floats, device.
+// kernels/attention_fwd.cu, attention_bwd.cu; entmax adds its row pre-passes).
+// tiles_skipped/tiles_total, when set, are device counters (integer atomics). Backward scratch:
+// floats, device.
 void attention_forward(const AttnArgs& a);
 size_t attention_backward_scratch(const AttnArgs& a);
 void attention_backward(const AttnArgs& a, float* scratch);
-// The tiled (policy) kernels and the entmax kernel behind them.
+// The tiled (policy) kernels behind them, every AttnMath.
 void attention_tiled_forward(const AttnArgs& a);
 void attention_tiled_backward(const AttnArgs& a, float* scratch);
-void attention_entmax_forward(const AttnArgs& a);
-void attention_entmax_backward(const AttnArgs& a, float* scratch);
+// Entmax's row pre-passes (kernels/attention_entmax.cu): stats (tau, norm) before the tiled
+// forward; D_i = c_i (Dbuf, 2 floats per row) before the tiled backward.
+void attention_entmax_threshold(const AttnArgs& a);
+void attention_entmax_rowc(const AttnArgs& a, float* Dbuf);
 }  // namespace cuda
 
 class CudaOps final : public Ops, public Bf16Matmuls {
