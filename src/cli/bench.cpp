@@ -10,14 +10,14 @@
 #include <iostream>
 #include <vector>
 
-#include "cli/command.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/rng.h"
 #include "attention/common.h"
 #include "attention/variant.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention_work.h"
+#include "cli/command.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "train/trainer.h"
 
 namespace tda {
@@ -132,21 +132,17 @@ int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vecto
       const int power = cosine ? ac.power : 1;
       const cuda::AttnTiles t =
           cuda::count_attention_tiles(m, T, Dk, Dv, scale, power, lambda, q, k, v, q2, k2, tau);
-      json out = {{"bench", "attention"}, {"device", "cuda"}, {"kind", kind}, {"T", T},
-                  {"time", "no GPU"}};
-      if (m == AttnMath::kEntmax15) {
-        out["tiles"] = "n/a (entmax: warp-per-row streaming kernel, no tiles)";
-      } else {
-        const cuda::AttnFlops f = cuda::attention_flops(m, Dk, Dv, t);
-        const cuda::AttnFlops sm =
-            cuda::attention_flops(AttnMath::kSoftmax, 64, 64, cuda::AttnTiles{0, t.total});
-        out["tiles_total"] = t.total;
-        out["tiles_skipped"] = t.skipped;
-        out["skip_fraction"] = t.total ? double(t.skipped) / double(t.total) : 0.0;
-        out["dense_gflop"] = f.dense / 1e9;
-        out["done_gflop"] = f.done / 1e9;
-        out["dense_softmax_gflop"] = sm.dense / 1e9;
-      }
+      json out = {
+          {"bench", "attention"}, {"device", "cuda"}, {"kind", kind}, {"T", T}, {"time", "no GPU"}};
+      const cuda::AttnFlops f = cuda::attention_flops(m, Dk, Dv, t, ac.entmax_iters);
+      const cuda::AttnFlops sm =
+          cuda::attention_flops(AttnMath::kSoftmax, 64, 64, cuda::AttnTiles{0, t.total});
+      out["tiles_total"] = t.total;
+      out["tiles_skipped"] = t.skipped;
+      out["skip_fraction"] = t.total ? double(t.skipped) / double(t.total) : 0.0;
+      out["dense_gflop"] = f.dense / 1e9;
+      out["done_gflop"] = f.done / 1e9;
+      out["dense_softmax_gflop"] = sm.dense / 1e9;
       std::cout << out.dump() << std::endl;
     }
   }
@@ -191,10 +187,11 @@ int bench_attention(int argc, char** argv) {
   for (const auto& kind : kinds) {
     for (int T : Ts) {
       const bool two = kind.rfind("diff_", 0) == 0;
-      json j = {{"attention", {{"kind", kind}}},
-                {"model", {{"n_layer", 1}, {"d_model", two ? 128 : 64}, {"n_head", two ? 2 : 1},
-                           {"seq_len", T}}},
-                {"train", {{"micro_batch", 1}, {"total_batch_tokens", T}}}};
+      json j = {
+          {"attention", {{"kind", kind}}},
+          {"model",
+           {{"n_layer", 1}, {"d_model", two ? 128 : 64}, {"n_head", two ? 2 : 1}, {"seq_len", T}}},
+          {"train", {{"micro_batch", 1}, {"total_batch_tokens", T}}}};
       Config cfg = config_from_json(j, "bench");
       auto attn = make_attention(cfg.model, cfg.attention);
       const int C = cfg.model.d_model, W = attn->proj_width(), D = cfg.model.head_dim();
@@ -212,7 +209,8 @@ int bench_attention(int argc, char** argv) {
         extra.push_back(extra_store[i].data());
         dextra.push_back(dextra_store[i].data());
       }
-      std::vector<float> proj(size_t(T) * W), y(size_t(T) * C), dy(size_t(T) * C), dproj(proj.size());
+      std::vector<float> proj(size_t(T) * W), y(size_t(T) * C), dy(size_t(T) * C),
+          dproj(proj.size());
       for (auto& x : proj) x = rng.normal();
       for (auto& x : dy) x = rng.normal();
       std::vector<float> act(attn->act_floats(1, T)), scratch(attn->scratch_floats(1, T));
@@ -231,8 +229,12 @@ int bench_attention(int argc, char** argv) {
       }
       struct rusage ru;
       getrusage(RUSAGE_SELF, &ru);
-      json out = {{"bench", "attention"}, {"kind", kind}, {"T", T}, {"heads", two ? 2 : 1},
-                  {"fwd_ms", fwd}, {"bwd_ms", bwd},
+      json out = {{"bench", "attention"},
+                  {"kind", kind},
+                  {"T", T},
+                  {"heads", two ? 2 : 1},
+                  {"fwd_ms", fwd},
+                  {"bwd_ms", bwd},
                   {"saved_plus_scratch_bytes", 4.0 * double(act.size() + scratch.size())},
                   {"bytes_per_token", 4.0 * double(act.size() + scratch.size()) / T},
                   {"peak_rss_mb", double(ru.ru_maxrss) / 1024.0}};
@@ -244,7 +246,8 @@ int bench_attention(int argc, char** argv) {
 
 int cmd_bench(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: tda bench train --config FILE [--steps N] | tda bench attention [--kind K] [--T ...]\n";
+    std::cerr << "usage: tda bench train --config FILE [--steps N] | tda bench attention [--kind "
+                 "K] [--T ...]\n";
     return 2;
   }
   std::string what = argv[1];

@@ -69,11 +69,15 @@ AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float sca
   return AttnTiles{h[0], h[1]};
 }
 
-AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& t) {
+AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& t, int entmax_iters) {
   const double V = attn_two_views(math) ? 2 : 1, pair = 64.0 * 64.0;
   const double acc = math == AttnMath::kDiffSoftmax ? 2 : 1;
-  const double score = 2 * Dqk * V * 3;  // forward, dq kernel, dk/dv kernel
-  const double rest = 2 * Dv * acc + 2 * 2 * Dv + 2 * Dqk * V * 2 + 2 * Dv;
+  double score = 2 * Dqk * V * 3;  // forward, dq kernel, dk/dv kernel
+  double rest = 2 * Dv * acc + 2 * 2 * Dv + 2 * Dqk * V * 2 + 2 * Dv;
+  if (math == AttnMath::kEntmax15) {
+    score += 2.0 * Dqk * (entmax_iters + 3) + 2.0 * Dqk;  // threshold passes, c pass scores
+    rest += 2.0 * Dv;                                     // the c pass's e on live tiles
+  }
   AttnFlops f;
   f.dense = double(t.total) * pair * (score + rest);
   f.done = f.dense - double(t.skipped) * pair * rest;

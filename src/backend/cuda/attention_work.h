@@ -22,10 +22,13 @@ AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float sca
 
 // FLOPs of forward + backward per (b, h) as the tiled kernels schedule them (64 x 64 tiles up to
 // the diagonal, masked entries computed): `dense` with every tile processed, `done` with
-// `skipped` tiles doing only their score products (the liveness test) and nothing else.
+// `skipped` tiles doing only their score products (the liveness test) and nothing else. Entmax
+// adds its pre-passes: entmax_iters + 3 score products per tile for the threshold, and the c
+// pass's scores and e = dO V^T (skipped tiles: scores only).
 struct AttnFlops {
   double dense = 0, done = 0;
 };
-AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& tiles);
+AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& tiles,
+                          int entmax_iters = 30);
 
 }  // namespace tda::cuda
