@@ -112,7 +112,24 @@ def micro_rows(a, dtype):
     tpb = nb * (nb + 1) // 2  # (query block, key tile) pairs per (b, h) up to the diagonal
     tiles, tile = B * H * tpb, TILE * D * f4  # one fp32 tile, rounded to bf16 in shared memory
     pt = 2 * TILE * TILE * D  # FLOPs of one 64x64xD mma product (masked entries computed too)
-    if not tda:
+    if a.kind == "entmax":
+        live, it = 1.0 - a.skip, a.entmax_iters + 3  # pre-pass: row max, f(lo), iters, final
+        # threshold pre-pass: S = QK^T recomputed on every pass; reads q, k; writes (tau, norm)
+        add(f"attn entmax threshold ({it} passes)", "fwd", L, it * tiles * pt,
+            (2 * NC + 2 * nr) * f4, "bf16", ub=B * H * (nb + it * tpb) * tile + 2 * nr * f4)
+        # fwd: S, [O += PV]; reads q, k, v, stats; writes o
+        add(f"attn fwd (entmax, skip {a.skip:g})", "fwd", L, (1 + live) * tiles * pt,
+            (4 * NC + 2 * nr) * f4, "bf16", ub=B * H * (nb + 2 * tpb) * tile + (NC + 2 * nr) * f4)
+        # c pre-pass: S, [e = dO V^T]; reads q, g, k, v, stats; writes D (2/row)
+        add(f"attn bwd entmax c (skip {a.skip:g})", "bwd", L, (1 + live) * tiles * pt,
+            (4 * NC + 4 * nr) * f4, "bf16", ub=B * H * (2 * nb + 2 * tpb) * tile + 4 * nr * f4)
+        add(f"attn bwd dq (entmax, skip {a.skip:g})", "bwd", L, (1 + 2 * live) * tiles * pt,
+            (5 * NC + 4 * nr) * f4, "bf16",
+            ub=B * H * (2 * nb + 2 * tpb) * tile + (NC + 4 * nr) * f4)
+        add(f"attn bwd dk/dv (entmax, skip {a.skip:g})", "bwd", L, (1 + 4 * live) * tiles * pt,
+            (6 * NC + 4 * nr) * f4, "bf16",
+            ub=B * H * (2 * nb + 2 * tpb) * tile + (tiles * TILE * 3 + 2 * NC) * f4)
+    elif not tda:
         # fwd: S = QK^T, O += PV (2 products/tile); reads q,k,v, writes o and the row LSE
         add("attn fwd (softmax)", "fwd", L, 2 * tiles * pt, (4 * NC + nr) * f4, "bf16",
             ub=B * H * (nb + 2 * tpb) * tile + (NC + nr) * f4)
@@ -186,8 +203,10 @@ def title(text, md):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kind", choices=["softmax", "tda"], default="softmax")
-    ap.add_argument("--skip", type=float, default=0.0, help="tda: fraction of skipped tiles")
+    ap.add_argument("--kind", choices=["softmax", "tda", "entmax"], default="softmax")
+    ap.add_argument("--skip", type=float, default=0.0,
+                    help="tda, entmax: fraction of skipped tiles")
+    ap.add_argument("--entmax-iters", type=int, default=30, help="entmax: bisection passes")
     ap.add_argument("--B", type=int, default=16)
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--dtype", choices=["fp32", "bf16", "both"], default="both")
