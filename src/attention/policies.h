@@ -1,7 +1,7 @@
 // Per-mechanism attention math, written once for every backend: how a score becomes a weight,
 // the derivative of the weight, and the per-row statistic with its update. The streaming
-// skeletons (backend/cpu/attention_stream.cpp, later the CUDA kernels) are templated on these
-// types and own only tiling, masking, accumulation and tile skipping.
+// skeletons (backend/cpu/attention_stream.cpp and the CUDA kernels/attention_{fwd,bwd}.cu) are
+// templated on these types and own only tiling, masking, accumulation and tile skipping.
 //
 // Forward contract of a policy P:
 //   P::Row                 running per-row state (e.g. max and sum for softmax)
