@@ -16,8 +16,7 @@ constexpr int kThreads = 256;
 
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, size_t n, float lr,
                              float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
+  TDA_GRID_STRIDE(i, n) {
     const float gi = g[i];
     const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
     const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;

@@ -20,10 +20,6 @@ constexpr int kRowsPerBlock = 4;   // warps (rows) per block of the row kernels
 constexpr int kNormThreads = 128;  // one block per token in the ReLA norm
 constexpr int kChunkRows = 32;     // tokens per partial of the ReLA dgamma/dw reduction
 
-__device__ inline float sigmoidf(float x) {
-  return 1.f / (1.f + expf(-x));
-}
-
 __device__ inline int warp_row() {
   return int(blockIdx.x) * kRowsPerBlock + int(threadIdx.x) / kWarp;
 }
@@ -92,15 +88,13 @@ __global__ void threshold_tau_kernel(float* out, const float* beta, float beta_f
                                      bool derivative, int T, double kappa, int d) {
   const float b = beta ? *beta : beta_fixed;
   const float g = derivative ? (b > 0.f ? 1.f : 0.f) : fmaxf(b, 0.f);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < T; i += gridDim.x * blockDim.x)
-    out[i] = g * attn::threshold_c(i, kappa, d);
+  TDA_GRID_STRIDE(i, size_t(T)) out[i] = g * attn::threshold_c(int(i), kappa, d);
 }
 
 __global__ void scale_rows_kernel(float* y, const float* x, const float* f, int f_head_stride,
                                   int B, int H, int T, int D) {
   const size_t total = size_t(B) * H * T * D;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += size_t(gridDim.x) * blockDim.x) {
+  TDA_GRID_STRIDE(i, total) {
     const size_t row = i / D;
     const int t = int(row % T), h = int((row / T) % H);
     y[i] = f[size_t(h) * f_head_stride + t] * x[i];
@@ -110,11 +104,10 @@ __global__ void scale_rows_kernel(float* y, const float* x, const float* f, int 
 __global__ void sigmoid_gate_forward_kernel(float* y, const float* z, int z_stride, int N, int C,
                                             int group) {
   const size_t total = size_t(N) * C;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += size_t(gridDim.x) * blockDim.x) {
+  TDA_GRID_STRIDE(i, total) {
     const size_t n = i / C;
     const int c = int(i % C);
-    y[i] *= sigmoidf(z[n * z_stride + c / group]);
+    y[i] *= attn::sigmoid(z[n * z_stride + c / group]);
   }
 }
 
@@ -123,11 +116,10 @@ __global__ void sigmoid_gate_backward_kernel(float* g, float* dz, int dz_stride,
                                              const float* o, const float* z, int z_stride, int N,
                                              int C) {
   const size_t total = size_t(N) * C;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += size_t(gridDim.x) * blockDim.x) {
+  TDA_GRID_STRIDE(i, total) {
     const size_t n = i / C;
     const int c = int(i % C);
-    const float gam = sigmoidf(z[n * z_stride + c]);
+    const float gam = attn::sigmoid(z[n * z_stride + c]);
     const float d = dy[i] * o[i] * gam * (1.f - gam);  // o[i] is read before g[i] is written
     g[i] = dy[i] * gam;
     dz[n * dz_stride + c] = d;
@@ -145,7 +137,7 @@ __global__ void sigmoid_gate_backward_grouped_kernel(float* g, float* dz, int dz
   if (item >= size_t(N) * gates) return;
   const size_t n = item / gates;
   const int k = int(item % gates);
-  const float gam = sigmoidf(z[n * z_stride + k]);
+  const float gam = attn::sigmoid(z[n * z_stride + k]);
   float s = 0.f;
   for (int c = k * group + lane; c < (k + 1) * group; c += kWarp) {
     const size_t i = n * C + c;
@@ -173,7 +165,7 @@ __global__ void rela_norm_forward_kernel(float* y, float* r, float* mu, const fl
   for (int c = threadIdx.x; c < C; c += blockDim.x) ss += (ut[c] - m) * (ut[c] - m);
   const float rt = sqrtf(block_sum(ss, smem) / C + eps);
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float gate = w ? sigmoidf(w[c] * ut[c]) : 1.f;
+    const float gate = w ? attn::sigmoid(w[c] * ut[c]) : 1.f;
     yt[c] = gamma[c] * (ut[c] - m) / rt * gate;
   }
   if (threadIdx.x == 0) {
@@ -209,10 +201,10 @@ __global__ void rela_norm_backward_du_kernel(float* du, const float* dy, const f
   }
   float tot = 0.f;
   for (int c = threadIdx.x; c < C; c += blockDim.x)
-    tot += dyt[c] * gamma[c] * ut[c] * (w ? sigmoidf(w[c] * ut[c]) : 1.f);
+    tot += dyt[c] * gamma[c] * ut[c] * (w ? attn::sigmoid(w[c] * ut[c]) : 1.f);
   const float k = block_sum(tot, smem) / (C * rt * rt * rt);
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float sg = w ? sigmoidf(w[c] * ut[c]) : 1.f;
+    const float sg = w ? attn::sigmoid(w[c] * ut[c]) : 1.f;
     const float dgate = w ? (ut[c] / rt) * sg * (1.f - sg) * w[c] : 0.f;
     dut[c] = dyt[c] * gamma[c] * (sg / rt + dgate) - ut[c] * k;
   }
@@ -230,7 +222,7 @@ __global__ void rela_norm_dparam_partial_kernel(float* partial, const float* dy,
   float dg = 0.f, dw = 0.f;
   for (int t = chunk * kChunkRows; t < t1; ++t) {
     const size_t i = size_t(t) * C + c;
-    const float uu = u[i], rt = r[t], sg = w ? sigmoidf(w[c] * uu) : 1.f;
+    const float uu = u[i], rt = r[t], sg = w ? attn::sigmoid(w[c] * uu) : 1.f;
     dg += dy[i] * (uu - mu[t]) * sg / rt;
     if (w) dw += dy[i] * gamma[c] * (uu / rt) * sg * (1.f - sg) * uu;
   }

@@ -9,15 +9,13 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void to_bf16_kernel(__nv_bfloat16* y, const float* x, size_t n) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x)
-    y[i] = __float2bfloat16(x[i]);
+  TDA_GRID_STRIDE(i, n)
+  y[i] = __float2bfloat16(x[i]);
 }
 
 __global__ void to_float_kernel(float* x, const __nv_bfloat16* y, size_t n) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x)
-    x[i] = __bfloat162float(y[i]);
+  TDA_GRID_STRIDE(i, n)
+  x[i] = __bfloat162float(y[i]);
 }
 }  // namespace
 

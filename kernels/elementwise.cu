@@ -12,10 +12,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 
-#define TDA_GRID_STRIDE(i, n)                                             \
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += size_t(gridDim.x) * blockDim.x)
-
 // y = 0.5 x (1 + tanh(u)),  u = c (x + 0.044715 x^3)
 __global__ void gelu_forward_kernel(float* y, const float* x, size_t n) {
   TDA_GRID_STRIDE(i, n) {
@@ -72,7 +68,6 @@ __global__ void zero_kernel(float* x, size_t n) {
     x[i] = 0.0f;
   }
 }
-#undef TDA_GRID_STRIDE
 }  // namespace
 
 void gelu_forward(float* y, const float* x, size_t n) {

@@ -21,8 +21,7 @@ constexpr int kThreads = 256;
 __global__ void embedding_forward_kernel(float* y, const int32_t* tokens, const float* wte, int N,
                                          int C) {
   const size_t total = size_t(N) * C;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += size_t(gridDim.x) * blockDim.x) {
+  TDA_GRID_STRIDE(i, total) {
     const size_t n = i / size_t(C), c = i % size_t(C);
     y[i] = wte[size_t(tokens[n]) * C + c];
   }

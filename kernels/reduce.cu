@@ -17,9 +17,8 @@ constexpr int kBlocks = 512;
 __global__ void sum_squares_partial_kernel(const float* x, size_t n, double* partial) {
   __shared__ double smem[32];
   double s = 0.0;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x)
-    s += double(x[i]) * double(x[i]);
+  TDA_GRID_STRIDE(i, n)
+  s += double(x[i]) * double(x[i]);
   s = block_sum(s, smem);
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }

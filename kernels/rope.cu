@@ -18,8 +18,7 @@ __global__ void rope_kernel(float* heads, float* rows, int row, int col0, const 
                             const float* sin, int B, int T, int H, int D, int pos0) {
   const int half = D / 2;
   const size_t total = size_t(B) * T * H * half;
-  for (size_t idx = size_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += size_t(gridDim.x) * blockDim.x) {
+  TDA_GRID_STRIDE(idx, total) {
     const int i = int(idx % half);
     size_t r = idx / half;
     const int h = int(r % H);
@@ -47,8 +46,7 @@ template <bool kMerge>
 __global__ void heads_kernel(float* heads, float* rows, int row, int col0, int B, int T, int H,
                              int D) {
   const size_t total = size_t(B) * H * T * D;
-  for (size_t idx = size_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += size_t(gridDim.x) * blockDim.x) {
+  TDA_GRID_STRIDE(idx, total) {
     const int d = int(idx % D);
     size_t r = idx / D;
     const int t = int(r % T);

@@ -36,6 +36,10 @@ TDA_HD inline float threshold_c(int i, double kappa, int d) {
   return float(sqrt(2.0 * l / d));
 }
 
+TDA_HD inline float sigmoid(float x) {
+  return 1.f / (1.f + expf(-x));
+}
+
 // r^p for a small positive integer p (the paper uses p in {1, 2, 3, 5}).
 TDA_HD inline float ipow(float r, int p) {
   float y = 1.f;
@@ -86,7 +90,6 @@ struct SoftplusPolicy {
     float F = 0.f;
   };
   TDA_HD static float softplus(float s) { return fmaxf(s, 0.f) + log1pf(expf(-fabsf(s))); }
-  TDA_HD static float sigmoid(float s) { return 1.f / (1.f + expf(-s)); }
   TDA_HD static float rebase(Row&, float) { return 1.f; }
   TDA_HD static float weight(const Row&, float s, float, int) { return softplus(s); }
   TDA_HD static void add(Row& r, float w) { r.F += w; }

@@ -9,11 +9,7 @@
 
 namespace tda {
 
-namespace {
-inline float sigmoid(float x) {
-  return 1.f / (1.f + std::exp(-x));
-}
-}  // namespace
+using attn::sigmoid;
 
 // x~ = x / max(|x|, 1e-12);  norm = |x|
 void CpuOps::l2norm_forward(float* x, float* norm, size_t N, int D) {

@@ -19,6 +19,11 @@ namespace tda::cuda {
 
 constexpr int kWarp = 32;
 
+// A grid-stride loop: thread i takes items i, i + (threads in the grid), ... below n.
+#define TDA_GRID_STRIDE(i, n)                                             \
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += size_t(gridDim.x) * blockDim.x)
+
 // Blocks for a grid-stride loop over n items: enough to cover n, capped (the loop does the rest).
 inline unsigned grid_for(size_t n, int threads, size_t cap = 8192) {
   const size_t b = (n + size_t(threads) - 1) / size_t(threads);
