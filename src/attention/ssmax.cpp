@@ -29,10 +29,10 @@ class SsmaxAttention final : public AttentionVariant {
     return p;
   }
   size_t act_floats(int B, int T) const override {
-    return 5 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(H_) * T;
+    return 5 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(H_ + 1) * T;
   }
   size_t scratch_floats(int B, int T) const override {
-    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(T);
+    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;
   }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
@@ -40,14 +40,17 @@ class SsmaxAttention final : public AttentionVariant {
     Buf s = buffers(act, c.B, c.T);
     const int W = proj_width();
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
-    // f_hi = s_h log(i+1) + b_h from the H scalars (host), kept for the backward; q' = f q
+    // f_hi = s_h log(i+1) + b_h from the H scalars (host), and log(i+1) for ds_h: one upload,
+    // kept for the backward; q' = f q
     const std::vector<float> sh = fetch(c.ops, extra[0], size_t(H_));
     const std::vector<float> bh =
         cfg_.ssmax_bias ? fetch(c.ops, extra[1], size_t(H_)) : std::vector<float>(size_t(H_), 0.f);
-    std::vector<float> f(size_t(H_) * c.T);
-    for (int h = 0; h < H_; ++h)
-      for (int i = 0; i < c.T; ++i)  // n_i = i + 1 (paper), log 1 = 0 at i = 0
-        f[size_t(h) * c.T + i] = sh[h] * std::log(float(i + 1)) + bh[h];
+    std::vector<float> f(size_t(H_ + 1) * c.T);
+    for (int i = 0; i < c.T; ++i) {
+      const float logn = std::log(float(i + 1));  // n_i = i + 1 (paper), log 1 = 0 at i = 0
+      for (int h = 0; h < H_; ++h) f[size_t(h) * c.T + i] = sh[h] * logn + bh[h];
+      f[size_t(H_) * c.T + i] = logn;
+    }
     c.ops.upload(s.f, f.data(), f.size() * sizeof(float));
     c.ops.scale_rows(s.qs, s.q, s.f, c.T, c.B, H_, c.T, D_);
     AttnArgs a = args(c, s);
@@ -61,7 +64,6 @@ class SsmaxAttention final : public AttentionVariant {
     Buf s = buffers(act, c.B, c.T);
     const size_t n = size_t(c.B) * c.T * C_;
     float *g = scratch, *dq = g + n, *dk = dq + n, *dv = dk + n, *qd = dv + n;
-    float* logn = qd + size_t(c.B) * H_ * c.T;
     const int W = proj_width();
     c.ops.split_heads(g, dy, C_, 0, c.B, c.T, H_, D_);
     AttnArgs a = args(c, s);
@@ -72,10 +74,7 @@ class SsmaxAttention final : public AttentionVariant {
     c.ops.attention_backward(a);
     // Scalar gradients from the per-row dots <q_i, dq'_i>, reduced per head in a fixed order.
     c.ops.row_dot(qd, s.q, dq, size_t(c.B) * H_ * c.T, D_);
-    std::vector<float> l(size_t(c.T));
-    for (int i = 0; i < c.T; ++i) l[size_t(i)] = std::log(float(i + 1));
-    c.ops.upload(logn, l.data(), l.size() * sizeof(float));
-    c.ops.head_row_sum(dextra[0], qd, logn, 1.f, c.B, H_, c.T);
+    c.ops.head_row_sum(dextra[0], qd, s.f + size_t(H_) * c.T, 1.f, c.B, H_, c.T);  // w = log n
     if (cfg_.ssmax_bias) c.ops.head_row_sum(dextra[1], qd, nullptr, 1.f, c.B, H_, c.T);
     c.ops.scale_rows(dq, dq, s.f, c.T, c.B, H_, c.T, D_);  // dq = f dq'
     rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
@@ -83,7 +82,7 @@ class SsmaxAttention final : public AttentionVariant {
 
  private:
   struct Buf {
-    float *q, *qs, *k, *v, *o, *lse, *f;  // f: (H, T) factors f_hi
+    float *q, *qs, *k, *v, *o, *lse, *f;  // f: (H, T) factors f_hi, then log(i+1) (T)
   };
   Buf buffers(float* act, int B, int T) const {
     const size_t n = size_t(B) * T * C_;
