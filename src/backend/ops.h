@@ -134,6 +134,8 @@ class Ops {
 
   virtual void add(float* y, const float* a, const float* b, size_t n) = 0;
   virtual void add_inplace(float* y, const float* a, size_t n) = 0;
+  // y = a x + b y over n floats (b == 0: y is only written, as in BLAS).
+  virtual void axpby(float* y, float a, const float* x, float b, size_t n) = 0;
 
   // y(N,C) = wte[tokens]; dwte[tokens] += dy
   virtual void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N,
@@ -211,8 +213,6 @@ class Ops {
   virtual void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy,
                                      const float* o, const float* z, int z_stride, int N, int C,
                                      int group) = 0;
-  // y = a x + b y over n floats (b == 0: y is only written, as in BLAS).
-  virtual void axpby(float* y, float a, const float* x, float b, size_t n) = 0;
   // ReLA's output norm over all C channels of a token (rela.cpp has the formulas):
   //   center false: r = sqrt(mean(u^2) + eps), y = gamma u / r * (w ? sigmoid(w u) : 1)
   //   center true:  mu = mean(u), r = sqrt(mean((u-mu)^2) + eps), y = gamma (u - mu) / r  (w null)
