@@ -35,7 +35,11 @@ struct Probe {
     std::vector<int32_t> tok(static_cast<size_t>(T));
     Rng rng(5);
     for (auto& t : tok) t = int32_t(rng.below(1000));
-    report = run_diagnostics(*model, probe, tok, DiagOptions{1, 0});
+    report = run_diagnostics(*model, probe, {tok}, DiagOptions{1, 0, 0});
+    // The maps again through the model's own forward (not the KV-cache path run_diagnostics
+    // takes): the tests compare the report against these.
+    std::vector<float> logits(size_t(cfg.model.vocab_size));
+    model->forward_logits(tok.data(), T, logits.data());
   }
 };
 

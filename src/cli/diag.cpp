@@ -1,8 +1,9 @@
-// tda diag --checkpoint DIR (--text "..." | --tokens-file SHARD) [--T N] [--out FILE.json]
-//          [--dump-map LAYER,HEAD]
-// Attention diagnostics of attention-variants.md §13 on one sequence (B = 1, eval mode): per
-// layer and head, per view and for the effective map: sparsity, max |A|, gSinkRatio(1),
-// effective entropy, dispersion ratio, survivors per row, dead rows. docs/diagnostics.md.
+// tda diag --checkpoint DIR (--text "..." | --tokens-file SHARD [--sequences N]) [--T N]
+//          [--max-context N] [--untrained] [--out FILE.json] [--dump-map LAYER,HEAD]
+// Attention diagnostics of attention-variants.md §13 and the paper's Appendix C, averaged over
+// sequences (B = 1, eval mode): per layer and head, per view and for the effective map:
+// sparsity, max |A|, gSinkRatio(1), entropy, survivors, dead rows; curves over context length;
+// raw-score tails; cross-view correlation. docs/diagnostics.md.
 #include <cxxopts.hpp>
 #include <fstream>
 #include <iostream>
@@ -22,12 +23,19 @@ int cmd_diag(int argc, char** argv) {
   cxxopts::Options opts(argv[0], "Attention diagnostics (sparsity, max|A|, gSinkRatio, entropy)");
   opts.add_options()("checkpoint", "checkpoint directory", cxxopts::value<std::string>())(
       "text", "input text", cxxopts::value<std::string>())(
-      "tokens-file", "llm.c .bin shard; its first T tokens are used",
-      cxxopts::value<std::string>())("max-len", "max sequence length (default: model seq_len); also --T or -T",
+      "tokens-file", "llm.c .bin shard; its first N x T tokens are used (--sequences)",
+      cxxopts::value<std::string>())("max-len",
+                                     "max sequence length (default: model seq_len); also --T or -T",
                                      cxxopts::value<int>())(
       "out", "output JSON file (default stdout)", cxxopts::value<std::string>())(
       "dump-map", "LAYER,HEAD: also write this head's maps into the JSON",
-      cxxopts::value<std::string>())("h,help", "show help");
+      cxxopts::value<std::string>())(
+      "sequences", "--tokens-file: average over N consecutive windows of T tokens",
+      cxxopts::value<int>()->default_value("1"))(
+      "max-context", "RoPE tables up to N (NTK factor applied): T may go past the trained length",
+      cxxopts::value<int>()->default_value("0"))(
+      "untrained", "the checkpoint's config at initialisation (train.seed), not its weights")(
+      "h,help", "show help");
   alias_flag(argc, argv, "--T", "--max-len");
   alias_flag(argc, argv, "-T", "--max-len");
   auto r = opts.parse(argc, argv);
@@ -39,17 +47,25 @@ int cmd_diag(int argc, char** argv) {
   Config cfg = config_from_json(read_checkpoint_state(dir).config, dir + "/state.json");
   const int T_max = r.count("max-len") ? r["max-len"].as<int>() : cfg.model.seq_len;
   TDA_CHECK(T_max >= 1, "diag: --T must be >= 1");
-  std::vector<int32_t> tokens;
+  const int n_seq = r["sequences"].as<int>();
+  TDA_CHECK(n_seq >= 1, "diag: --sequences must be >= 1");
+  std::vector<std::vector<int32_t>> seqs;
   if (r.count("tokens-file")) {
-    const auto sh = read_shard(r["tokens-file"].as<std::string>(), cfg.model.real_vocab_size);
-    for (size_t i = 0; i < sh.size() && int(tokens.size()) < T_max; ++i)
-      tokens.push_back(int32_t(sh[i]));
+    const std::string file = r["tokens-file"].as<std::string>();
+    const auto sh = read_shard(file, cfg.model.real_vocab_size);
+    const size_t T = std::min(size_t(T_max), sh.size());
+    TDA_CHECK(T >= 1 && sh.size() >= T * n_seq,
+              "diag: " + file + " holds " + std::to_string(sh.size()) + " tokens, fewer than " +
+                  std::to_string(n_seq) + " sequences of " + std::to_string(T));
+    for (int s = 0; s < n_seq; ++s)
+      seqs.emplace_back(sh.begin() + long(s * T), sh.begin() + long((s + 1) * T));
   } else {
+    TDA_CHECK(n_seq == 1, "diag: --sequences needs --tokens-file");
     const auto tok = Gpt2Tokenizer::load(Gpt2Tokenizer::default_dir());
-    tokens = tok.encode(r["text"].as<std::string>());
-    if (int(tokens.size()) > T_max) tokens.resize(size_t(T_max));
+    seqs.push_back(tok.encode(r["text"].as<std::string>()));
+    if (int(seqs[0].size()) > T_max) seqs[0].resize(size_t(T_max));
   }
-  TDA_CHECK(!tokens.empty(), "diag: no tokens");
+  TDA_CHECK(!seqs[0].empty(), "diag: no tokens");
   DiagOptions o;
   if (r.count("dump-map")) {
     const std::string s = r["dump-map"].as<std::string>();
@@ -61,9 +77,19 @@ int cmd_diag(int argc, char** argv) {
   CpuOps cpu;
   ProbeOps probe(cpu);
   GPT2 model(cfg.model, cfg.attention, probe);
-  load_checkpoint(dir, model, nullptr, nullptr);
-  json out = run_diagnostics(model, probe, tokens, o);
+  const bool untrained = r.count("untrained") > 0;
+  o.max_context = r["max-context"].as<int>();
+  if (untrained) {
+    model.init_weights(cfg.train.seed);  // what `tda train` starts from
+  } else {
+    load_checkpoint(dir, model, nullptr, nullptr);
+    model.set_step(read_checkpoint_state(dir).step);  // dex anneals its lambda with the step
+  }
+  json out = run_diagnostics(model, probe, seqs, o);
   out["checkpoint"] = dir;
+  out["untrained"] = untrained;
+  out["step"] = untrained ? 0 : model.step();
+  out["attention"] = cfg.raw["attention"];
   if (r.count("out")) {
     std::ofstream f(r["out"].as<std::string>());
     TDA_CHECK(bool(f), "diag: cannot write " + r["out"].as<std::string>());
@@ -74,7 +100,8 @@ int cmd_diag(int argc, char** argv) {
   return 0;
 }
 
-RegisterCommand reg("diag", "attention diagnostics of a checkpoint on one sequence", cmd_diag);
+RegisterCommand reg("diag", "attention diagnostics of a checkpoint, averaged over sequences",
+                    cmd_diag);
 
 }  // namespace
 }  // namespace tda
