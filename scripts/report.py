@@ -167,7 +167,7 @@ class Report:
     def lacking(self, what, runs, has):
         """Lists the runs without `what` (all of them in one line when none has it)."""
         lack = [r.name for r in runs if not has(r)]
-        if lack and len(lack) == len(runs) and len(runs) > 1:
+        if lack and len(lack) == len(runs):
             self.missing.append(f"{what}: no run has it")
         elif lack:
             self.missing.append(f"{what}: missing for {', '.join(lack)}")
@@ -202,8 +202,12 @@ class Report:
 
     # ---- Table 2 -------------------------------------------------------------------------
     def table2(self):
-        runs = [r for r in self.runs if any(r.eval(f"scrolls_{k}") for k, _, _ in SCROLLS)]
-        if not runs:
+        has = [r for r in self.runs if any(r.eval(f"scrolls_{k}") for k, _, _ in SCROLLS)]
+        runs = [r for r in self.runs if r in has or r.extension]
+        if has and len(has) < len(self.runs):
+            self.missing.append("Table 2 (SCROLLS): no result for " +
+                                ", ".join(r.name for r in self.runs if r not in has))
+        if not has:
             self.md += ["### Table 2: SCROLLS", "", DASH + " (no run has `eval/scrolls_<task>.json`)", ""]
             self.missing.append("Table 2 (SCROLLS): no run has eval/scrolls_<task>.json")
             return
@@ -221,8 +225,12 @@ class Report:
 
     def table3(self):
         multi = [k for k in NEEDLES if k > 1]
-        runs = [r for r in self.runs if any(self.passkey(k, r) for k in multi)]
-        if not runs:
+        has = [r for r in self.runs if any(self.passkey(k, r) for k in multi)]
+        runs = [r for r in self.runs if r in has or r.extension]
+        if has and len(has) < len(self.runs):
+            self.missing.append("Table 3 (multi-needle): no result for " +
+                                ", ".join(r.name for r in self.runs if r not in has))
+        if not has:
             self.md += ["### Table 3: multi-needle retrieval", "", DASH + " (no run has "
                         "`eval/passkey_n2.json` or `eval/passkey_n4.json`)", ""]
             self.missing.append("Table 3 (multi-needle): no run has eval/passkey_n2.json or passkey_n4.json")
