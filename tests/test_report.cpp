@@ -153,8 +153,8 @@ TEST_CASE("tda report on a two-run micro sweep matches the runs' own metrics", "
     REQUIRE(run_tda(diag + ev + "diag.json", &log) == 0);
     REQUIRE(run_tda(diag + " --untrained" + ev + "diag_init.json", &log) == 0);
     for (const std::string k : {"1", "2"})
-      REQUIRE(run_tda("eval passkey" + ck + " --lengths 120 --trials 1 --quiet --needles " + k + ev +
-                          "passkey_n" + k + ".json",
+      REQUIRE(run_tda("eval passkey" + ck + " --lengths 120 --trials 1 --quiet --needles " + k +
+                          ev + "passkey_n" + k + ".json",
                       &log) == 0);
   }
   // only TDA has diagnostics past its trained length and a SCROLLS result
