@@ -68,8 +68,7 @@ int cmd_train(int argc, char** argv) {
       cxxopts::value<std::vector<std::string>>())(
       "steps", "stop after this many steps (default: train.max_steps)",
       cxxopts::value<int>()->default_value("-1"))(
-      "device",
-      "cpu or cuda (same as --set train.device=...; this build's cuda may be the "
+      "device", "cpu or cuda (same as --set train.device=...; this build's cuda may be the "
       "CPU emulator, docs/cuda.md)",
       cxxopts::value<std::string>())(
       "dtype", "fp32 or bf16 (same as --set train.dtype=...; bf16 needs --device cuda)",
@@ -77,7 +76,8 @@ int cmd_train(int argc, char** argv) {
       "procs", "data-parallel CPU ranks, started by tda under the system mpirun",
       cxxopts::value<int>()->default_value("1"))(
       "gpus", "data-parallel GPU ranks (NCCL), one worker process per GPU started by tda",
-      cxxopts::value<int>()->default_value("0"))("h,help", "show help");
+      cxxopts::value<int>()->default_value("0"))(
+      "h,help", "show help");
   auto r = opts.parse(argc, argv);
   if (r.count("help") || !r.count("config")) {
     std::cout << opts.help() << "\n";
