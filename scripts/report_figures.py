@@ -78,21 +78,29 @@ def passkey(rep, labelled):
 
 
 def figure1(rep, labelled):
-    have = [(l, r, r.diag()) for l, r in labelled if r.diag()]
+    have = [(l, colour(r), r.diag(), r.long_diag()) for l, r in labelled if r.diag()]
     if not have:
         return None
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.2))
+    draw_figure1(ax, have)
+    runs_legend(fig, [(l, c, "-") for l, c, _, _ in have])
+    return save(fig, rep, "fig1_diagnostics.png")
+
+
+def draw_figure1(ax, entries):
+    """The paper's Figure 1 on three axes, for [(label, colour, diag, long diag)] (`tda diag`
+    JSON): (a) sparsity per layer, (b) max |A| per layer, per view, (c) gSinkRatio(1) against
+    context length (from the long diagnostics: past the trained length where they go)."""
     peak = []
-    for label, r, d in have:
+    for label, c, d, dl in entries:
         layers = [L["layer"] for L in d["layers"]]
         for v in d["views"]:
             ax[0].plot(layers, [100 * L[v]["sparsity"] for L in d["layers"]], VIEW_STYLE[v],
-                       color=colour(r), marker="o", ms=3)
+                       color=c, marker="o", ms=3)
             ys = [L[v]["max_abs"] for L in d["layers"]]
             peak += [y for y in ys if y > 0]
-            ax[1].plot(layers, ys, VIEW_STYLE[v], color=colour(r), marker="o", ms=3)
-        dl = r.long_diag()
-        ax[2].plot(dl["grid"]["lengths"], dl["curves"]["effective"]["gsink0"], "-", color=colour(r),
+            ax[1].plot(layers, ys, VIEW_STYLE[v], color=c, marker="o", ms=3)
+        ax[2].plot(dl["grid"]["lengths"], dl["curves"]["effective"]["gsink0"], "-", color=c,
                    marker="o", ms=3)
     for a in ax[:2]:
         a.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -102,11 +110,11 @@ def figure1(rep, labelled):
         ax[1].set_yscale("log")
     ax[1].legend(handles=[Line2D([], [], color="k", ls=s, label=VIEW_NAME[v]) for v, s in VIEW_STYLE.items()],
                  fontsize=7, loc="best")
-    log2_axis(ax[2], sorted({n for _, r, _ in have for n in r.long_diag()["grid"]["lengths"]}))
+    log2_axis(ax[2], sorted({n for e in entries for n in e[3]["grid"]["lengths"]}))
     ax[2].axhline(1.0, color="gray", lw=0.8, ls="--")
     ax[2].text(ax[2].get_xlim()[0], 1.0, " uniform", va="bottom", fontsize=7, color="gray")
-    trained = {r.long_diag().get("trained_context") for _, r, _ in have} - {None}
-    longest = max(max(r.long_diag()["grid"]["lengths"]) for _, r, _ in have)
+    trained = {e[3].get("trained_context") for e in entries} - {None}
+    longest = max(max(e[3]["grid"]["lengths"]) for e in entries)
     for t in sorted(trained):
         if t < longest:  # past this length the model extrapolates (tda diag --max-context)
             ax[2].axvline(t, color="gray", lw=0.8, ls=":")
@@ -116,8 +124,6 @@ def figure1(rep, labelled):
               title="(c) first-token sink ratio")
     for a in ax:
         a.grid(alpha=0.3)
-    runs_legend(fig, [(l, colour(r), "-") for l, r, _ in have])
-    return save(fig, rep, "fig1_diagnostics.png")
 
 
 def grid_axes(n, w=4.2, h=3.3):
