@@ -40,6 +40,12 @@ def log2_axis(ax, ticks):
     ax.xaxis.set_minor_locator(plt.NullLocator())
 
 
+def finish(fig, rep, title, name):
+    fig.suptitle(title)
+    fig.tight_layout()
+    return save(fig, rep, name)
+
+
 def save(fig, rep, name):
     fig.savefig(os.path.join(rep.out, name), dpi=120, bbox_inches="tight")
     plt.close(fig)
@@ -162,9 +168,7 @@ def survivors(rep, labelled):
         ax.title.set_color(colour(r))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle("Relevant-token survivors against context length")
-    fig.tight_layout()
-    return save(fig, rep, "figC_survivors.png")
+    return finish(fig, rep, "Relevant-token survivors against context length", "figC_survivors.png")
 
 
 def kappa(rep, labelled):
@@ -202,9 +206,7 @@ def kappa(rep, labelled):
                ylabel="survivors per row (zeros not drawn)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
-    fig.suptitle("Survivors per row against the TRA/TDA bounds")
-    fig.tight_layout()
-    return save(fig, rep, "figC_kappa.png")
+    return finish(fig, rep, "Survivors per row against the TRA/TDA bounds", "figC_kappa.png")
 
 
 def crossview(rep, labelled):

@@ -36,13 +36,6 @@ std::vector<double> cos_tails(const std::vector<float>& tau, int d) {
   return p;
 }
 
-std::vector<float> unit_vectors(size_t n, int d, Rng& rng) {
-  std::vector<float> x(n * d), norm(n);
-  for (auto& e : x) e = rng.normal();
-  CpuOps().l2norm_forward(x.data(), norm.data(), n, d);
-  return x;
-}
-
 struct Run {
   std::vector<float> surv;  // (H, T, ns)
   std::vector<float> tau;
@@ -64,22 +57,11 @@ Run run_survivors(AttnMath m, int H, int T, int d, uint64_t seed) {
   r.tau.resize(size_t(T));
   attn_util::threshold_c(r.tau.data(), T, 1.0, d);  // beta = 1, kappa = 1
   r.surv.resize(rows * (two ? 3 : 1));
-  AttnArgs a;
-  a.math = m;
-  a.B = 1;
-  a.H = H;
-  a.T = T;
-  a.Dqk = a.Dv = d;
-  a.scale = 1.f;
-  a.q = q.data();
-  a.k = k.data();
-  a.q2 = two ? q2.data() : nullptr;
-  a.k2 = two ? k2.data() : nullptr;
+  AttnArgs a = theorem_args(m, H, T, d, q.data(), k.data(), two ? q2.data() : nullptr,
+                            two ? k2.data() : nullptr);
   a.v = v.data();
   a.out = out.data();
   a.tau = r.tau.data();
-  a.power = 2;
-  a.lambda = 0.5f;
   a.survivors = r.surv.data();
   ops.attention_forward(a);
   return r;

@@ -14,6 +14,34 @@
 
 namespace tda {
 
+// Random unit vectors: n rows of d, N(0, 1) entries L2-normalised.
+inline std::vector<float> unit_vectors(size_t n, int d, Rng& rng) {
+  std::vector<float> x(n * d), norm(n);
+  for (auto& e : x) e = rng.normal();
+  CpuOps().l2norm_forward(x.data(), norm.data(), n, d);
+  return x;
+}
+
+// Kernel arguments for batch 1, H heads of T rows of d (q, k, and q2, k2 for two views) in the
+// survivor theorems' setting: score scale 1 (cosines of unit vectors), p = 2, lambda = 0.5.
+inline AttnArgs theorem_args(AttnMath m, int H, int T, int d, const float* q, const float* k,
+                             const float* q2 = nullptr, const float* k2 = nullptr) {
+  AttnArgs a;
+  a.math = m;
+  a.B = 1;
+  a.H = H;
+  a.T = T;
+  a.Dqk = a.Dv = d;
+  a.scale = 1.f;
+  a.q = q;
+  a.k = k;
+  a.q2 = q2;
+  a.k2 = k2;
+  a.power = 2;
+  a.lambda = 0.5f;
+  return a;
+}
+
 inline Config attn_test_config(const std::string& kind, int d_model = 128, int n_head = 2,
                                const json& attn_overrides = json::object()) {
   json j = config_defaults();

@@ -9,6 +9,7 @@
 #include "data/shard.h"
 #include "eval/diagnostics.h"
 #include "model/rope.h"
+#include "test_attention_util.h"
 #include "test_eval_util.h"
 
 using namespace tda;
@@ -56,36 +57,12 @@ double num(const json& j) {
   return j.get<double>();
 }
 
-// Random N(0,1) vectors, optionally normalised to unit length, H heads of T rows of D.
-std::vector<float> gaussian(int H, int T, int D, uint64_t seed, bool unit) {
+// Random N(0,1) vectors, H heads of T rows of D.
+std::vector<float> gaussian(int H, int T, int D, uint64_t seed) {
   std::vector<float> v(size_t(H) * T * D);
   Rng rng(seed);
   for (auto& x : v) x = rng.normal();
-  if (unit)
-    for (size_t r = 0; r < v.size() / D; ++r) {
-      double n = 0;
-      for (int d = 0; d < D; ++d) n += double(v[r * D + d]) * v[r * D + d];
-      for (int d = 0; d < D; ++d) v[r * D + d] = float(v[r * D + d] / std::sqrt(n));
-    }
   return v;
-}
-
-AttnArgs make_args(AttnMath m, int H, int T, int D, const float* q, const float* k,
-                   const float* q2 = nullptr, const float* k2 = nullptr) {
-  AttnArgs a;
-  a.math = m;
-  a.B = 1;
-  a.H = H;
-  a.T = T;
-  a.Dqk = a.Dv = D;
-  a.scale = 1.f;
-  a.q = q;
-  a.k = k;
-  a.q2 = q2;
-  a.k2 = k2;
-  a.power = 2;
-  a.lambda = 0.5f;
-  return a;
 }
 
 // sum_j A_ij != 0 (j <= i), from a materialised map.
@@ -274,8 +251,8 @@ TEST_CASE("diag raw-score tails equal the scores recomputed from q and k", "[dia
   // Closed form: scores of Gaussian q, k with scale 1/sqrt(D) are ~N(0, 1) (a sum of 64 products:
   // a little heavier-tailed); P(|s| > 2 sigma) = 0.0455, P(|s| > 3 sigma) = 0.0027.
   const int H = 4, T = 512, D = 64;
-  const auto q = gaussian(H, T, D, 1, false), k = gaussian(H, T, D, 2, false);
-  AttnArgs a = make_args(AttnMath::kSoftmax, H, T, D, q.data(), k.data());
+  const auto q = gaussian(H, T, D, 1), k = gaussian(H, T, D, 2);
+  AttnArgs a = theorem_args(AttnMath::kSoftmax, H, T, D, q.data(), k.data());
   a.scale = 0.125f;
   const LayerDiag d = analyse_layer(a, make_grid(T));
   CHECK(d.tails[0].sigma == Approx(1.0).epsilon(0.05));
@@ -285,21 +262,21 @@ TEST_CASE("diag raw-score tails equal the scores recomputed from q and k", "[dia
 
 TEST_CASE("diag cross-view correlation", "[diag]") {
   const int H = 2, T = 64, D = 64;
-  const auto q = gaussian(H, T, D, 3, false), k = gaussian(H, T, D, 4, false);
-  const auto q2 = gaussian(H, T, D, 5, false), k2 = gaussian(H, T, D, 6, false);
+  const auto q = gaussian(H, T, D, 3), k = gaussian(H, T, D, 4);
+  const auto q2 = gaussian(H, T, D, 5), k2 = gaussian(H, T, D, 6);
   const std::vector<float> zeros(q.size(), 0.f);
   const DiagGrid g = make_grid(T);
   // identical views: 1; a view with no survivor: undefined (NaN), as the paper's footnote
   CHECK(analyse_layer(
-            make_args(AttnMath::kDiffRelu, H, T, D, q.data(), k.data(), q.data(), k.data()), g)
+            theorem_args(AttnMath::kDiffRelu, H, T, D, q.data(), k.data(), q.data(), k.data()), g)
             .pearson[0] == Approx(1.0).epsilon(1e-12));
   CHECK(std::isnan(
       analyse_layer(
-          make_args(AttnMath::kDiffRelu, H, T, D, q.data(), k.data(), q.data(), zeros.data()), g)
+          theorem_args(AttnMath::kDiffRelu, H, T, D, q.data(), k.data(), q.data(), zeros.data()), g)
           .pearson[1]));
   // independent views: the Pearson of the materialised maps, computed here in one pass
   const AttnArgs a =
-      make_args(AttnMath::kDiffRelu, H, T, D, q.data(), k.data(), q2.data(), k2.data());
+      theorem_args(AttnMath::kDiffRelu, H, T, D, q.data(), k.data(), q2.data(), k2.data());
   const LayerDiag d = analyse_layer(a, g);
   for (int h = 0; h < H; ++h) {
     const auto maps = materialize_head(a, 0, h);
@@ -325,8 +302,10 @@ TEST_CASE("diag TRA survivors per row stay under kappa on random unit vectors", 
   // vectors (P(s > t) <= exp(-d t^2 / 2) on the sphere), E[S_i] <= kappa per view and, with
   // independent views, E[C_i] <= kappa^2 / (i+1) in both. 8 heads x up to 256 rows per bin.
   const int H = 8, T = 512, D = 64;
-  const auto q = gaussian(H, T, D, 11, true), k = gaussian(H, T, D, 12, true);
-  const auto q2 = gaussian(H, T, D, 13, true), k2 = gaussian(H, T, D, 14, true);
+  Rng rng(11);
+  const size_t rows = size_t(H) * T;
+  const auto q = unit_vectors(rows, D, rng), k = unit_vectors(rows, D, rng);
+  const auto q2 = unit_vectors(rows, D, rng), k2 = unit_vectors(rows, D, rng);
   const DiagGrid g = make_grid(T);
   for (const double kappa : {1.0, 4.0}) {
     INFO("kappa " << kappa);
@@ -334,7 +313,7 @@ TEST_CASE("diag TRA survivors per row stay under kappa on random unit vectors", 
     for (int i = 0; i < T; ++i)
       tau[size_t(i)] = float(std::sqrt(2.0 * std::max(0.0, std::log((i + 1) / kappa)) / D));
     AttnArgs a =
-        make_args(AttnMath::kDiffThreshold, H, T, D, q.data(), k.data(), q2.data(), k2.data());
+        theorem_args(AttnMath::kDiffThreshold, H, T, D, q.data(), k.data(), q2.data(), k2.data());
     a.tau = tau.data();
     const LayerDiag d = analyse_layer(a, g);
     double total = 0;
@@ -355,7 +334,7 @@ TEST_CASE("diag TRA survivors per row stay under kappa on random unit vectors", 
   }
   // Negative control: a fixed threshold (no log(i+1) growth) lets survivors grow with n.
   std::vector<float> fixed(static_cast<size_t>(T), 0.25f);
-  AttnArgs a = make_args(AttnMath::kThreshold, H, T, D, q.data(), k.data());
+  AttnArgs a = theorem_args(AttnMath::kThreshold, H, T, D, q.data(), k.data());
   a.tau = fixed.data();
   const LayerDiag d = analyse_layer(a, g);
   CHECK(d.curves[0][0].row_survivors.back() > 4.0);
