@@ -272,8 +272,7 @@ class Report:
 
     # ---- Appendix C ----------------------------------------------------------------------
     def tails(self):
-        ks = None
-        cols, rows = [], []
+        ks, rows = None, []
         for label, r in labelled(self.main):
             d = r.diag()
             if not d:
@@ -281,19 +280,28 @@ class Report:
             ks = d.get("tail_k", [2, 3, 4])
             for L in d["layers"]:
                 for v, tl in L.get("tails", {}).items():
-                    rows.append((f"{label} · layer {L['layer']} · {v}", r.name,
-                                 dict({"sigma": tl["sigma"]}, **{f"p{k:g}": p for k, p in zip(ks, tl["p"])})))
+                    vals = {"mean": tl["mean"], "sigma": tl["sigma"]}
+                    for i, k in enumerate(ks):
+                        vals[f"p{k:g}"] = tl["p"][i]
+                        vals[f"c{k:g}"] = tl.get("p_centred", [None] * len(ks))[i]
+                    rows.append((f"{label} · layer {L['layer']} · {v}", r.name, vals))
         if not rows:
             self.md += ["### C.1 Tail probabilities of raw scores", "", DASH + " (no eval/diag.json)", ""]
             return
-        cols = [Col("sigma", "σ", Fmt(4))] + [Col(f"p{k:g}", f"P(|s|>{k:g}σ)", Fmt(4, sci_below=1e-3)) for k in ks]
+        sci = Fmt(4, sci_below=1e-3)
+        cols = [Col("mean", "μ", Fmt(4)), Col("sigma", "σ", Fmt(4))]
+        cols += [Col(f"p{k:g}", f"P(|s|>{k:g}σ)", sci) for k in ks]
+        cols += [Col(f"c{k:g}", f"P(|s−μ|>{k:g}σ)", sci) for k in ks]
         t = Table("appc_tails", cols, first_header="Run · layer · view")
         for row in rows:
             t.add(*row)
-        t.add("N(0,1)", "", {f"p{k:g}": math.erfc(k / math.sqrt(2)) for k in ks})
+        gauss = {f"p{k:g}": math.erfc(k / math.sqrt(2)) for k in ks}
+        t.add("N(0,1)", "", dict(gauss, mean=0.0, sigma=1.0, **{"c" + key[1:]: x for key, x in gauss.items()}))
         self.table(t, "C.1 Tail probabilities of raw scores",
                    "Raw scores s_ij as the kernel compares them (scale q_i·k_j: cosines for TRA/TDA), "
-                   "σ the layer's standard deviation over heads and causal pairs; mean over sequences.")
+                   "μ and σ the layer's mean and standard deviation over heads and causal pairs; mean "
+                   "over sequences. P(|s|>kσ) is the paper's column; P(|s−μ|>kσ) compares the tail's "
+                   "shape with N(0,1) when the scores are not centred.")
 
     def survivors(self):
         sparse = [(label, r) for label, r in labelled(self.main)

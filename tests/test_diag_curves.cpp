@@ -240,10 +240,15 @@ TEST_CASE("diag raw-score tails equal the scores recomputed from q and k", "[dia
         CHECK(num(t["sigma"]) == Approx(sigma).epsilon(1e-6));
         CHECK(num(t["mean"]) == Approx(mean).margin(1e-6 * sigma));
         for (int k = 0; k < 3; ++k) {
-          double over = 0;
-          for (float x : s) over += std::fabs(x) > kTailK[size_t(k)] * sigma;
+          double over = 0, centred = 0;
+          for (float x : s) {
+            over += std::fabs(x) > kTailK[size_t(k)] * sigma;
+            centred += std::fabs(x - mean) > kTailK[size_t(k)] * sigma;
+          }
           // sigma differs in the last digits (closed form vs this sum): one score may flip
           CHECK(std::fabs(num(t["p"][k]) - over / double(s.size())) <= 1.0 / double(s.size()));
+          CHECK(std::fabs(num(t["p_centred"][k]) - centred / double(s.size())) <=
+                1.0 / double(s.size()));
         }
       }
     }
@@ -258,6 +263,20 @@ TEST_CASE("diag raw-score tails equal the scores recomputed from q and k", "[dia
   CHECK(d.tails[0].sigma == Approx(1.0).epsilon(0.05));
   CHECK(d.tails[0].over[0] / d.tails[0].n == Approx(0.0455).epsilon(0.15));
   CHECK(d.tails[0].over[1] / d.tails[0].n == Approx(0.0027).epsilon(0.5));
+  CHECK(d.tails[0].centred[0] / d.tails[0].n == Approx(0.0455).epsilon(0.15));
+  // Shifted by a constant 3 (q_i[63] = 1, k_j[63] = 24 with scale 1/8): the centred tails stay
+  // Gaussian, the raw |s| > 2 sigma holds nearly everything (P(Z > -1) = 0.84).
+  auto q3 = q, k3 = k;
+  for (size_t r = 0; r < q3.size() / D; ++r) {
+    q3[r * D + D - 1] = 1.f;
+    k3[r * D + D - 1] = 24.f;
+  }
+  a.q = q3.data();
+  a.k = k3.data();
+  const LayerDiag s = analyse_layer(a, make_grid(T));
+  CHECK(s.tails[0].mean == Approx(3.0).epsilon(0.02));
+  CHECK(s.tails[0].centred[0] / s.tails[0].n == Approx(0.0455).epsilon(0.15));
+  CHECK(s.tails[0].over[0] / s.tails[0].n == Approx(0.84).epsilon(0.05));
 }
 
 TEST_CASE("diag cross-view correlation", "[diag]") {

@@ -47,10 +47,10 @@ void entmax15_row(const float* z, int n, float* p) {
 void view_map(const AttnArgs& a, AttnMath math, const float* q, const float* k, float* A,
               TailCount* tail) {
   const int T = a.T, D = a.Dqk;
-  const double sig = tail ? tail->sigma : 0.0;
-  double over2 = 0, over3 = 0, over4 = 0;
+  const double sig = tail ? tail->sigma : 0.0, mu = tail ? tail->mean : 0.0;
+  double over2 = 0, over3 = 0, over4 = 0, cen2 = 0, cen3 = 0, cen4 = 0;
   static_assert(kTailK.size() == 3, "one counter per k");
-#pragma omp parallel for schedule(dynamic, 16) reduction(+ : over2, over3, over4)
+#pragma omp parallel for schedule(dynamic, 16) reduction(+ : over2, over3, over4, cen2, cen3, cen4)
   for (int i = 0; i < T; ++i) {
     std::vector<float> z(static_cast<size_t>(i + 1));
     float* row = A + size_t(i) * T;
@@ -62,6 +62,10 @@ void view_map(const AttnArgs& a, AttnMath math, const float* q, const float* k, 
         over2 += x > kTailK[0] * sig;
         over3 += x > kTailK[1] * sig;
         over4 += x > kTailK[2] * sig;
+        const double c = std::fabs(double(z[size_t(j)]) - mu);
+        cen2 += c > kTailK[0] * sig;
+        cen3 += c > kTailK[1] * sig;
+        cen4 += c > kTailK[2] * sig;
       }
     }
     const float tau = a.tau ? a.tau[i] : 0.f;
@@ -105,6 +109,9 @@ void view_map(const AttnArgs& a, AttnMath math, const float* q, const float* k, 
     tail->over[0] += over2;
     tail->over[1] += over3;
     tail->over[2] += over4;
+    tail->centred[0] += cen2;
+    tail->centred[1] += cen3;
+    tail->centred[2] += cen4;
     tail->n += double(T) * (T + 1) / 2;
   }
 }

@@ -82,12 +82,13 @@ struct ScoreMoments {
 // sum_{j<=i} s_ij^2 = scale^2 q_i^T M_i q_i with K_i = sum_{j<=i} k_j, M_i = sum_{j<=i} k_j k_j^T.
 ScoreMoments score_moments(const float* q, const float* k, int T, int D, float scale);
 
-// Tail counts #{(i, j <= i): |s_ij| > k sigma} for k in kTailK, sigma fixed beforehand (the
-// layer's standard deviation over all heads), as in the paper's Appendix C table.
+// Tail counts #{(i, j <= i): |s_ij| > k sigma} for k in kTailK (the paper's Appendix C table),
+// and centred at the mean, |s_ij - mean| > k sigma; mean and sigma fixed beforehand (the layer's,
+// over all heads).
 constexpr std::array<double, 3> kTailK = {2.0, 3.0, 4.0};
 struct TailCount {
   double sigma = 0, mean = 0;  // of the scores, from score_moments
-  std::array<double, 3> over{};
+  std::array<double, 3> over{}, centred{};
   double n = 0;
 };
 

@@ -126,8 +126,8 @@ struct LayerAcc {
   VecAcc consensus;                          // over sequences and heads
   double pearson_sum = 0;
   int pearson_defined = 0, pearson_total = 0;
-  std::vector<double> sigma, mean;       // [score view], sums over sequences
-  std::vector<std::array<double, 3>> p;  // [score view][k], sums over sequences
+  std::vector<double> sigma, mean;           // [score view], sums over sequences
+  std::vector<std::array<double, 3>> p, pc;  // [score view][k], sums over sequences
   int sequences = 0;
 
   void add(const LayerDiag& d) {
@@ -138,6 +138,7 @@ struct LayerAcc {
       sigma.assign(d.tails.size(), 0.0);
       mean.assign(d.tails.size(), 0.0);
       p.assign(d.tails.size(), {0, 0, 0});
+      pc.assign(d.tails.size(), {0, 0, 0});
     }
     lambda = d.lambda;
     for (size_t h = 0; h < H; ++h)
@@ -155,7 +156,10 @@ struct LayerAcc {
     for (size_t v = 0; v < d.tails.size(); ++v) {
       sigma[v] += d.tails[v].sigma;
       mean[v] += d.tails[v].mean;
-      for (size_t k = 0; k < kTailK.size(); ++k) p[v][k] += d.tails[v].over[k] / d.tails[v].n;
+      for (size_t k = 0; k < kTailK.size(); ++k) {
+        p[v][k] += d.tails[v].over[k] / d.tails[v].n;
+        pc[v][k] += d.tails[v].centred[k] / d.tails[v].n;
+      }
     }
     ++sequences;
   }
@@ -272,10 +276,15 @@ json run_diagnostics(GPT2& model, ProbeOps& probe, const std::vector<std::vector
     jl["curves"] = curves;
     json tails;
     for (size_t v = 0; v < snames.size(); ++v) {
-      std::vector<double> p;
-      for (double x : A.p[v]) p.push_back(x / A.sequences);
-      tails[snames[v]] = {
-          {"sigma", A.sigma[v] / A.sequences}, {"mean", A.mean[v] / A.sequences}, {"p", p}};
+      std::vector<double> p, pc;
+      for (size_t k = 0; k < kTailK.size(); ++k) {
+        p.push_back(A.p[v][k] / A.sequences);
+        pc.push_back(A.pc[v][k] / A.sequences);
+      }
+      tails[snames[v]] = {{"sigma", A.sigma[v] / A.sequences},
+                          {"mean", A.mean[v] / A.sequences},
+                          {"p", p},
+                          {"p_centred", pc}};
     }
     jl["tails"] = tails;
     if (attn_two_views(math))
