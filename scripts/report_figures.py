@@ -191,7 +191,7 @@ def kappa(rep, labelled):
                         label=f"layer {L['layer']}")
                 continue
             for v in [v for v in ("view1", "view2") if v in L["curves"]] or ["effective"]:
-                ax.plot(x, positive(L["curves"][v]["row_survivors"]), VIEW_STYLE[v if v != "effective" else "view1"],
+                ax.plot(x, positive(L["curves"][v]["row_survivors"]), VIEW_STYLE[v],
                         marker="o", ms=3, color=c, label=f"layer {L['layer']} {v}" if v != "effective" else f"layer {L['layer']}")
         if both:
             ax.plot(x, [kap * kap / n for n in x], "k--", lw=1, label="κ²/(i+1) bound")
