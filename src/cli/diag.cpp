@@ -1,6 +1,6 @@
 // tda diag --checkpoint DIR (--text "..." | --tokens-file SHARD [--sequences N]) [--T N]
 //          [--max-context N] [--untrained] [--out FILE.json] [--dump-map LAYER,HEAD]
-// Attention diagnostics of attention-variants.md §13 and the paper's Appendix C, averaged over
+// Attention diagnostics of docs/attention.md §13 and the paper's Appendix C, averaged over
 // sequences (B = 1, eval mode): per layer and head, per view and for the effective map:
 // sparsity, max |A|, gSinkRatio(1), entropy, survivors, dead rows; curves over context length;
 // raw-score tails; cross-view correlation. docs/diagnostics.md.

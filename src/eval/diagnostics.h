@@ -1,4 +1,4 @@
-// Attention diagnostics (attention-variants.md §13, the paper's Figure 1 and Appendix C):
+// Attention diagnostics (docs/attention.md §13, the paper's Figure 1 and Appendix C):
 // materialise the attention maps of every (layer, head) in fp32 and reduce them to the paper's
 // statistics, averaged over one or more sequences. docs/diagnostics.md.
 //
