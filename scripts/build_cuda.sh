@@ -3,12 +3,18 @@
 # and keeps ptxas's register/spill report in build-cuda/ptxas.log. Also compiles the NCCL
 # communicator (src/dist/nccl_communicator.cpp) against the real <nccl.h> and links it into a
 # shared object with -lnccl -lcudart, checking that every NCCL/CUDA function it calls is exported
-# by the installed libraries. Then links build-cuda/tda (the real CUDA backend, cudart +
-# cuBLASLt) with CMake -DTDA_CUDA=ON. Needs the CUDA toolkit and NCCL, not a GPU.
-# Usage: scripts/build_cuda.sh   (NVCC=/path/to/nvcc, BUILD_DIR=..., NCCL_HOME=..., SKIP_LINK=1)
+# by the installed libraries (scripts/check_nccl_symbols.sh). Then links build-cuda/tda (the real
+# CUDA backend, cudart + cuBLASLt) with CMake -DTDA_CUDA=ON, for a portable host CPU baseline
+# (x86-64-v2, checked by scripts/check_portable.sh), and checks that a CUDA build configures
+# without Catch2 and MPI. Needs the CUDA toolkit and NCCL, not a GPU.
+# The toolkit decides which NVIDIA drivers the binary runs on (docs/cuda.md): CUDA 13 needs
+# driver 580+, CUDA 12.x any 525+: CUDA_HOME=$(scripts/cuda12_toolkit.sh) scripts/build_cuda.sh
+# Usage: scripts/build_cuda.sh   (CUDA_HOME=... or NVCC=/path/to/nvcc, BUILD_DIR=..., NCCL_HOME=...,
+#                                SKIP_LINK=1, CMAKE_ARGS=...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+NVCC=${NVCC:-${CUDA_HOME:+$CUDA_HOME/bin/nvcc}}
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 BUILD_DIR=${BUILD_DIR:-build-cuda}
 if [ ! -x "$NVCC" ]; then
@@ -47,49 +53,43 @@ if [ $status -ne 0 ]; then
   exit $status
 fi
 
-# NCCL: headers and library from NCCL_HOME, else next to nvcc (/usr/local/cuda), else the system.
+NVCC="$NVCC" BUILD_DIR="$BUILD_DIR" bash scripts/check_nccl_symbols.sh
 CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
-NCCL_HOME=${NCCL_HOME:-$CUDA_HOME}
-nccl_lib=""
-for d in "$NCCL_HOME/lib64" "$NCCL_HOME/lib" /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib; do
-  if [ -e "$d/libnccl.so" ] || [ -e "$d/libnccl.so.2" ]; then nccl_lib=$d; break; fi
-done
-if [ -z "$nccl_lib" ]; then
-  echo "[build_cuda] libnccl not found (set NCCL_HOME=...)" >&2
-  exit 1
-fi
-echo "[build_cuda] src/dist/nccl_communicator.cpp (NCCL from $nccl_lib)"
-NCCL_FLAGS=(-std=c++17 -O3 -Isrc -I"$NCCL_HOME/include" -DTDA_WITH_NCCL -Xcompiler -fPIC
-            -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings)
-"$NVCC" "${NCCL_FLAGS[@]}" -c src/dist/nccl_communicator.cpp -o "$BUILD_DIR/nccl_communicator.o"
-"$NVCC" -shared "$BUILD_DIR/nccl_communicator.o" -o "$BUILD_DIR/libtda_nccl.so" \
-  -L"$nccl_lib" -lnccl -lcudart
-# A shared object may leave symbols undefined; make sure the NCCL and CUDA runtime ones exist.
-libs=("$nccl_lib"/libnccl.so* "$CUDA_HOME"/lib*/libcudart.so*)
-exported=$(for l in "${libs[@]}"; do nm -D --defined-only "$l" 2>/dev/null; done | awk '{print $NF}' | sed 's/@.*//' | sort -u)
-missing=0
-for sym in $(nm -u "$BUILD_DIR/nccl_communicator.o" | awk '{print $2}' | grep -E '^(nccl|cuda)' | sed 's/@.*//' | sort -u); do
-  if ! grep -qx "$sym" <<<"$exported"; then
-    echo "[build_cuda] $sym: not exported by libnccl/libcudart" >&2
-    missing=1
-  fi
-done
-[ $missing -eq 0 ] || exit 1
-echo "[build_cuda] ok: libtda_nccl.so links against $(ls "$nccl_lib"/libnccl.so.* | head -1)"
 
 # A short summary of what reviewers look for: registers and any spill per kernel and arch.
 grep -E "Compiling entry|Used [0-9]+ registers|spill" "$LOG" || true
 echo "[build_cuda] ok: ${#sources[@]} file(s), ptxas report in $LOG"
 
 # The GPU binary: CMake with TDA_CUDA=ON compiles the same sources with nvcc and links tda
-# against cudart + cuBLASLt + NCCL (compile and link only; running it needs a GPU).
+# against cudart + cuBLASLt + NCCL (compile and link only; running it needs a GPU). Host code for
+# the portable baseline (TDA_NATIVE=OFF: the binary runs on the compute nodes, not here); no
+# Catch2 (the CUDA build has no tests). A toolkit without the static cudart (the CUDA 12 one of
+# scripts/cuda12_toolkit.sh) links the shared one.
 if [ "${SKIP_LINK:-0}" != 1 ]; then
   echo "[build_cuda] linking $BUILD_DIR/tda (cmake -DTDA_CUDA=ON)"
+  cudart=Static
+  [ -e "$CUDA_HOME/lib64/libcudart_static.a" ] || cudart=Shared
   cmake -S . -B "$BUILD_DIR/cmake" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_COMPILER="$NVCC" ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake.log" 2>&1 ||
+    -DCMAKE_CUDA_COMPILER="$NVCC" -DCUDAToolkit_ROOT="$CUDA_HOME" \
+    -DCMAKE_CUDA_RUNTIME_LIBRARY=$cudart -DTDA_NATIVE="${TDA_NATIVE:-OFF}" \
+    -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake.log" 2>&1 ||
     { cat "$BUILD_DIR/cmake.log" >&2; exit 1; }
   cmake --build "$BUILD_DIR/cmake" -j"${JOBS:-2}" --target tda >>"$BUILD_DIR/cmake.log" 2>&1 ||
     { tail -50 "$BUILD_DIR/cmake.log" >&2; exit 1; }
   cp "$BUILD_DIR/cmake/tda" "$BUILD_DIR/tda"
   echo "[build_cuda] ok: $BUILD_DIR/tda (links $(ldd "$BUILD_DIR/tda" | grep -oE 'lib(cudart|cublas|nccl)[^ ]*' | sort -u | tr '\n' ' '))"
+  [ "${TDA_NATIVE:-OFF}" = ON ] || bash scripts/check_portable.sh "$BUILD_DIR/cmake"
+
+  # A GPU node may lack MPI's development files: the CUDA build must configure without MPI (and
+  # Catch2), and the code that then stands in for MPI must compile.
+  echo "[build_cuda] configure without Catch2 and MPI"
+  cmake -S . -B "$BUILD_DIR/cmake-nompi" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_COMPILER="$NVCC" -DCUDAToolkit_ROOT="$CUDA_HOME" \
+    -DCMAKE_CUDA_RUNTIME_LIBRARY=$cudart -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON \
+    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake-nompi.log" 2>&1 ||
+    { cat "$BUILD_DIR/cmake-nompi.log" >&2; exit 1; }
+  cmake --build "$BUILD_DIR/cmake-nompi" --target src/dist/communicator.cpp.o \
+    src/dist/launch.cpp.o >>"$BUILD_DIR/cmake-nompi.log" 2>&1 ||
+    { tail -30 "$BUILD_DIR/cmake-nompi.log" >&2; exit 1; }
+  echo "[build_cuda] ok: a CUDA build configures and compiles its MPI-less launch code"
 fi

@@ -5,9 +5,15 @@
 // is the GPU launch path: id hand-over, rank environment, NCCL collectives in the trainer
 // (all-reduce in buckets, ZeRO-1 reduce-scatter / all-gather), failure and signal handling.
 // Tolerances: test_dist_util.h.
+#ifndef TDA_CUDA_EMU
+#define TDA_CUDA_EMU 1
+#endif
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
+
+#include "dist/nccl_communicator.h"
 
 #include "test_dist_util.h"
 #include "train/trainer.h"
@@ -128,4 +134,78 @@ TEST_CASE("tda train --gpus refuses to run under mpirun and with --procs", "[dis
   unsetenv("OMPI_COMM_WORLD_SIZE");
   CHECK(rc != 0);
   CHECK(out.find("--gpus starts its own workers") != std::string::npos);
+}
+
+namespace {
+int error_lines(const std::string& out) {
+  int n = 0;
+  for (size_t p = out.find("error:"); p != std::string::npos; p = out.find("error:", p + 1)) ++n;
+  return n;
+}
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+// Rank 1 stops for good when it issues its 6th collective (the stand-in's fault injection,
+// dist/nccl_emu/nccl.h): mid-training, after the start-up's broadcasts and a step's reductions.
+TEST_CASE("a worker of tda train --gpus 2 that hangs: the other times out, one error line",
+          "[dist][nccl]") {
+  REQUIRE(data_present());
+  TempDir dir, logdir;
+  const std::string log = logdir.path + "/log.txt";
+  ScopedEnv fault("TDA_NCCL_EMU_FAULT", "hang:1:6");
+  const auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = spawn_tda(gpus_args(dir.path, 2, 0, 500) + " --set dist.timeout_s=2 --gpus 2", log);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const double took = seconds_since(t0);
+  const std::string out = slurp(log);
+  INFO(out << "\n(" << took << " s)");
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) != 0);
+  // Rank 0 gave up after dist.timeout_s, the launcher stopped the hung rank 1 and reports rank
+  // 0's reason (not "rank 1 died": the launcher killed it).
+  CHECK(error_lines(out) == 1);
+  CHECK(out.find("error: rank 0: nccl") != std::string::npos);
+  CHECK(out.find(" failed: no progress in 2 s (dist.timeout_s): another rank hung, died or "
+                 "stopped calling collectives; all 2 workers were stopped") != std::string::npos);
+  CHECK(took < 30);  // start-up and a step, then 2 s: not the 600 s default, nor forever
+}
+
+// Two ranks started by hand with the id in the environment, as mpirun/srun would start them
+// (no launcher to stop the survivor): rank 1 dies inside its 6th collective.
+TEST_CASE("a rank whose peer dies mid-collective exits within the timeout with one line",
+          "[dist][nccl]") {
+  REQUIRE(data_present());
+  TempDir dir, logdir;
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  const std::string hex = nccl_id_to_hex(id);
+  ScopedEnv nccl_id(kEnvNcclId, hex.c_str()), world(kEnvWorld, "2"),
+      fault("TDA_NCCL_EMU_FAULT", "die:1:6");
+  std::vector<pid_t> pids;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r) {
+    const std::string rank = std::to_string(r);
+    ScopedEnv rank_env(kEnvRank, rank.c_str()), local(kEnvLocalRank, rank.c_str());
+    pids.push_back(spawn_tda(gpus_args(dir.path + "/r" + rank, 2, 0, 500) +
+                                 " --set dist.timeout_s=60",
+                             logdir.path + "/rank_" + rank + ".log"));
+  }
+  int st0 = 0, st1 = 0;
+  waitpid(pids[0], &st0, 0);
+  const double took = seconds_since(t0);
+  waitpid(pids[1], &st1, 0);
+  const std::string out = slurp(logdir.path + "/rank_0.log");
+  INFO(out << "\n(" << took << " s)\n--- rank 1\n" << slurp(logdir.path + "/rank_1.log"));
+  CHECK((WIFSIGNALED(st1) && WTERMSIG(st1) == SIGKILL));
+  REQUIRE(WIFEXITED(st0));
+  CHECK(WEXITSTATUS(st0) == 1);
+  CHECK(error_lines(out) == 1);
+  CHECK(out.find("error: rank 0: nccl") != std::string::npos);
+  CHECK(out.find(" failed: remote process exited or the communicator was aborted (rank 1 (pid " +
+                 std::to_string(pids[1]) + ") exited during a collective)\n") !=
+        std::string::npos);
+  CHECK(took < 30);  // the stand-in sees the death within 100 ms; 60 s is the timeout
 }

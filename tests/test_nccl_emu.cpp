@@ -10,6 +10,7 @@
 #ifndef TDA_CUDA_EMU
 #define TDA_CUDA_EMU 1
 #endif
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,8 +47,10 @@ std::string self_exe() {
 }
 
 // Runs the hidden test `name` in `world` processes; returns their wait statuses. Each one's
-// output goes to out/rank_<r>.log.
-std::vector<int> run_ranks(const std::string& name, int world, const std::string& out) {
+// output goes to out/rank_<r>.log. Rank `hung` (if any) never ends by itself: it is killed
+// once the others have.
+std::vector<int> run_ranks(const std::string& name, int world, const std::string& out,
+                           int hung = -1) {
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   const std::string hex = nccl_id_to_hex(id), exe = self_exe();
@@ -66,11 +69,12 @@ std::vector<int> run_ranks(const std::string& name, int world, const std::string
     }
     pids.push_back(pid);
   }
-  std::vector<int> status;
-  for (pid_t p : pids) {
-    int st = 0;
-    waitpid(p, &st, 0);
-    status.push_back(st);
+  std::vector<int> status(pids.size(), 0);
+  for (int r = 0; r < world; ++r)
+    if (r != hung) waitpid(pids[size_t(r)], &status[size_t(r)], 0);
+  if (hung >= 0) {
+    kill(pids[size_t(hung)], SIGKILL);
+    waitpid(pids[size_t(hung)], &status[size_t(hung)], 0);
   }
   return status;
 }
@@ -215,6 +219,84 @@ TEST_CASE("nccl stand-in: a dead peer fails the collective instead of hanging", 
   INFO(logs(out.path, 2));
   CHECK(exited_ok(st[0]));
   CHECK((WIFSIGNALED(st[1]) && WTERMSIG(st[1]) == SIGKILL));
+}
+
+TEST_CASE("nccl worker: peer hangs", "[.nccl-worker]") {
+  const auto env = worker_env();
+  if (!env) return;
+  const WorkerEnv& e = *env;
+  DistOptions opt;
+  opt.timeout_s = 1;
+  NcclCommunicator comm(e.id, e.rank, e.world, 0, nullptr, opt);
+  std::vector<float> buf(1000, 1.f);
+  comm.all_reduce_sum(buf.data(), buf.size());
+  REQUIRE(buf[0] == float(e.world));
+  if (e.rank == 1)
+    for (;;) pause();  // alive, but never reaches the next collective
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    comm.all_reduce_sum(buf.data(), buf.size());
+    FAIL("the all-reduce returned although rank 1 never joined it");
+  } catch (const tda::Error& err) {
+    CHECK(std::string(err.what()) ==
+          "ncclAllReduce failed: no progress in 1 s (dist.timeout_s): another rank hung, died or "
+          "stopped calling collectives");
+  }
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO("waited " << waited << " s");
+  // The timeout, plus the abort: the stand-in's pending call notices it within its 100 ms poll.
+  CHECK(waited >= 1.0);
+  CHECK(waited < 4.0);
+  // The communicator is gone: a later call says so at once instead of waiting again.
+  CHECK_THROWS_WITH(comm.barrier(), Catch::Contains("aborted after an earlier error"));
+}
+
+TEST_CASE("nccl stand-in: a peer that hangs makes the others time out (dist.timeout_s)",
+          "[dist][nccl]") {
+  TempDir out;
+  const auto st = run_ranks("nccl worker: peer hangs", 2, out.path, 1);
+  INFO(logs(out.path, 2));
+  CHECK(exited_ok(st[0]));
+}
+
+TEST_CASE("nccl stand-in: non-blocking calls return ncclInProgress until they finish or abort",
+          "[dist][nccl]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  // Rank 0 of 2, and rank 1 never comes: init stays in progress, and abort ends it.
+  ncclComm_t comm = nullptr;
+  CHECK(ncclCommInitRankConfig(&comm, 2, id, 0, &config) == ncclInProgress);
+  REQUIRE(comm != nullptr);
+  usleep(300000);
+  ncclResult_t state = ncclSuccess;
+  CHECK(ncclCommGetAsyncError(comm, &state) == ncclSuccess);
+  CHECK(state == ncclInProgress);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(ncclCommAbort(comm) == ncclSuccess);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+
+  // Alone (1 rank): init and an all-reduce each go through ncclInProgress to ncclSuccess.
+  auto settle = [](ncclComm_t c) {
+    ncclResult_t s = ncclInProgress;
+    for (int i = 0; i < 5000 && s == ncclInProgress; ++i) {
+      REQUIRE(ncclCommGetAsyncError(c, &s) == ncclSuccess);
+      if (s == ncclInProgress) usleep(1000);
+    }
+    return s;
+  };
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  CHECK(ncclCommInitRankConfig(&comm, 1, id, 0, &config) == ncclInProgress);
+  CHECK(settle(comm) == ncclSuccess);
+  std::vector<float> buf(1000, 2.f);  // host memory is device memory under the emulator
+  CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) ==
+        ncclInProgress);
+  CHECK(settle(comm) == ncclSuccess);
+  CHECK(buf[999] == 2.f);
+  CHECK(ncclCommFinalize(comm) == ncclSuccess);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
 
 namespace {

@@ -24,6 +24,33 @@ inline void write_text(const std::string& path, const std::string& s) {
 
 inline std::string source_dir() { return TDA_SOURCE_DIR; }
 
+// Sets (value non-null) or unsets an environment variable for a scope, then puts it back.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) {
+      had_ = true;
+      old_ = old;
+    }
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      ::setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
 // Runs the tda binary with arguments; returns the exit code, stdout+stderr in *out.
 inline int run_tda(const std::string& args, std::string* out = nullptr) {
   std::string cmd = std::string(TDA_BINARY) + " " + args + " 2>&1";

@@ -37,7 +37,9 @@ std::vector<std::string> worker_args(int argc, char** argv) {
 // Runs the trainer on this process's rank. A failure on one rank of several ends the whole job
 // (the others would wait for it forever in the next collective).
 int run_rank(const Config& cfg, TrainOptions to) {
-  std::unique_ptr<Communicator> comm = make_communicator(cfg.train.device);
+  DistOptions dist;
+  dist.timeout_s = cfg.dist.timeout_s;
+  std::unique_ptr<Communicator> comm = make_communicator(cfg.train.device, dist);
   WorkerRecord record(comm->rank());
   to.comm = comm.get();
   try {
@@ -48,13 +50,13 @@ int run_rank(const Config& cfg, TrainOptions to) {
   } catch (const std::exception& e) {
     record.finish(1, e.what());
     if (comm->world() == 1) throw;
-    // Under our own launcher the launcher prints the one line; under a user's mpirun, each
-    // failing rank says who it is.
+    // One line per failure: under our own launcher the launcher prints it; under a user's
+    // mpirun, each failing rank says who it is (abort_job may end the process: print first).
     if (!WorkerRecord::active())
       std::fprintf(stderr, "error: rank %d: %s\n", comm->rank(), e.what());
     std::fflush(stderr);
     comm->abort_job(1);
-    throw;
+    return 1;
   }
 }
 

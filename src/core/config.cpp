@@ -28,7 +28,7 @@ const json& config_defaults() {
               "init_from": ""},
     "optim": {"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 715, "weight_decay": 0.1,
               "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "grad_clip": 1.0},
-    "dist": {"zero_stage": 0, "bucket_mb": 25.0}
+    "dist": {"zero_stage": 0, "bucket_mb": 25.0, "timeout_s": 600.0}
   })");
   return d;
 }
@@ -199,6 +199,7 @@ Config config_from_json(const json& user, const std::string& origin) {
   o.grad_clip = get<double>(r, "optim", "grad_clip");
   c.dist.zero_stage = get<int>(r, "dist", "zero_stage");
   c.dist.bucket_mb = get<double>(r, "dist", "bucket_mb");
+  c.dist.timeout_s = get<double>(r, "dist", "timeout_s");
 
   // Semantic checks: values that parse but cannot run.
   auto positive = [&](long v, const char* key) {
@@ -224,6 +225,7 @@ Config config_from_json(const json& user, const std::string& origin) {
             origin + ": train.device must be \"cpu\" or \"cuda\", got \"" + t.device + "\"");
   TDA_CHECK(c.dist.zero_stage == 0 || c.dist.zero_stage == 1, origin + ": dist.zero_stage must be 0 or 1");
   TDA_CHECK(c.dist.bucket_mb >= 0, origin + ": dist.bucket_mb must be >= 0 (0: one bucket)");
+  TDA_CHECK(c.dist.timeout_s > 0, origin + ": dist.timeout_s must be > 0 (seconds)");
   return c;
 }
 

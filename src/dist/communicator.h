@@ -7,6 +7,7 @@
 // order depends on timing would make runs irreproducible and could let replicas drift apart.)
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -55,7 +56,14 @@ struct LaunchEnv {
   bool launched = false;
   bool mpi = false;     // started by mpirun/srun: MPI is the bootstrap
   std::string nccl_id;  // hex ncclUniqueId from tda's GPU launcher (then mpi is false)
-  int rank = 0, world = 1, local_rank = 0;
+  int rank = 0, world = 1;
+  // Rank among the job's processes on this node (it picks the GPU), from the first variable set
+  // of TDA_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID (MPICH, Intel MPI),
+  // MV2_COMM_WORLD_LOCAL_RANK (MVAPICH2), PMIX_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK.
+  // local_rank_var names it; empty when none is set (local_rank 0; under MPI, MPI's own count
+  // decides after MPI_Init).
+  int local_rank = 0;
+  std::string local_rank_var;
 };
 LaunchEnv launch_env();
 
@@ -65,22 +73,47 @@ constexpr const char* kEnvWorld = "TDA_WORLD_SIZE";
 constexpr const char* kEnvLocalRank = "TDA_LOCAL_RANK";
 constexpr const char* kEnvNcclId = "TDA_NCCL_ID";
 
+// Settings of the communicator (config "dist").
+struct DistOptions {
+  // NCCL: longest wait for one collective (or for the ranks to meet) before this rank aborts the
+  // communicator and stops with an error naming the collective. A dead peer on another node is
+  // usually reported by NCCL itself, but one that hangs, or dies on this node's NVLink, is not.
+  double timeout_s = 600;
+};
+
+// NCCL lives in the CUDA objects, which tda_lib does not link: nccl_communicator.cpp registers
+// these at static-initialisation time when it is linked in.
+struct NcclHooks {
+  // Makes this process use CUDA device local_rank % (visible devices), checked and reported
+  // (backend/cuda/startup.h); returns it. Runs before MPI_Init and before any other CUDA call.
+  std::function<int(int local_rank)> bind_device;
+  std::function<std::unique_ptr<Communicator>(const LaunchEnv& env, int device,
+                                              const DistOptions& opt,
+                                              std::unique_ptr<Communicator> bootstrap)>
+      make;
+  std::function<std::string()> new_unique_id_hex;  // ncclGetUniqueId, as hex text
+  bool host_memory = false;  // the emulated stand-in: "device" buffers are host memory
+};
+void register_nccl(const NcclHooks& hooks);
+const NcclHooks* nccl_hooks();  // null when this binary has no NCCL
+
+// MPI_COMM_WORLD (MPI_Init) and this process's rank among MPI's processes on its node.
+using MpiFactory = std::function<std::unique_ptr<Communicator>(int* local_rank)>;
+// Null when tda was built without MPI (the CUDA build on a node without its development files).
+MpiFactory mpi_factory();
+
 // The communicator for this process, from how it was started and the training device:
 //   started by hand                      -> local (world 1)
 //   device cpu under mpirun/srun         -> MPI
 //   device cuda under mpirun/srun        -> NCCL, id broadcast over MPI
 //   `tda train --gpus N` worker          -> NCCL, id from TDA_NCCL_ID (no MPI)
-std::unique_ptr<Communicator> make_communicator(const std::string& device);
-
-// NCCL lives in the CUDA objects, which tda_lib does not link: nccl_communicator.cpp registers
-// these at static-initialisation time when it is linked in.
-struct NcclHooks {
-  std::unique_ptr<Communicator> (*make)(const LaunchEnv& env,
-                                        std::unique_ptr<Communicator> bootstrap);
-  std::string (*new_unique_id_hex)();  // ncclGetUniqueId, as hex text
-  bool host_memory;                    // the emulated stand-in: "device" buffers are host memory
-};
-void register_nccl(const NcclHooks& hooks);
-const NcclHooks* nccl_hooks();  // null when this binary has no NCCL
+// With device cuda the GPU is chosen from the local rank and bound before MPI_Init (some MPI/UCX
+// stacks bind to whatever device is current then), and checked against MPI's local rank after.
+std::unique_ptr<Communicator> make_communicator(const std::string& device,
+                                                const DistOptions& opt = {});
+// The same with the environment, MPI and NCCL given (tests replace them).
+std::unique_ptr<Communicator> make_communicator(const std::string& device, const DistOptions& opt,
+                                                const LaunchEnv& env, const MpiFactory& mpi,
+                                                const NcclHooks* nccl);
 
 }  // namespace tda

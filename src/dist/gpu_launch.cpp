@@ -105,12 +105,16 @@ int launch_gpu_workers(const LaunchOptions& opt) {
   // safe for checkpoints, which are written to a temp directory and renamed).
   int alive = n, first_gone = -1, handled = 0;
   std::vector<int> status(size_t(n), 0);
+  std::vector<bool> reaped(size_t(n), false), killed(size_t(n), false);
   bool killed_all = false;
   auto kill_all = [&] {
     if (killed_all) return;
     killed_all = true;
     for (int r = 0; r < n; ++r)
-      if (pids[size_t(r)] > 0) ::kill(pids[size_t(r)], SIGKILL);
+      if (pids[size_t(r)] > 0 && !reaped[size_t(r)]) {
+        ::kill(pids[size_t(r)], SIGKILL);
+        killed[size_t(r)] = true;
+      }
   };
   while (alive > 0) {
     while (handled < LauncherSignals::count()) {
@@ -132,6 +136,7 @@ int launch_gpu_workers(const LaunchOptions& opt) {
     while (r < n && pids[size_t(r)] != w) ++r;
     if (r == n) continue;  // not one of ours
     status[size_t(r)] = st;
+    reaped[size_t(r)] = true;
     --alive;
     const bool failed = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
     if (failed && first_gone < 0 && !killed_all) {
@@ -146,7 +151,8 @@ int launch_gpu_workers(const LaunchOptions& opt) {
     why = "interrupted twice: workers stopped without a final checkpoint";
   if (why.empty() && first_gone >= 0) {
     // Prefer what the failed worker itself wrote; a worker killed from outside writes nothing.
-    why = worker_failure(opt.worker_dir, n, first_gone, pids);
+    // Those we killed are not suspects: a rank that timed out waiting for a hung one is the news.
+    why = worker_failure(opt.worker_dir, n, first_gone, pids, &killed);
     const std::string prefix = "worker rank " + std::to_string(first_gone);
     if (why.rfind(prefix, 0) == 0)
       why = prefix + " (pid " + std::to_string(pids[size_t(first_gone)]) + ") " +

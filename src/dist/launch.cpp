@@ -86,7 +86,7 @@ std::string describe_status(int st) {
 // failure, which only echoes another rank's death), then the first worker that vanished without
 // a word, then any other non-zero exit. Empty if every worker recorded success.
 std::string worker_failure(const std::string& dir, int procs, int first_gone,
-                           const std::vector<int>& pids) {
+                           const std::vector<int>& pids, const std::vector<bool>* killed) {
   std::vector<int> codes(size_t(procs), 0);
   std::vector<std::string> msgs{size_t(procs)};
   std::vector<bool> recorded(size_t(procs), false);
@@ -106,7 +106,7 @@ std::string worker_failure(const std::string& dir, int procs, int first_gone,
   for (int r = 0; r < procs; ++r) order.push_back(r);
   for (int r : order) {
     if (!why.empty()) break;
-    if (recorded[size_t(r)]) continue;
+    if (recorded[size_t(r)] || (killed && (*killed)[size_t(r)])) continue;
     why = "worker rank " + std::to_string(r) +
           (pids[size_t(r)] > 0
                ? " (pid " + std::to_string(pids[size_t(r)]) + ") died (killed or crashed)"
@@ -132,6 +132,10 @@ std::string self_exe() {
 }
 
 int launch_workers(const LaunchOptions& opt) {
+#if !defined(TDA_WITH_MPI)
+  throw Error("--procs runs CPU ranks under mpirun, and this tda was built without MPI: rebuild "
+              "where MPI's development files are installed (Debian: libopenmpi-dev)");
+#endif
   const std::string mpirun = find_mpirun();
   remove_tree(opt.worker_dir);
   make_dirs(opt.worker_dir);

@@ -35,6 +35,11 @@ MpiCommunicator::MpiCommunicator() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_);
+  MPI_Comm node;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+  MPI_Comm_rank(node, &local_rank_);
+  MPI_Comm_free(&node);
 }
 
 MpiCommunicator::~MpiCommunicator() {

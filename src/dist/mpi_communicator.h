@@ -17,6 +17,8 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override;  // MPI_Finalize
   int rank() const override { return rank_; }
   int world() const override { return world_; }
+  // This process's rank among MPI_COMM_WORLD's processes on its node (MPI_COMM_TYPE_SHARED).
+  int local_rank() const { return local_rank_; }
   void all_reduce_sum(float* buf, size_t n) override;
   void reduce_scatter_sum(float* buf, size_t n) override;
   void all_gather(float* buf, size_t n) override;
@@ -26,7 +28,7 @@ class MpiCommunicator final : public Communicator {
   void abort_job(int code) override;
 
  private:
-  int rank_ = 0, world_ = 1;
+  int rank_ = 0, world_ = 1, local_rank_ = 0;
   std::vector<float> recv_;  // one piece of a peer's contribution (bounded, see kPiece)
 };
 

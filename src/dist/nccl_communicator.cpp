@@ -1,10 +1,14 @@
 #include "dist/nccl_communicator.h"
 
 #if defined(TDA_WITH_NCCL) || defined(TDA_CUDA_EMU)
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 
+#include "backend/cuda/startup.h"
 #include "core/error.h"
 
 namespace tda {
@@ -33,16 +37,8 @@ bool is_device_pointer(const void* p) {
 #endif
 }
 
-// The GPU of a rank: under tda's launcher each worker sees one (CUDA_VISIBLE_DEVICES), under
-// mpirun/srun usually all of the node's, shared out by local rank.
-int pick_device(int local_rank) {
-  int count = 0;
-  check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-  TDA_CHECK(count > 0, "no CUDA device visible to this rank");
-  return local_rank % count;
-}
-
-std::unique_ptr<Communicator> make_nccl(const LaunchEnv& env, std::unique_ptr<Communicator> boot) {
+std::unique_ptr<Communicator> make_nccl(const LaunchEnv& env, int device, const DistOptions& opt,
+                                        std::unique_ptr<Communicator> boot) {
   ncclUniqueId id;
   if (!env.nccl_id.empty()) {
     id = nccl_id_from_hex(env.nccl_id);
@@ -60,8 +56,7 @@ std::unique_ptr<Communicator> make_nccl(const LaunchEnv& env, std::unique_ptr<Co
     boot->broadcast(words, sizeof(id) / sizeof(float), 0);
     std::memcpy(&id, words, sizeof id);
   }
-  return std::make_unique<NcclCommunicator>(id, env.rank, env.world, pick_device(env.local_rank),
-                                            std::move(boot));
+  return std::make_unique<NcclCommunicator>(id, env.rank, env.world, device, std::move(boot), opt);
 }
 
 std::string new_unique_id_hex() {
@@ -76,7 +71,17 @@ constexpr bool kHostMemory = true;
 #else
 constexpr bool kHostMemory = false;
 #endif
-const bool registered = (register_nccl({make_nccl, new_unique_id_hex, kHostMemory}), true);
+const bool registered =
+    (register_nccl({cuda::bind_device, make_nccl, new_unique_id_hex, kHostMemory}), true);
+
+// Between polls of a pending NCCL call: yield at first (a collective of a few MB ends in well
+// under a millisecond on NVLink), then sleep 1 ms, so a long wait costs no CPU.
+void pause_poll(int polls) {
+  if (polls < 200)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
 }  // namespace
 
 std::string nccl_id_to_hex(const ncclUniqueId& id) {
@@ -105,8 +110,8 @@ ncclUniqueId nccl_id_from_hex(const std::string& hex) {
 }
 
 NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world, int device,
-                                   std::unique_ptr<Communicator> bootstrap)
-    : bootstrap_(std::move(bootstrap)), rank_(rank), world_(world) {
+                                   std::unique_ptr<Communicator> bootstrap, const DistOptions& opt)
+    : bootstrap_(std::move(bootstrap)), rank_(rank), world_(world), timeout_s_(opt.timeout_s) {
   (void)registered;
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
   // A blocking stream: the CUDA backend computes on the legacy default stream, and a blocking
@@ -116,27 +121,85 @@ NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world, 
   // show it.)
   check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
   check_cuda(cudaMalloc(&scalar_, sizeof(double)), "cudaMalloc");
-  check(ncclCommInitRank(&comm_, world_, id, rank_), "ncclCommInitRank");
+  // Non-blocking: init returns at once (ncclInProgress) and wait() bounds how long the ranks
+  // take to meet, as it bounds every collective.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t r = ncclCommInitRankConfig(&comm_, world_, id, rank_, &config);
+  if (r != ncclSuccess && r != ncclInProgress) comm_ = nullptr;  // no handle to poll or abort
+  wait("ncclCommInitRankConfig", r);
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_) ncclCommDestroy(comm_);
+  // Finalize flushes outstanding work; a peer that never gets there must not hold this process
+  // at exit, hence the bounded wait and the abort. Errors are ignored: a destructor must not
+  // throw.
+  if (comm_) {
+    ncclResult_t state = ncclCommFinalize(comm_);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+    for (int i = 0; state == ncclInProgress && std::chrono::steady_clock::now() < deadline; ++i) {
+      pause_poll(i);
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+    }
+    if (state == ncclSuccess)
+      ncclCommDestroy(comm_);
+    else
+      ncclCommAbort(comm_);
+  }
   if (staging_) cudaFree(staging_);
   if (scalar_) cudaFree(scalar_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-// Messages start with the NCCL call's name: the launcher tells a rank's own error from a
-// communication failure that only echoes another rank's death (dist/launch.cpp).
-void NcclCommunicator::check(ncclResult_t r, const char* what) const {
-  if (r == ncclSuccess) return;
+std::string NcclCommunicator::describe(ncclResult_t r) const {
   const char* detail = ncclGetLastError(comm_);
-  throw Error(std::string(what) + " failed: " + ncclGetErrorString(r) +
-              (detail && *detail ? std::string(" (") + detail + ")" : std::string()));
+  return std::string(ncclGetErrorString(r)) +
+         (detail && *detail ? std::string(" (") + detail + ")" : std::string());
 }
 
-void NcclCommunicator::sync() {
-  check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+// Messages start with the NCCL call's name: the launcher tells a rank's own error from a
+// communication failure that only echoes another rank's death (dist/launch.cpp).
+void NcclCommunicator::fail(const char* what, const std::string& why) {
+  if (comm_) ncclCommAbort(comm_);
+  comm_ = nullptr;
+  throw Error(std::string(what) + " failed: " + why);
+}
+
+void NcclCommunicator::require_comm(const char* what) const {
+  TDA_CHECK(comm_,
+            std::string(what) + ": the NCCL communicator was aborted after an earlier error");
+}
+
+void NcclCommunicator::wait(const char* what, ncclResult_t issued) {
+  if (issued != ncclSuccess && issued != ncclInProgress) fail(what, describe(issued));
+  const auto start = std::chrono::steady_clock::now();
+  bool enqueued = false;
+  for (int polls = 0;; ++polls) {
+    // NCCL first: its asynchronous errors (a lost peer) arrive while the kernels still spin.
+    ncclResult_t state = ncclSuccess;
+    if (ncclResult_t q = ncclCommGetAsyncError(comm_, &state); q != ncclSuccess)
+      fail(what, describe(q));
+    if (state != ncclSuccess && state != ncclInProgress) fail(what, describe(state));
+    enqueued = state == ncclSuccess;
+    if (enqueued) {
+      const cudaError_t e = cudaStreamQuery(stream_);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady)
+        fail(what, std::string("CUDA error on the NCCL stream: ") + cudaGetErrorString(e));
+      (void)cudaGetLastError();  // not-ready is recorded as the last error; it is not one
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > timeout_s_) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", timeout_s_);
+      fail(what, std::string("no progress in ") + secs +
+                     " s (dist.timeout_s): another rank hung, died or stopped calling "
+                     "collectives");
+    }
+    pause_poll(polls);
+  }
 }
 
 float* NcclCommunicator::to_device(float* buf, size_t n, size_t copy_in) {
@@ -157,48 +220,53 @@ void NcclCommunicator::from_device(float* buf, const float* dev, size_t n) {
   if (dev != buf)
     check_cuda(cudaMemcpyAsync(buf, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream_),
                "cudaMemcpy (NCCL staging)");
-  sync();
+  wait("cudaMemcpy (NCCL staging)");
 }
 
 void NcclCommunicator::all_reduce_sum(float* buf, size_t n) {
+  require_comm("ncclAllReduce");
   float* d = to_device(buf, n, n);
-  check(ncclAllReduce(d, d, n, ncclFloat32, ncclSum, comm_, stream_), "ncclAllReduce");
+  wait("ncclAllReduce", ncclAllReduce(d, d, n, ncclFloat32, ncclSum, comm_, stream_));
   from_device(buf, d, n);
 }
 
 void NcclCommunicator::reduce_scatter_sum(float* buf, size_t n) {
   TDA_CHECK(n % size_t(world_) == 0, "reduce_scatter_sum: " + std::to_string(n) +
                                          " elements do not split into equal shards");
+  require_comm("ncclReduceScatter");
   const size_t shard = n / size_t(world_), mine = size_t(rank_) * shard;
   float* d = to_device(buf, n, n);
   // NCCL's in-place form: the output is the rank's own shard of the input buffer.
-  check(ncclReduceScatter(d, d + mine, shard, ncclFloat32, ncclSum, comm_, stream_),
-        "ncclReduceScatter");
+  wait("ncclReduceScatter",
+       ncclReduceScatter(d, d + mine, shard, ncclFloat32, ncclSum, comm_, stream_));
   from_device(buf + mine, d + mine, shard);
 }
 
 void NcclCommunicator::all_gather(float* buf, size_t n) {
   TDA_CHECK(n % size_t(world_) == 0,
             "all_gather: " + std::to_string(n) + " elements do not split into equal shards");
+  require_comm("ncclAllGather");
   const size_t shard = n / size_t(world_);
   float* d = to_device(buf, n, n);
-  check(ncclAllGather(d + size_t(rank_) * shard, d, shard, ncclFloat32, comm_, stream_),
-        "ncclAllGather");
+  wait("ncclAllGather",
+       ncclAllGather(d + size_t(rank_) * shard, d, shard, ncclFloat32, comm_, stream_));
   from_device(buf, d, n);
 }
 
 void NcclCommunicator::broadcast(float* buf, size_t n, int root) {
+  require_comm("ncclBroadcast");
   float* d = to_device(buf, n, rank_ == root ? n : 0);
-  check(ncclBroadcast(d, d, n, ncclFloat32, root, comm_, stream_), "ncclBroadcast");
+  wait("ncclBroadcast", ncclBroadcast(d, d, n, ncclFloat32, root, comm_, stream_));
   from_device(buf, d, n);
 }
 
 double NcclCommunicator::all_reduce_sum(double x) {
+  require_comm("ncclAllReduce (double)");
   check_cuda(cudaMemcpyAsync(scalar_, &x, sizeof x, cudaMemcpyHostToDevice, stream_), "cudaMemcpy");
-  check(ncclAllReduce(scalar_, scalar_, 1, ncclFloat64, ncclSum, comm_, stream_),
-        "ncclAllReduce (double)");
+  wait("ncclAllReduce (double)",
+       ncclAllReduce(scalar_, scalar_, 1, ncclFloat64, ncclSum, comm_, stream_));
   check_cuda(cudaMemcpyAsync(&x, scalar_, sizeof x, cudaMemcpyDeviceToHost, stream_), "cudaMemcpy");
-  sync();
+  wait("cudaMemcpy (NCCL scalar)");
   return x;
 }
 

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/startup.h"
 #include "backend/make_ops.h"
 #include "core/error.h"
 
@@ -275,9 +276,7 @@ void CudaOps::copy(void* dst, const void* src, size_t bytes) {
 namespace {
 // `--device cuda`: registered when these objects are linked (make_ops.h).
 std::unique_ptr<Ops> make_cuda_ops() {
-  int devices = 0;
-  cuda::check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-  TDA_CHECK(devices > 0, "device cuda: no CUDA device found");
+  cuda::startup();  // driver, device and compute capability checks; says which GPU (startup.h)
 #ifdef TDA_CUDA_EMU
   std::fprintf(stderr,
                "warning: device cuda runs on the CPU SIMT emulator in this build (for testing; "

@@ -12,6 +12,10 @@
 // look for an aborted communicator or a peer process that has exited (kill(pid, 0), zombies
 // included), and then fail with ncclRemoteError instead of hanging: a dead rank ends the job
 // quickly even without a supervising launcher.
+//
+// Non-blocking communicators run each call on a thread of their own (one at a time, as NCCL
+// requires the caller to wait for ncclInProgress to clear); its result becomes the
+// communicator's state, which ncclCommGetAsyncError reports.
 #ifndef TDA_CUDA_EMU
 #error "nccl_shm.cpp is the emulated build's NCCL stand-in (TDA_CUDA_EMU only)"
 #endif
@@ -34,7 +38,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "backend/cuda/emu/runtime.h"
 #include "dist/nccl_emu/nccl.h"
@@ -44,6 +51,12 @@ struct ncclComm {
   std::string name;  // shm name, unlinked once everyone has joined
   unsigned char* base = nullptr;
   size_t bytes = 0;
+  bool blocking = true;
+  std::thread pending;                       // the non-blocking call in flight
+  std::atomic<int> state{int(ncclSuccess)};  // ncclInProgress while it runs, then its result
+  int collectives = 0;                       // issued so far (fault injection counts them)
+  int fault_rank = -1, fault_call = 0;       // TDA_NCCL_EMU_FAULT
+  bool fault_die = false;
 };
 
 namespace {
@@ -64,9 +77,12 @@ struct Header {
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "header page");
 
-thread_local std::string g_last_error;
+// NCCL keeps one last-error string (not per thread: a non-blocking call fails on its own thread).
+std::mutex g_error_mu;
+std::string g_last_error;
 
 ncclResult_t fail(ncclResult_t r, const std::string& why) {
+  std::lock_guard<std::mutex> lock(g_error_mu);
   g_last_error = why;
   return r;
 }
@@ -220,14 +236,61 @@ ncclResult_t chunked(ncclComm_t c, size_t count, size_t per_chunk, Fill fill, Dr
   // The stand-in plays NCCL's kernels: it may touch device memory even under the emulator's
   // host-access guard (emu/runtime.h), as the emulator's own memcpy does.
   tda::emu::DeviceAccess access;
+  const bool die = c->fault_die && c->collectives == c->fault_call;
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t len = std::min(per_chunk, count - off);
     fill(off, len);
+    if (die) raise(SIGKILL);  // mid-collective: the others are waiting for this rank
     if (ncclResult_t r = barrier(c); r != ncclSuccess) return r;
     if (ncclResult_t r = drain(off, len); r != ncclSuccess) return r;
     if (ncclResult_t r = barrier(c); r != ncclSuccess) return r;
   }
   return ncclSuccess;
+}
+
+// Reads TDA_NCCL_EMU_FAULT ("die:R:N" or "hang:R:N") for this rank.
+void read_fault(ncclComm_t c) {
+  const char* f = std::getenv("TDA_NCCL_EMU_FAULT");
+  char kind[8] = {};
+  int rank = -1, call = 0;
+  if (!f || std::sscanf(f, "%7[a-z]:%d:%d", kind, &rank, &call) != 3 || rank != c->rank) return;
+  c->fault_rank = rank;
+  c->fault_call = call;
+  c->fault_die = std::strcmp(kind, "die") == 0;
+}
+
+// A collective being issued: counted, and a "hang" fault stops this rank here for good.
+void issue(ncclComm_t c) {
+  ++c->collectives;
+  if (c->fault_rank == c->rank && !c->fault_die && c->collectives == c->fault_call)
+    for (;;) pause();
+}
+
+void join_pending(ncclComm_t c) {
+  if (c->pending.joinable()) c->pending.join();
+}
+
+// Runs `call` now (blocking communicator) or on the communicator's thread, returning
+// ncclInProgress (non-blocking); its result becomes the communicator's state either way.
+ncclResult_t run(ncclComm_t c, std::function<ncclResult_t()> call) {
+  if (c->blocking) {
+    const ncclResult_t r = call();
+    if (r != ncclSuccess) c->state = int(r);
+    return r;
+  }
+  if (c->state.load() == int(ncclInProgress))
+    return fail(ncclInvalidUsage, "a non-blocking call is still in progress on this communicator");
+  if (c->state.load() != int(ncclSuccess))  // errors stay, as in NCCL: abort and start again
+    return ncclResult_t(c->state.load());
+  join_pending(c);
+  c->state = int(ncclInProgress);
+  c->pending = std::thread([c, call = std::move(call)] { c->state = int(call()); });
+  return ncclInProgress;
+}
+
+void unmap(ncclComm_t c) {
+  if (c->base) munmap(c->base, c->bytes);
+  c->base = nullptr;
 }
 
 }  // namespace
@@ -250,7 +313,69 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank) {
+}  // extern "C"
+
+namespace {
+// Init, first half (at once): map the segment named by the id and claim this rank's place.
+ncclResult_t attach(ncclComm_t c) {
+  const int fd = shm_open(c->name.c_str(), O_CREAT | O_RDWR, 0600);
+  if (fd < 0 || ftruncate(fd, off_t(c->bytes)) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) close(fd);
+    return fail(ncclSystemError, "shared memory " + c->name + ": " + why);
+  }
+  void* p = mmap(nullptr, c->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return fail(ncclSystemError, std::string("mmap: ") + std::strerror(errno));
+  c->base = static_cast<unsigned char*>(p);
+  Header* h = header(c);
+  uint32_t expected = 0;
+  __atomic_compare_exchange_n(&h->nranks, &expected, uint32_t(c->nranks), false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+  int32_t no_pid = 0;
+  if (expected != 0 && expected != uint32_t(c->nranks))
+    return fail(ncclInvalidUsage, "ranks disagree on the communicator size (" +
+                                      std::to_string(expected) + " vs " +
+                                      std::to_string(c->nranks) + ")");
+  if (!__atomic_compare_exchange_n(&h->pids[c->rank], &no_pid, int32_t(getpid()), false,
+                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return fail(ncclInvalidUsage, "rank " + std::to_string(c->rank) + " joined twice");
+  __atomic_add_fetch(&h->joined, 1u, __ATOMIC_ACQ_REL);
+  futex_wake_all(&h->joined);
+  return ncclSuccess;
+}
+
+// Init, second half (the part that waits): until every rank has joined, then a barrier. A
+// blocking communicator gives up after TDA_NCCL_TIMEOUT_S (default 300 s); a non-blocking one
+// waits until its caller aborts it.
+ncclResult_t meet(ncclComm_t c) {
+  Header* h = header(c);
+  const char* t = std::getenv("TDA_NCCL_TIMEOUT_S");
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(t ? std::atoi(t) : 300);
+  ncclResult_t r = ncclSuccess;
+  for (uint32_t j; (j = load(&h->joined)) < uint32_t(c->nranks);) {
+    futex_wait(&h->joined, j, kPollMs);
+    if ((r = check_peers(c)) != ncclSuccess) break;
+    if (c->blocking && std::chrono::steady_clock::now() > deadline) {
+      r = fail(ncclSystemError, "timed out waiting for " +
+                                    std::to_string(c->nranks - int(load(&h->joined))) +
+                                    " rank(s) to join " + c->name);
+      break;
+    }
+  }
+  if (r == ncclSuccess) r = barrier(c);
+  // Everyone has the segment mapped: its name is no longer needed, and unlinking now means it
+  // disappears with the last process, however the job ends.
+  shm_unlink(c->name.c_str());
+  return r;
+}
+}  // namespace
+
+extern "C" {
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t* config) {
   if (!out || nranks < 1 || nranks > kMaxRanks || rank < 0 || rank >= nranks)
     return fail(ncclInvalidArgument,
                 "ncclCommInitRank: rank " + std::to_string(rank) + " of " + std::to_string(nranks));
@@ -262,57 +387,19 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int 
   c->nranks = nranks;
   c->name = name;
   c->bytes = kHeaderBytes + size_t(nranks) * kSlotBytes;
-  const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
-  if (fd < 0 || ftruncate(fd, off_t(c->bytes)) != 0) {
-    const std::string why = std::strerror(errno);
-    if (fd >= 0) close(fd);
+  c->blocking = !config || config->blocking != 0;
+  read_fault(c);
+  if (ncclResult_t r = attach(c); r != ncclSuccess) {
+    unmap(c);
     delete c;
-    return fail(ncclSystemError, "shared memory " + name + ": " + why);
+    return r;
   }
-  void* p = mmap(nullptr, c->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    delete c;
-    return fail(ncclSystemError, std::string("mmap: ") + std::strerror(errno));
+  if (!c->blocking) {
+    *out = c;
+    return run(c, [c] { return meet(c); });
   }
-  c->base = static_cast<unsigned char*>(p);
-  Header* h = header(c);
-  uint32_t expected = 0;
-  __atomic_compare_exchange_n(&h->nranks, &expected, uint32_t(nranks), false, __ATOMIC_ACQ_REL,
-                              __ATOMIC_ACQUIRE);
-  int32_t no_pid = 0;
-  ncclResult_t r = ncclSuccess;
-  if (expected != 0 && expected != uint32_t(nranks))
-    r = fail(ncclInvalidUsage, "ranks disagree on the communicator size (" +
-                                   std::to_string(expected) + " vs " + std::to_string(nranks) +
-                                   ")");
-  else if (!__atomic_compare_exchange_n(&h->pids[rank], &no_pid, int32_t(getpid()), false,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-    r = fail(ncclInvalidUsage, "rank " + std::to_string(rank) + " joined twice");
-  if (r == ncclSuccess) {
-    __atomic_add_fetch(&h->joined, 1u, __ATOMIC_ACQ_REL);
-    futex_wake_all(&h->joined);
-    // Wait for everyone (TDA_NCCL_TIMEOUT_S, default 300 s, for ranks that never start).
-    const char* t = std::getenv("TDA_NCCL_TIMEOUT_S");
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(t ? std::atoi(t) : 300);
-    for (uint32_t j; (j = load(&h->joined)) < uint32_t(nranks);) {
-      futex_wait(&h->joined, j, kPollMs);
-      if ((r = check_peers(c)) != ncclSuccess) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        r = fail(ncclSystemError, "timed out waiting for " +
-                                      std::to_string(nranks - int(load(&h->joined))) +
-                                      " rank(s) to join " + name);
-        break;
-      }
-    }
-  }
-  if (r == ncclSuccess) r = barrier(c);
-  // Everyone has the segment mapped: its name is no longer needed, and unlinking now means it
-  // disappears with the last process, however the job ends.
-  shm_unlink(name.c_str());
-  if (r != ncclSuccess) {
-    munmap(c->base, c->bytes);
+  if (ncclResult_t r = meet(c); r != ncclSuccess) {
+    unmap(c);
     delete c;
     return r;
   }
@@ -320,18 +407,37 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int 
   return ncclSuccess;
 }
 
+ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank) {
+  return ncclCommInitRankConfig(out, nranks, id, rank, nullptr);
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* state) {
+  if (!c || !state) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: null argument");
+  *state = ncclResult_t(c->state.load());
+  if (*state != ncclInProgress) join_pending(c);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t c) {
+  if (!c) return fail(ncclInvalidArgument, "ncclCommFinalize: null communicator");
+  join_pending(c);
+  return ncclResult_t(c->state.load());
+}
+
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
   if (!c) return ncclSuccess;
-  if (c->base) munmap(c->base, c->bytes);
+  join_pending(c);
+  unmap(c);
   delete c;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t c) {
   if (!c) return ncclSuccess;
-  if (c->base) {
+  if (c->base) {  // releases this rank's pending call and every peer waiting in one
     __atomic_store_n(&header(c)->aborted, 1u, __ATOMIC_RELEASE);
     futex_wake_all(&header(c)->generation);
+    futex_wake_all(&header(c)->joined);
   }
   return ncclCommDestroy(c);
 }
@@ -372,7 +478,10 @@ const char* ncclGetErrorString(ncclResult_t r) {
 }
 
 const char* ncclGetLastError(ncclComm_t) {
-  return g_last_error.c_str();
+  static thread_local std::string copy;  // stays valid while another thread fails
+  std::lock_guard<std::mutex> lock(g_error_mu);
+  copy = g_last_error;
+  return copy.c_str();
 }
 
 ncclResult_t ncclGroupStart() {
@@ -387,14 +496,18 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   if (ncclResult_t r = check_comm(c); r != ncclSuccess) return r;
   const size_t es = type_size(t);
   if (es == 0) return fail(ncclInvalidArgument, "unknown data type");
-  return chunked(
-      c, count, kSlotBytes / es,
-      [&](size_t off, size_t len) {
-        std::memcpy(slot(c, c->rank), static_cast<const unsigned char*>(send) + off * es, len * es);
-      },
-      [&](size_t off, size_t len) {
-        return reduce_typed(c, 0, len, t, op, static_cast<unsigned char*>(recv) + off * es);
-      });
+  issue(c);
+  return run(c, [=] {
+    return chunked(
+        c, count, kSlotBytes / es,
+        [&](size_t off, size_t len) {
+          std::memcpy(slot(c, c->rank), static_cast<const unsigned char*>(send) + off * es,
+                      len * es);
+        },
+        [&](size_t off, size_t len) {
+          return reduce_typed(c, 0, len, t, op, static_cast<unsigned char*>(recv) + off * es);
+        });
+  });
 }
 
 // recv (recvcount elements) = reduction over ranks of their send[rank * recvcount + i].
@@ -405,16 +518,19 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, n
   if (es == 0) return fail(ncclInvalidArgument, "unknown data type");
   const size_t per_chunk = kSlotBytes / es / W;  // a chunk holds one piece for every rank
   const auto* in = static_cast<const unsigned char*>(send);
-  return chunked(
-      c, recvcount, per_chunk,
-      [&](size_t off, size_t len) {
-        for (size_t q = 0; q < W; ++q)
-          std::memcpy(slot(c, c->rank) + q * len * es, in + (q * recvcount + off) * es, len * es);
-      },
-      [&](size_t off, size_t len) {
-        return reduce_typed(c, size_t(c->rank) * len, len, t, op,
-                            static_cast<unsigned char*>(recv) + off * es);
-      });
+  issue(c);
+  return run(c, [=] {
+    return chunked(
+        c, recvcount, per_chunk,
+        [&](size_t off, size_t len) {
+          for (size_t q = 0; q < W; ++q)
+            std::memcpy(slot(c, c->rank) + q * len * es, in + (q * recvcount + off) * es, len * es);
+        },
+        [&](size_t off, size_t len) {
+          return reduce_typed(c, size_t(c->rank) * len, len, t, op,
+                              static_cast<unsigned char*>(recv) + off * es);
+        });
+  });
 }
 
 // recv (W * sendcount elements) = the ranks' send buffers, in rank order.
@@ -424,16 +540,20 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
   const size_t es = type_size(t);
   if (es == 0) return fail(ncclInvalidArgument, "unknown data type");
   auto* out = static_cast<unsigned char*>(recv);
-  return chunked(
-      c, sendcount, kSlotBytes / es,
-      [&](size_t off, size_t len) {
-        std::memcpy(slot(c, c->rank), static_cast<const unsigned char*>(send) + off * es, len * es);
-      },
-      [&](size_t off, size_t len) {
-        for (int q = 0; q < c->nranks; ++q)
-          std::memmove(out + (size_t(q) * sendcount + off) * es, slot(c, q), len * es);
-        return ncclSuccess;
-      });
+  issue(c);
+  return run(c, [=] {
+    return chunked(
+        c, sendcount, kSlotBytes / es,
+        [&](size_t off, size_t len) {
+          std::memcpy(slot(c, c->rank), static_cast<const unsigned char*>(send) + off * es,
+                      len * es);
+        },
+        [&](size_t off, size_t len) {
+          for (int q = 0; q < c->nranks; ++q)
+            std::memmove(out + (size_t(q) * sendcount + off) * es, slot(c, q), len * es);
+          return ncclSuccess;
+        });
+  });
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root,
@@ -442,16 +562,20 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
   const size_t es = type_size(t);
   if (es == 0 || root < 0 || root >= c->nranks)
     return fail(ncclInvalidArgument, "broadcast root or type");
-  return chunked(
-      c, count, kSlotBytes / es,
-      [&](size_t off, size_t len) {
-        if (c->rank == root)
-          std::memcpy(slot(c, root), static_cast<const unsigned char*>(send) + off * es, len * es);
-      },
-      [&](size_t off, size_t len) {
-        std::memmove(static_cast<unsigned char*>(recv) + off * es, slot(c, root), len * es);
-        return ncclSuccess;
-      });
+  issue(c);
+  return run(c, [=] {
+    return chunked(
+        c, count, kSlotBytes / es,
+        [&](size_t off, size_t len) {
+          if (c->rank == root)
+            std::memcpy(slot(c, root), static_cast<const unsigned char*>(send) + off * es,
+                        len * es);
+        },
+        [&](size_t off, size_t len) {
+          std::memmove(static_cast<unsigned char*>(recv) + off * es, slot(c, root), len * es);
+          return ncclSuccess;
+        });
+  });
 }
 
 }  // extern "C"

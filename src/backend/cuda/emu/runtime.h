@@ -176,14 +176,6 @@ inline const char* cudaGetErrorString(cudaError_t error) {
   }
 }
 
-inline cudaError_t cudaGetDeviceCount(int* count) {
-  if (!count) return tda::emu::detail::record(cudaErrorInvalidValue);
-  *count = 1;
-  return cudaSuccess;
-}
-inline cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : tda::emu::detail::record(cudaErrorInvalidDevice);
-}
 inline cudaError_t cudaGetDevice(int* device) {
   if (!device) return tda::emu::detail::record(cudaErrorInvalidValue);
   *device = 0;
@@ -344,6 +336,9 @@ inline cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute
 }
 
 }  // extern "C"
+
+// Devices, driver and runtime versions (configurable for the start-up tests), stream queries.
+#include "backend/cuda/emu/queries.h"
 
 // The C++ conveniences of cuda_runtime.h (typed pointers, kernels instead of const void*).
 template <class T>

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# CI check that the CUDA code builds with a CUDA 12 toolkit, the one for NVIDIA drivers 525-575
+# (docs/cuda.md): every kernels/*.cu and src/backend/cuda/*.cu compiled by CUDA 12.4's nvcc for
+# sm_80 and sm_90 with warnings as errors, and the NCCL communicator compiled against NCCL 2.21's
+# nccl.h with every NCCL/CUDA symbol it calls found in that libnccl and libcudart 12.4. Compile
+# only (no ptxas report: registers are build_cuda.sh's business, with the main toolkit); the full
+# binary is `CUDA_HOME=$(scripts/cuda12_toolkit.sh) scripts/build_cuda.sh`.
+# The toolkit comes from scripts/cuda12_toolkit.sh (downloaded once, ~700 MB) unless CUDA12_HOME
+# names one. Usage: scripts/check_cuda12.sh   (CUDA12_HOME=..., BUILD_DIR=..., JOBS=2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CUDA12_HOME=${CUDA12_HOME:-$(bash scripts/cuda12_toolkit.sh)}
+NVCC="$CUDA12_HOME/bin/nvcc"
+BUILD_DIR=${BUILD_DIR:-build-cuda12}
+rm -rf "$BUILD_DIR"
+mkdir -p "$BUILD_DIR"
+"$NVCC" --version | tail -2
+
+shopt -s nullglob
+sources=(kernels/*.cu src/backend/cuda/*.cu)
+# The flags of scripts/build_cuda.sh, without its ptxas report.
+export NVCC BUILD_DIR
+compile() {
+  local obj="$BUILD_DIR/$(basename "${1%.cu}").o"
+  if "$NVCC" -std=c++17 -O3 -Isrc -gencode arch=compute_80,code=sm_80 \
+    -gencode arch=compute_90,code=sm_90 -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings \
+    -c "$1" -o "$obj" >"$obj.log" 2>&1; then
+    echo "[cuda12] $1"
+  else
+    echo "[cuda12] FAILED: $1" >&2
+    cat "$obj.log" >&2
+    return 1
+  fi
+}
+export -f compile
+start=$(date +%s)
+printf '%s\n' "${sources[@]}" | xargs -P "${JOBS:-2}" -I{} bash -c 'compile "$1"' _ {}
+echo "[cuda12] ok: ${#sources[@]} CUDA sources in $(( $(date +%s) - start ))s"
+NVCC="$NVCC" BUILD_DIR="$BUILD_DIR" bash scripts/check_nccl_symbols.sh
