@@ -148,7 +148,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 // Rank 1 stops for good when it issues its 6th collective (the stand-in's fault injection,
-// dist/nccl_emu/nccl.h): mid-training, after the start-up's broadcasts and a step's reductions.
+// dist/nccl_emu/nccl.h), in the first steps of training (about 3 collectives per step).
 TEST_CASE("a worker of tda train --gpus 2 that hangs: the other times out, one error line",
           "[dist][nccl]") {
   REQUIRE(data_present());
