@@ -28,18 +28,12 @@ struct LauncherEnv {
   }
 };
 
-// A rank of an MPI job, as the recording MPI factory below creates it.
-struct FakeMpi final : Communicator {
+// A rank of an MPI job, as the recording MPI factory below creates it (no collectives run).
+struct FakeMpi final : LocalCommunicator {
   int r, w;
   FakeMpi(int rank, int world) : r(rank), w(world) {}
   int rank() const override { return r; }
   int world() const override { return w; }
-  void all_reduce_sum(float*, size_t) override {}
-  void reduce_scatter_sum(float*, size_t) override {}
-  void all_gather(float*, size_t) override {}
-  void broadcast(float*, size_t, int) override {}
-  double all_reduce_sum(double x) override { return x; }
-  void barrier() override {}
 };
 
 // Records the start-up calls in order: "bind <local rank>", "MPI_Init", "nccl <device>".
