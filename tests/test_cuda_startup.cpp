@@ -82,8 +82,9 @@ TEST_CASE("cuda start-up: the driver, runtime and GPU are reported once per proc
   std::string out;
   CHECK(run_tda(cuda_run(dir.path), &out) == 1);  // the bad data path, after the start-up
   INFO(out);
-  CHECK(count(out, "cuda: device 0 = SIMT emulator (CPU) (compute capability 9.0, 80.0 GiB), "
-                   "driver 13.0, runtime 13.0\n") == 1);
+  CHECK(count(out,
+              "cuda: device 0 = SIMT emulator (CPU) (compute capability 9.0, 80.0 GiB), "
+              "driver 13.0, runtime 13.0\n") == 1);
   CHECK(count(out, "cuda: ") == 1);
   CHECK(out.find("/nonexistent.bin") != std::string::npos);
   // An older driver of the same major version runs (CUDA's minor version compatibility).

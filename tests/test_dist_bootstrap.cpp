@@ -20,9 +20,9 @@ struct LauncherEnv {
   explicit LauncherEnv(std::vector<std::pair<const char*, const char*>> set) {
     for (const char* v :
          {"TDA_NCCL_ID", "TDA_RANK", "TDA_WORLD_SIZE", "TDA_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE",
-          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_SIZE", "PMI_RANK",
-          "PMIX_RANK", "PMIX_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
-          "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID", "LOCAL_RANK"})
+          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_SIZE", "PMI_RANK", "PMIX_RANK",
+          "PMIX_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_STEP_NUM_TASKS",
+          "SLURM_PROCID", "SLURM_LOCALID", "LOCAL_RANK"})
       vars.push_back(std::make_unique<ScopedEnv>(v, nullptr));
     for (auto& [name, value] : set) vars.push_back(std::make_unique<ScopedEnv>(name, value));
   }
@@ -70,26 +70,32 @@ TEST_CASE("launch_env: the local rank comes from the launcher's own variable", "
   };
   const std::vector<Case> cases = {
       // Open MPI inside an sbatch script: SLURM_LOCALID is the batch step's, 0 for every rank.
-      {{{"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "5"},
-        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"SLURM_LOCALID", "0"}},
-       1, "OMPI_COMM_WORLD_LOCAL_RANK"},
+      {{{"OMPI_COMM_WORLD_SIZE", "8"},
+        {"OMPI_COMM_WORLD_RANK", "5"},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+        {"SLURM_LOCALID", "0"}},
+       1,
+       "OMPI_COMM_WORLD_LOCAL_RANK"},
       // MPICH / Intel MPI (hydra), also inside sbatch.
       {{{"PMI_SIZE", "4"}, {"PMI_RANK", "3"}, {"MPI_LOCALRANKID", "3"}, {"SLURM_LOCALID", "0"}},
-       3, "MPI_LOCALRANKID"},
+       3,
+       "MPI_LOCALRANKID"},
       // srun.
       {{{"SLURM_STEP_NUM_TASKS", "16"}, {"SLURM_PROCID", "9"}, {"SLURM_LOCALID", "1"}},
-       1, "SLURM_LOCALID"},
+       1,
+       "SLURM_LOCALID"},
       // MVAPICH2.
       {{{"PMI_SIZE", "2"}, {"PMI_RANK", "1"}, {"MV2_COMM_WORLD_LOCAL_RANK", "1"}},
-       1, "MV2_COMM_WORLD_LOCAL_RANK"},
+       1,
+       "MV2_COMM_WORLD_LOCAL_RANK"},
       // A wrapper that only sets LOCAL_RANK.
       {{{"PMI_SIZE", "2"}, {"PMI_RANK", "1"}, {"LOCAL_RANK", "1"}}, 1, "LOCAL_RANK"},
       // None: MPI's count decides after MPI_Init.
       {{{"PMI_SIZE", "2"}, {"PMI_RANK", "1"}}, 0, ""},
       // tda's own --gpus launcher.
-      {{{"TDA_NCCL_ID", "00"}, {"TDA_RANK", "1"}, {"TDA_WORLD_SIZE", "2"},
-        {"TDA_LOCAL_RANK", "1"}},
-       1, "TDA_LOCAL_RANK"},
+      {{{"TDA_NCCL_ID", "00"}, {"TDA_RANK", "1"}, {"TDA_WORLD_SIZE", "2"}, {"TDA_LOCAL_RANK", "1"}},
+       1,
+       "TDA_LOCAL_RANK"},
   };
   for (const Case& c : cases) {
     LauncherEnv env(c.env);
@@ -130,8 +136,7 @@ TEST_CASE("make_communicator: under mpirun the GPU is bound before MPI_Init", "[
   CHECK(cpu.calls == std::vector<std::string>{"MPI_Init"});
 }
 
-TEST_CASE("make_communicator: without a local-rank variable MPI's count picks the GPU",
-          "[dist]") {
+TEST_CASE("make_communicator: without a local-rank variable MPI's count picks the GPU", "[dist]") {
   LauncherEnv env({{"PMI_SIZE", "4"}, {"PMI_RANK", "3"}});
   const LaunchEnv e = launch_env();
   Recorder rec;
@@ -141,10 +146,8 @@ TEST_CASE("make_communicator: without a local-rank variable MPI's count picks th
 }
 
 TEST_CASE("make_communicator: tda's --gpus workers bind their GPU and need no MPI", "[dist]") {
-  LauncherEnv env({{"TDA_NCCL_ID", "00"},
-                   {"TDA_RANK", "1"},
-                   {"TDA_WORLD_SIZE", "2"},
-                   {"TDA_LOCAL_RANK", "1"}});
+  LauncherEnv env(
+      {{"TDA_NCCL_ID", "00"}, {"TDA_RANK", "1"}, {"TDA_WORLD_SIZE", "2"}, {"TDA_LOCAL_RANK", "1"}});
   Recorder rec;
   make_communicator("cuda", DistOptions{}, launch_env(), nullptr, &rec.nccl);
   CHECK(rec.calls == std::vector<std::string>{"bind 1", "nccl 1"});

@@ -14,7 +14,6 @@
 #include <filesystem>
 
 #include "dist/nccl_communicator.h"
-
 #include "test_dist_util.h"
 #include "train/trainer.h"
 
@@ -189,9 +188,9 @@ TEST_CASE("a rank whose peer dies mid-collective exits within the timeout with o
   for (int r = 0; r < 2; ++r) {
     const std::string rank = std::to_string(r);
     ScopedEnv rank_env(kEnvRank, rank.c_str()), local(kEnvLocalRank, rank.c_str());
-    pids.push_back(spawn_tda(gpus_args(dir.path + "/r" + rank, 2, 0, 500) +
-                                 " --set dist.timeout_s=60",
-                             logdir.path + "/rank_" + rank + ".log"));
+    pids.push_back(
+        spawn_tda(gpus_args(dir.path + "/r" + rank, 2, 0, 500) + " --set dist.timeout_s=60",
+                  logdir.path + "/rank_" + rank + ".log"));
   }
   int st0 = 0, st1 = 0;
   waitpid(pids[0], &st0, 0);
@@ -205,7 +204,6 @@ TEST_CASE("a rank whose peer dies mid-collective exits within the timeout with o
   CHECK(error_lines(out) == 1);
   CHECK(out.find("error: rank 0: nccl") != std::string::npos);
   CHECK(out.find(" failed: remote process exited or the communicator was aborted (rank 1 (pid " +
-                 std::to_string(pids[1]) + ") exited during a collective)\n") !=
-        std::string::npos);
+                 std::to_string(pids[1]) + ") exited during a collective)\n") != std::string::npos);
   CHECK(took < 30);  // the stand-in sees the death within 100 ms; 60 s is the timeout
 }

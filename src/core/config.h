@@ -48,7 +48,7 @@ struct OptimConfig {
 struct DistConfig {
   int zero_stage;
   double bucket_mb;  // gradient all-reduce bucket size in MiB (dist/grad_reducer.h); 0: one bucket
-  double timeout_s;  // NCCL: longest wait for one collective before the rank stops (dist/communicator.h)
+  double timeout_s;  // NCCL: longest wait for one collective, then the rank stops (communicator.h)
 };
 
 struct Config {

@@ -133,8 +133,9 @@ std::string self_exe() {
 
 int launch_workers(const LaunchOptions& opt) {
 #if !defined(TDA_WITH_MPI)
-  throw Error("--procs runs CPU ranks under mpirun, and this tda was built without MPI: rebuild "
-              "where MPI's development files are installed (Debian: libopenmpi-dev)");
+  throw Error(
+      "--procs runs CPU ranks under mpirun, and this tda was built without MPI: rebuild "
+      "where MPI's development files are installed (Debian: libopenmpi-dev)");
 #endif
   const std::string mpirun = find_mpirun();
   remove_tree(opt.worker_dir);

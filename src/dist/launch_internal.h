@@ -15,8 +15,7 @@ constexpr const char* kWorkerDirEnv = "TDA_WORKER_DIR";
 // `killed` (may be null) marks ranks the launcher itself killed: not suspects for having died.
 // Empty when every worker recorded exit code 0.
 std::string worker_failure(const std::string& dir, int procs, int first_gone,
-                           const std::vector<int>& pids,
-                           const std::vector<bool>* killed = nullptr);
+                           const std::vector<int>& pids, const std::vector<bool>* killed = nullptr);
 
 // OMP_NUM_THREADS / OPENBLAS_NUM_THREADS = cores / procs, unless the user set them.
 void split_cores_between(int procs);
