@@ -63,15 +63,12 @@ echo "[build_cuda] ok: ${#sources[@]} file(s), ptxas report in $LOG"
 # The GPU binary: CMake with TDA_CUDA=ON compiles the same sources with nvcc and links tda
 # against cudart + cuBLASLt + NCCL (compile and link only; running it needs a GPU). Host code for
 # the portable baseline (TDA_NATIVE=OFF: the binary runs on the compute nodes, not here); no
-# Catch2 (the CUDA build has no tests). A toolkit without the static cudart (the CUDA 12 one of
-# scripts/cuda12_toolkit.sh) links the shared one.
+# Catch2 (the CUDA build has no tests).
 if [ "${SKIP_LINK:-0}" != 1 ]; then
   echo "[build_cuda] linking $BUILD_DIR/tda (cmake -DTDA_CUDA=ON)"
-  cudart=Static
-  [ -e "$CUDA_HOME/lib64/libcudart_static.a" ] || cudart=Shared
   cmake -S . -B "$BUILD_DIR/cmake" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_COMPILER="$NVCC" -DCUDAToolkit_ROOT="$CUDA_HOME" \
-    -DCMAKE_CUDA_RUNTIME_LIBRARY=$cudart -DTDA_NATIVE="${TDA_NATIVE:-OFF}" \
+    -DTDA_NATIVE="${TDA_NATIVE:-OFF}" \
     -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake.log" 2>&1 ||
     { cat "$BUILD_DIR/cmake.log" >&2; exit 1; }
   cmake --build "$BUILD_DIR/cmake" -j"${JOBS:-2}" --target tda >>"$BUILD_DIR/cmake.log" 2>&1 ||
@@ -85,8 +82,7 @@ if [ "${SKIP_LINK:-0}" != 1 ]; then
   echo "[build_cuda] configure without Catch2 and MPI"
   cmake -S . -B "$BUILD_DIR/cmake-nompi" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_COMPILER="$NVCC" -DCUDAToolkit_ROOT="$CUDA_HOME" \
-    -DCMAKE_CUDA_RUNTIME_LIBRARY=$cudart -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON \
-    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake-nompi.log" 2>&1 ||
+    -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake-nompi.log" 2>&1 ||
     { cat "$BUILD_DIR/cmake-nompi.log" >&2; exit 1; }
   cmake --build "$BUILD_DIR/cmake-nompi" --target src/dist/communicator.cpp.o \
     src/dist/launch.cpp.o >>"$BUILD_DIR/cmake-nompi.log" 2>&1 ||

@@ -18,9 +18,10 @@ WHEELS=(nvidia-cuda-runtime-cu12==12.4.127 nvidia-cuda-nvcc-cu12==12.4.131
         nvidia-cuda-cccl-cu12==12.4.127.post1 nvidia-cublas-cu12==12.4.5.8
         nvidia-nccl-cu12==2.21.5)
 STAMP="$PREFIX/.tda-toolkit"
+LAYOUT=2  # bump when the prefix's layout changes: an older one is rebuilt
 log() { echo "[cuda12_toolkit] $*" >&2; }
 
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$DEB_VERSION ${WHEELS[*]}" ]; then
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$LAYOUT $DEB_VERSION ${WHEELS[*]}" ]; then
   echo "$PREFIX"
   exit 0
 fi
@@ -90,14 +91,19 @@ with zipfile.ZipFile(wheel) as z:
             out.write(src.read())
 EOF
 done
-# The link-time names (-lcudart, -lcublasLt, -lnccl).
+# The link-time names (-lcudart, -lcublasLt, -lnccl). The wheels have no static runtime:
+# libcudart_static.a is a linker script naming the shared one and libcudadevrt.a an empty
+# archive, so that what links them by default (CMake's CUDA compiler checks, which otherwise
+# fail and then lose the host's implicit include directories) links.
 (cd "$PREFIX/lib64" && for l in lib*.so.*; do ln -sf "$l" "${l%%.so.*}.so"; done)
+echo "INPUT(-lcudart)" >"$PREFIX/lib64/libcudart_static.a"
+printf '!<arch>\n' >"$PREFIX/lib64/libcudadevrt.a"
 rm -rf "$work"
 
 if ! "$PREFIX/bin/nvcc" --version | grep -q "release $VERSION"; then
   log "FAILED: $PREFIX/bin/nvcc is not CUDA $VERSION"
   exit 1
 fi
-echo "$DEB_VERSION ${WHEELS[*]}" >"$STAMP"
+echo "$LAYOUT $DEB_VERSION ${WHEELS[*]}" >"$STAMP"
 log "ok: CUDA $VERSION in $PREFIX"
 echo "$PREFIX"
