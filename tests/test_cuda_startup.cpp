@@ -103,6 +103,15 @@ TEST_CASE("cuda start-up: under tda train --gpus each rank reports its GPU once"
   CHECK(count(out, "cuda: rank 0 of 2: device 0 = SIMT emulator (CPU)") == 1);
   CHECK(count(out, "cuda: rank 1 of 2: device 0 = SIMT emulator (CPU)") == 1);
   CHECK(count(out, "cuda: ") == 2);
+  // A worker that cannot start (here: an old driver) is reported once, by the launcher, with its
+  // rank (whichever failed first); the workers print nothing of their own.
+  CHECK(run_with("TDA_EMU_DRIVER_VERSION", "12040", cuda_run(dir.path) + " --gpus 2", &out) == 1);
+  INFO(out);
+  CHECK(count(out, "\n") == 1);
+  CHECK(out.rfind("error: rank ", 0) == 0);
+  CHECK(out.find(": CUDA driver 12.4 is older than this build's runtime 13.0: rebuild with a CUDA "
+                 "12.x toolkit (docs/cuda.md) or update the NVIDIA driver; all 2 workers were "
+                 "stopped") == std::string("error: rank 0").size());
 }
 
 TEST_CASE("cuda start-up: messages for drivers, devices and architectures", "[cuda]") {

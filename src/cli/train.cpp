@@ -35,27 +35,30 @@ std::vector<std::string> worker_args(int argc, char** argv) {
 }
 
 // Runs the trainer on this process's rank. A failure on one rank of several ends the whole job
-// (the others would wait for it forever in the next collective).
+// (the others would wait for it forever in the next collective). The rank comes from the
+// launcher's environment, so that a failure while joining the job (no GPU, no driver, NCCL
+// init) is recorded for the launcher too.
 int run_rank(const Config& cfg, TrainOptions to) {
+  const LaunchEnv env = launch_env();
+  WorkerRecord record(env.rank);
   DistOptions dist;
   dist.timeout_s = cfg.dist.timeout_s;
-  std::unique_ptr<Communicator> comm = make_communicator(cfg.train.device, dist);
-  WorkerRecord record(comm->rank());
-  to.comm = comm.get();
+  std::unique_ptr<Communicator> comm;
   try {
+    comm = make_communicator(cfg.train.device, dist);
+    to.comm = comm.get();
     Trainer trainer(cfg, to);
     int code = trainer.run();
     record.finish(code);
     return code;
   } catch (const std::exception& e) {
     record.finish(1, e.what());
-    if (comm->world() == 1) throw;
+    if (env.world == 1) throw;
     // One line per failure: under our own launcher the launcher prints it; under a user's
     // mpirun, each failing rank says who it is (abort_job may end the process: print first).
-    if (!WorkerRecord::active())
-      std::fprintf(stderr, "error: rank %d: %s\n", comm->rank(), e.what());
+    if (!WorkerRecord::active()) std::fprintf(stderr, "error: rank %d: %s\n", env.rank, e.what());
     std::fflush(stderr);
-    comm->abort_job(1);
+    if (comm) comm->abort_job(1);
     return 1;
   }
 }
