@@ -56,8 +56,7 @@ TEST_CASE("eval mc: argmax and completion length follow lm-eval", "[eval]") {
 
 TEST_CASE("eval mc: the scorer matches an independent log-likelihood computation", "[eval]") {
   if (!have_tokenizer()) {
-    WARN("skipped: no tokenizer at " << Gpt2Tokenizer::default_dir());
-    return;
+    TDA_SKIP("no tokenizer at " << Gpt2Tokenizer::default_dir());
   }
   const Gpt2Tokenizer tok = Gpt2Tokenizer::load(Gpt2Tokenizer::default_dir());
   Config cfg = tiny_eval_config("softmax", 48, {"model.n_layer=1"}, false);
@@ -121,8 +120,7 @@ TEST_CASE("eval mc: the scorer matches an independent log-likelihood computation
 
 TEST_CASE("eval mc: loaders read the offline eval files with the expected counts", "[eval]") {
   if (!have_shared_evals()) {
-    WARN("skipped: ../shared/data/evals not found");
-    return;
+    TDA_SKIP("../shared/data/evals not found");
   }
   const std::vector<std::pair<std::string, size_t>> expect = {
       {"arc_easy", 2376}, {"arc_challenge", 1172}, {"openbookqa", 500},
@@ -176,8 +174,7 @@ TEST_CASE("eval mc: loaders read the offline eval files with the expected counts
 
 TEST_CASE("eval mc: the ARC fix changes exactly the rows the data README lists", "[eval]") {
   if (!have_shared_evals()) {
-    WARN("skipped: ../shared/data/evals not found");
-    return;
+    TDA_SKIP("../shared/data/evals not found");
   }
   const std::vector<int> easy = {
       14,   26,   63,   91,   92,   93,   151,  174,  292,  328,  370,  378,  394,  429,
@@ -256,8 +253,7 @@ TEST_CASE("eval mc: loaders read the original dataset jsonl formats", "[eval]") 
 
 TEST_CASE("eval mc: the CLI scores a checkpoint and writes the JSON result", "[eval]") {
   if (!have_shared_evals() || !have_tokenizer()) {
-    WARN("skipped: needs ../shared/data/evals and the tokenizer");
-    return;
+    TDA_SKIP("needs ../shared/data/evals and the tokenizer");
   }
   TempDir dir;
   write_tiny_checkpoint(dir.path + "/ckpt", "tda", 64, {"model.n_layer=1"}, 10, false);

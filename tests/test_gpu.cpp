@@ -65,8 +65,7 @@ std::string gpu_binary() {
 TEST_CASE("gpu: build-cuda/tda trains like the CPU backend on a real GPU", "[gpu]") {
   const std::string gpu_tda = gpu_binary();
   if (!gpu_present() || !path_exists(gpu_tda)) {
-    WARN("skipped: needs a GPU and " << gpu_tda << " (scripts/build_cuda.sh)");
-    return;
+    TDA_SKIP("needs a GPU and " << gpu_tda << " (scripts/build_cuda.sh)");
   }
   TempDir dir;
   const auto cpu = train_losses(TDA_BINARY, dir.path + "/cpu", "--device cpu");
@@ -89,8 +88,7 @@ TEST_CASE("gpu: build-cuda/tda trains like the CPU backend on a real GPU", "[gpu
 TEST_CASE("gpu: every attention kind's tiny config trains like the CPU backend", "[gpu]") {
   const std::string gpu_tda = gpu_binary();
   if (!gpu_present() || !path_exists(gpu_tda)) {
-    WARN("skipped: needs a GPU and " << gpu_tda << " (scripts/build_cuda.sh)");
-    return;
+    TDA_SKIP("needs a GPU and " << gpu_tda << " (scripts/build_cuda.sh)");
   }
   const std::string sets =
       "--steps 8 --set model.seq_len=32 --set train.micro_batch=1 "

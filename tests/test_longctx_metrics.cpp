@@ -85,8 +85,7 @@ TEST_CASE("longctx metrics: per-example ROUGE-1/2/L and F1 equal rouge_score and
           "[longctx][metrics]") {
   const std::string py = source_dir() + "/.venv/bin/python";
   if (!path_exists(py)) {
-    WARN("skipped: " << py << " not found");
-    return;
+    TDA_SKIP(py << " not found");
   }
   std::vector<Item> items = {
       {"The new recognizer reduced the error rate.", {"The recognizer reduced errors.", "No."}},
@@ -139,8 +138,7 @@ TEST_CASE("longctx metrics: per-example ROUGE-1/2/L and F1 equal rouge_score and
                    "/in.jsonl " + dir.path + "/out.jsonl 2>" + dir.path + "/err.txt")
                       .c_str());
   if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3) {
-    WARN("skipped: rouge_score not installed (pip install rouge-score)");
-    return;
+    TDA_SKIP("rouge_score not installed (pip install rouge-score)");
   }
   REQUIRE(rc == 0);
   std::ifstream in(dir.path + "/out.jsonl");

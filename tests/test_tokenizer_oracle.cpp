@@ -83,8 +83,7 @@ void check_files(const std::vector<std::string>& files, bool special) {
 
 TEST_CASE("tokenizer oracle: bundled corpus and adversarial UTF-8 file", "[tokenizer]") {
   if (!oracle_available()) {
-    WARN("skipped: " << kPython << " with tiktoken not found");
-    return;
+    TDA_SKIP(kPython << " with tiktoken not found");
   }
   std::vector<std::string> files = {source_dir() + "/data/tinyshakespeare/input.txt",
                                     source_dir() + "/tests/data/tokenizer_adversarial.txt"};
@@ -95,12 +94,10 @@ TEST_CASE("tokenizer oracle: bundled corpus and adversarial UTF-8 file", "[token
 TEST_CASE("tokenizer oracle: shared corpora", "[tokenizer]") {
   const std::string shared = TDA_SOURCE_DIR "/../shared/data";
   if (!path_exists(shared)) {
-    WARN("skipped: " << shared << " not found");
-    return;
+    TDA_SKIP(shared << " not found");
   }
   if (!oracle_available()) {
-    WARN("skipped: " << kPython << " with tiktoken not found");
-    return;
+    TDA_SKIP(kPython << " with tiktoken not found");
   }
   check_files({shared + "/tinyshakespeare/input.txt", shared + "/enwiki_sample/wiki_00",
                shared + "/enwiki_sample/wiki_17", shared + "/enwiki_sample/wiki_49"},
@@ -109,8 +106,7 @@ TEST_CASE("tokenizer oracle: shared corpora", "[tokenizer]") {
 
 TEST_CASE("tokenizer oracle: invalid UTF-8 matches decode(errors='replace')", "[tokenizer]") {
   if (!oracle_available()) {
-    WARN("skipped: " << kPython << " with tiktoken not found");
-    return;
+    TDA_SKIP(kPython << " with tiktoken not found");
   }
   // Random mixes of ASCII words, valid multi-byte characters and broken sequences.
   // clang-format off
@@ -130,8 +126,7 @@ TEST_CASE("tokenizer oracle: invalid UTF-8 matches decode(errors='replace')", "[
 
 TEST_CASE("tokenizer oracle: long runs (heap merge path, regex backtracking)", "[tokenizer]") {
   if (!oracle_available()) {
-    WARN("skipped: " << kPython << " with tiktoken not found");
-    return;
+    TDA_SKIP(kPython << " with tiktoken not found");
   }
   // Pieces far longer than the 64-byte scan limit; tiktoken's merge is quadratic in the piece
   // length, so a few thousand bytes each.
@@ -192,8 +187,7 @@ static std::string code_point_sweep(uint32_t lo, uint32_t hi) {
 
 TEST_CASE("tokenizer oracle: every code point of the BMP", "[tokenizer]") {
   if (!oracle_available()) {
-    WARN("skipped: " << kPython << " with tiktoken not found");
-    return;
+    TDA_SKIP(kPython << " with tiktoken not found");
   }
   TempDir d;
   write_text(d.path + "/bmp.txt", code_point_sweep(1, 0x10000));
@@ -202,8 +196,7 @@ TEST_CASE("tokenizer oracle: every code point of the BMP", "[tokenizer]") {
 
 TEST_CASE("tokenizer oracle: every code point above the BMP", "[tokenizer][slow]") {
   if (!oracle_available()) {
-    WARN("skipped: " << kPython << " with tiktoken not found");
-    return;
+    TDA_SKIP(kPython << " with tiktoken not found");
   }
   TempDir d;
   write_text(d.path + "/astral.txt", code_point_sweep(0x10000, 0x110000));

@@ -114,8 +114,7 @@ TEST_CASE("tokenize: shards are the document stream cut into equal shards", "[to
 
 TEST_CASE("tokenize: byte-identical to the llm.c-style Python writer", "[tokenizer]") {
   if (!python_available()) {
-    WARN("skipped: " << kPython << " with tiktoken and numpy not found");
-    return;
+    TDA_SKIP(kPython << " with tiktoken and numpy not found");
   }
   TempDir d;
   // Documents no longer than a shard: the case llm.c's fineweb.py itself handles.

@@ -148,6 +148,31 @@ def entmax15(z, mask):
     return torch.clamp(x - tau_star, min=0).pow(2)
 
 
+def entmax15_bisect(z, mask, iters):
+    """1.5-entmax by bisection, as tda's entmax_solver "bisect" (attn::Entmax15::bisect in
+    src/attention/policies.h, the entmax package's EntmaxBisectFunction): u = z/2, m = max u
+    over the visible row of n entries, bracket [m - 1, m - 1/sqrt(n)], f(tau) = sum [u - tau]_+^2
+    - 1, `iters` halvings keeping the sign of f at the lower end, tau = the last midpoint;
+    p = [u - tau]_+^2 / sum [u - tau]_+^2 (so rows sum to 1 at any iteration count)."""
+    u = (z / 2).masked_fill(~mask, float("-inf"))
+    n = mask.sum(dim=-1, keepdim=True).to(z.dtype)
+    m = u.max(dim=-1, keepdim=True).values
+    lo, hi = m - 1, m - 1 / torch.sqrt(n)
+
+    def f(tau):
+        return torch.clamp(u - tau, min=0).pow(2).sum(dim=-1, keepdim=True) - 1
+
+    f_lo = f(lo)
+    mid = lo
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        same_side = f(mid) * f_lo >= 0
+        lo = torch.where(same_side, mid, lo)
+        hi = torch.where(same_side, hi, mid)
+    p = torch.clamp(u - mid, min=0).pow(2)
+    return p / p.sum(dim=-1, keepdim=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Attention: c_attn -> mechanism -> c_proj. Extra tensors are registered under the names of
 # docs/attention.md (transformer.h.<l>.attn.<name>).
@@ -254,7 +279,10 @@ class Attention(nn.Module):
     def _entmax(self, proj, cos, sin):
         q, k, v = self._qkv(proj, cos, sin)
         z = (q @ k.transpose(-1, -2)) / math.sqrt(self.D)
-        return merge(entmax15(z, causal_mask(q.shape[-2], q.device)) @ v)
+        mask = causal_mask(q.shape[-2], q.device)
+        if self.a["entmax_solver"] == "bisect":  # the trained model's own (inexact) weights
+            return merge(entmax15_bisect(z, mask, int(self.a["entmax_iters"])) @ v)
+        return merge(entmax15(z, mask) @ v)
 
     def _lssa(self, proj, cos, sin):
         q, k, v = self._qkv(proj, cos, sin)

@@ -245,18 +245,24 @@ int bench_attention(int argc, char** argv) {
 }
 
 int cmd_bench(int argc, char** argv) {
+  const char* usage =
+      "usage: tda bench <benchmark> [options]   (tda bench <benchmark> --help)\n\n"
+      "  train      ms/step, tokens/s and GFLOP/s of a config's training step (JSON line)\n"
+      "  attention  forward+backward time and memory of one attention kind over T\n";
   if (argc < 2) {
-    std::cerr << "usage: tda bench train --config FILE [--steps N] | tda bench attention [--kind "
-                 "K] [--T ...]\n";
+    std::cerr << usage;
     return 2;
   }
   std::string what = argv[1];
+  if (what == "-h" || what == "--help") {
+    std::cout << usage;
+    return 0;
+  }
   std::string prog = std::string(argv[0]) + " " + what;
   argv[1] = const_cast<char*>(prog.c_str());
   if (what == "train") return bench_train(argc - 1, argv + 1);
   if (what == "attention") return bench_attention(argc - 1, argv + 1);
-  std::cerr << "tda bench: unknown benchmark '" << what << "' (known: train, attention)\n";
-  return 2;
+  throw Error("bench: unknown benchmark '" + what + "' (train, attention; tda bench --help)");
 }
 
 RegisterCommand reg("bench", "benchmarks (train, attention)", cmd_bench);

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/launch.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace tda {
@@ -114,11 +115,21 @@ int cmd_train(int argc, char** argv) {
               std::string(gpus > 1 ? "--gpus" : "--procs") +
                   " starts its own workers: drop it under mpirun/srun (each process they start "
                   "is already one rank)");
+    // Checked here, before any worker starts: the launcher's report is for runs that started.
+    grad_accum_steps(cfg, std::max(procs, gpus));
     LaunchOptions lo;
     lo.procs = std::max(procs, gpus);
     lo.worker_dir = to.out_dir + "/.workers";
     lo.args = worker_args(argc, argv);
-    return gpus > 1 ? launch_gpu_workers(lo) : launch_workers(lo);
+    try {
+      return gpus > 1 ? launch_gpu_workers(lo) : launch_workers(lo);
+    } catch (const Error& e) {
+      // Say what is on disk rather than promise it: a run that failed at start-up wrote nothing.
+      const std::string ck = latest_checkpoint(to.out_dir);
+      throw Error(std::string(e.what()) +
+                  (ck.empty() ? "; no checkpoint was written"
+                              : "; the newest checkpoint, " + ck + ", is intact (--resume auto)"));
+    }
   }
   return run_rank(cfg, to);
 }

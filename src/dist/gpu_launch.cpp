@@ -163,7 +163,7 @@ int launch_gpu_workers(const LaunchOptions& opt) {
   remove_tree(opt.worker_dir);
   if (why.empty()) return 0;
   throw Error(why + "; all " + std::to_string(n) +
-              " workers were stopped (checkpoints written before are intact: --resume auto)");
+              " workers were stopped");
 }
 
 }  // namespace tda

@@ -143,6 +143,8 @@ int launch_workers(const LaunchOptions& opt) {
   // One BLAS/OpenMP thread pool per rank, splitting the cores, unless the user chose.
   split_cores_between(opt.procs);
   ::setenv(kWorkerDirEnv, opt.worker_dir.c_str(), 1);
+  // The ranks' output reaches the user through mpirun: colour only if it lands on a terminal.
+  set_default_env("TDA_COLOR", ::isatty(1) && ::isatty(2) ? "1" : "0");
 
   // -q: mpirun's multi-line banners are replaced by our one-line report. --bind-to none: the
   // ranks' thread pools share the cores instead of being pinned to one each. --stdin none:
@@ -161,7 +163,9 @@ int launch_workers(const LaunchOptions& opt) {
                                    "-x",
                                    "OPENBLAS_NUM_THREADS",
                                    "-x",
-                                   kWorkerDirEnv};
+                                   kWorkerDirEnv,
+                                   "-x",
+                                   "TDA_COLOR"};
   if (::geteuid() == 0) args.push_back("--allow-run-as-root");
   for (auto& w : split_words(std::getenv("TDA_MPIRUN_ARGS"))) args.push_back(w);  // e.g. --mca
   args.push_back(self_exe());
@@ -214,7 +218,7 @@ int launch_workers(const LaunchOptions& opt) {
   if (why.empty() && st == 0) return 0;
   if (why.empty()) why = describe_status(st);
   throw Error(why + "; all " + std::to_string(opt.procs) +
-              " workers were stopped (checkpoints written before are intact: --resume auto)");
+              " workers were stopped");
 }
 
 LauncherSignals::LauncherSignals() {

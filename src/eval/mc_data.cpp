@@ -1,6 +1,9 @@
 #include "eval/mc_data.h"
 
 #include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,7 +16,12 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::string kEvalDir = TDA_SOURCE_DIR "/../shared/data/evals/";
+// The offline eval files: $TDA_EVAL_DATA if set (a user's own copy), else the project's
+// ../shared (absent from a user's clone: load_mc then says how to pass --data).
+std::string eval_dir() {
+  const char* e = std::getenv("TDA_EVAL_DATA");
+  return e && *e ? std::string(e) + "/" : std::string(TDA_SOURCE_DIR "/../shared/data/evals/");
+}
 
 bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
@@ -24,9 +32,22 @@ std::string dir_of(const std::string& p) {
   return k == std::string::npos ? "." : p.substr(0, k);
 }
 
-// All lines of a file; ".bz2" files are decompressed through `bzip2 -dc` (no libbz2 needed).
-std::vector<std::string> read_lines(const std::string& path) {
+std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> lines;
+  size_t b = 0;
+  while (b < text.size()) {
+    size_t e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    std::string l = text.substr(b, e - b);
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    lines.push_back(std::move(l));
+    b = e + 1;
+  }
+  return lines;
+}
+
+// All lines of a file; ".bz2" files are decompressed through `bzip2 -dc` (no libbz2 needed).
+McSource read_source(const std::string& path) {
   std::string text;
   if (ends_with(path, ".bz2")) {
     std::ifstream probe(path);
@@ -43,29 +64,51 @@ std::vector<std::string> read_lines(const std::string& path) {
     TDA_CHECK(f.good(), "eval: cannot open '" + path + "'");
     text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
   }
-  size_t b = 0;
-  while (b < text.size()) {
-    size_t e = text.find('\n', b);
-    if (e == std::string::npos) e = text.size();
-    std::string l = text.substr(b, e - b);
-    if (!l.empty() && l.back() == '\r') l.pop_back();
-    lines.push_back(std::move(l));
-    b = e + 1;
-  }
-  return lines;
+  return McSource{path, split_lines(text)};
 }
 
-std::vector<json> read_jsonl(const std::string& path) {
-  std::vector<json> r;
+// "[json.exception.out_of_range.403] key 'gold' not found" -> "key 'gold' not found"
+std::string json_message(const json::exception& e) {
+  const std::string w = e.what();
+  const size_t k = w.find("] ");
+  return w.rfind("[json.exception.", 0) == 0 && k != std::string::npos ? w.substr(k + 2) : w;
+}
+
+// Runs fn for one record; any error it raises (a missing key, a wrong type, a bad number)
+// becomes one line naming the file and line.
+struct LocatedError : Error {  // already names its file:line
+  using Error::Error;
+};
+template <class F>
+void at_line(const std::string& path, int line, F&& fn) {
+  const std::string where = "eval: " + path + ":" + std::to_string(line) + ": ";
+  try {
+    fn();
+  } catch (const LocatedError&) {
+    throw;
+  } catch (const json::exception& e) {
+    throw LocatedError(where + json_message(e));
+  } catch (const Error& e) {
+    throw LocatedError(where + e.what());
+  }
+}
+
+struct Row {
+  json j;
+  int line;  // 1-based
+};
+
+std::vector<Row> parse_jsonl(const McSource& src) {
+  std::vector<Row> r;
   int ln = 0;
-  for (const auto& l : read_lines(path)) {
+  for (const auto& l : src.lines) {
     ++ln;
     if (l.find_first_not_of(" \t") == std::string::npos) continue;
-    try {
-      r.push_back(json::parse(l));
-    } catch (const json::exception& e) {
-      throw Error("eval: " + path + ":" + std::to_string(ln) + ": " + e.what());
-    }
+    at_line(src.path, ln, [&] {
+      json j = json::parse(l);
+      TDA_CHECK(j.is_object(), "expected a JSON object, got " + std::string(j.type_name()));
+      r.push_back({std::move(j), ln});
+    });
   }
   return r;
 }
@@ -79,6 +122,17 @@ std::string strip(const std::string& s) {
   while (b < e && is_space(s[b])) ++b;
   while (e > b && is_space(s[e - 1])) --e;
   return s.substr(b, e - b);
+}
+
+// A decimal integer and nothing else (Python's int() on a label), else an error naming it.
+int parse_int(const std::string& s, const std::string& what) {
+  const std::string t = strip(s);
+  char* end = nullptr;
+  errno = 0;
+  const long v = t.empty() ? 0 : std::strtol(t.c_str(), &end, 10);
+  TDA_CHECK(!t.empty() && *end == '\0' && errno == 0 && v >= INT32_MIN && v <= INT32_MAX,
+            what + " must be an integer, got '" + s + "'");
+  return int(v);
 }
 
 // Python str.replace: non-overlapping, left to right, one pass.
@@ -104,83 +158,104 @@ McItem shared_context(const std::string& ctx, const std::vector<std::string>& co
 
 int letter_index(const std::string& key) {
   // official keys are "A".."E" or "1".."5" (NYSEDREGENTS items)
-  TDA_CHECK(key.size() == 1, "eval: unexpected answer key '" + key + "'");
-  if (key[0] >= 'A' && key[0] <= 'Z') return key[0] - 'A';
-  if (key[0] >= '1' && key[0] <= '9') return key[0] - '1';
-  throw Error("eval: unexpected answer key '" + key + "'");
+  if (key.size() == 1 && key[0] >= 'A' && key[0] <= 'Z') return key[0] - 'A';
+  if (key.size() == 1 && key[0] >= '1' && key[0] <= '9') return key[0] - '1';
+  throw Error("unexpected answer key '" + key + "' (expected A-Z or 1-9)");
 }
 
 std::string arc_context(const std::string& question) {
   return "Question: " + question + "\nAnswer:";
 }
 
-void check_gold(const McItem& it, const std::string& where) {
-  TDA_CHECK(it.excluded || (it.gold >= 0 && it.gold < int(it.choices.size())),
-            "eval: " + where + ": gold label out of range");
+// Whether the first record of a jsonl file has `key` (false if it is not JSON: the parser then
+// reports that line).
+bool first_record_has(const McSource& src, const char* key) {
+  for (const auto& l : src.lines) {
+    if (l.find_first_not_of(" \t") == std::string::npos) continue;
+    const json j = json::parse(l, nullptr, /*allow_exceptions=*/false);
+    return j.is_object() && j.contains(key);
+  }
+  return false;
+}
+
+std::string where(const std::string& path, int line) {
+  return path + ":" + std::to_string(line);
 }
 
 // --- per task ------------------------------------------------------------------------------
 
-McDataset load_hellaswag(const std::string& path) {
+McDataset parse_hellaswag(const McSource& src) {
   McDataset d;
+  const std::string& path = src.path;
   if (ends_with(path, ".txt") || ends_with(path, ".txt.bz2")) {
     // 6 lines per task: "activity_label: ctx", label, 4 endings (README: lossy but already
     // close to lm-eval's preprocess; ctx_b's capitalisation cannot be recovered)
     d.format = "hellaswag_text";
-    std::vector<std::string> lines = read_lines(path);
+    std::vector<std::string> lines = src.lines;
     while (!lines.empty() && lines.back().empty()) lines.pop_back();
-    TDA_CHECK(lines.size() % 6 == 0, "eval: " + path + ": expected 6 lines per task");
+    TDA_CHECK(lines.size() % 6 == 0, "eval: " + where(path, int(lines.size() / 6 * 6 + 1)) +
+                                         ": an incomplete task (6 lines per task: context, "
+                                         "label, 4 endings)");
     for (size_t i = 0; i < lines.size(); i += 6) {
       std::vector<std::string> ends;
       for (int k = 0; k < 4; ++k) ends.push_back(hellaswag_preprocess(lines[i + 2 + size_t(k)]));
-      d.items.push_back(
-          shared_context(hellaswag_preprocess(lines[i]), ends, std::stoi(lines[i + 1])));
+      int gold = 0;
+      at_line(path, int(i) + 2, [&] { gold = parse_int(lines[i + 1], "the label"); });
+      d.items.push_back(shared_context(hellaswag_preprocess(lines[i]), ends, gold));
+      d.items.back().line = int(i) + 1;
     }
     return d;
   }
   d.format = "hellaswag_jsonl";
-  for (const auto& j : read_jsonl(path)) {
-    const std::string ctx = j.contains("ctx_a")
-                                ? j.at("ctx_a").get<std::string>() + " " +
-                                      py_capitalize(j.at("ctx_b").get<std::string>())
-                                : j.at("ctx").get<std::string>();
-    std::vector<std::string> ends;
-    for (const auto& e : j.at("endings"))
-      ends.push_back(hellaswag_preprocess(e.get<std::string>()));
-    const json& lab = j.at("label");
-    const int gold = lab.is_string() ? std::stoi(lab.get<std::string>()) : lab.get<int>();
-    d.items.push_back(shared_context(
-        hellaswag_preprocess(j.at("activity_label").get<std::string>() + ": " + ctx), ends, gold));
-  }
+  for (const auto& r : parse_jsonl(src))
+    at_line(path, r.line, [&] {
+      const json& j = r.j;
+      const std::string ctx = j.contains("ctx_a")
+                                  ? j.at("ctx_a").get<std::string>() + " " +
+                                        py_capitalize(j.at("ctx_b").get<std::string>())
+                                  : j.at("ctx").get<std::string>();
+      std::vector<std::string> ends;
+      for (const auto& e : j.at("endings")) ends.push_back(hellaswag_preprocess(e.get<std::string>()));
+      const json& lab = j.at("label");
+      const int gold = lab.is_string() ? parse_int(lab.get<std::string>(), "'label'") : lab.get<int>();
+      d.items.push_back(shared_context(
+          hellaswag_preprocess(j.at("activity_label").get<std::string>() + ": " + ctx), ends,
+          gold));
+      d.items.back().line = r.line;
+    });
   return d;
 }
 
 // ARC and OpenBookQA: MosaicML {"query","choices","gold"} or AI2 {"question":{"stem",
 // "choices":[{"text","label"}]},"answerKey"}.
-McDataset load_qa(const std::string& path, bool arc) {
+McDataset parse_qa(const McSource& src, bool arc) {
   McDataset d;
-  for (const auto& j : read_jsonl(path)) {
-    if (j.contains("query")) {
-      d.format = "mosaicml_icl";
-      std::string q = j.at("query").get<std::string>();
-      // MosaicML's ARC query already reads "Question: ..."; OBQA's is the bare question_stem
-      std::string ctx = arc ? q + "\nAnswer:" : q;
-      d.items.push_back(shared_context(ctx, j.at("choices").get<std::vector<std::string>>(),
-                                       j.at("gold").get<int>()));
-    } else {
-      d.format = "ai2_jsonl";
-      const json& qn = j.at("question");
-      const std::string stem = qn.at("stem").get<std::string>();
-      std::vector<std::string> texts;
-      int gold = -1;
-      const std::string key = strip(j.at("answerKey").get<std::string>());
-      for (const auto& c : qn.at("choices")) {
-        if (c.at("label").get<std::string>() == key) gold = int(texts.size());
-        texts.push_back(c.at("text").get<std::string>());
+  for (const auto& r : parse_jsonl(src))
+    at_line(src.path, r.line, [&] {
+      const json& j = r.j;
+      if (j.contains("query")) {
+        d.format = "mosaicml_icl";
+        std::string q = j.at("query").get<std::string>();
+        // MosaicML's ARC query already reads "Question: ..."; OBQA's is the bare question_stem
+        std::string ctx = arc ? q + "\nAnswer:" : q;
+        d.items.push_back(shared_context(ctx, j.at("choices").get<std::vector<std::string>>(),
+                                         j.at("gold").get<int>()));
+      } else {
+        d.format = "ai2_jsonl";
+        const json& qn = j.at("question");
+        const std::string stem = qn.at("stem").get<std::string>();
+        std::vector<std::string> texts;
+        int gold = -1;
+        const std::string key = strip(j.at("answerKey").get<std::string>());
+        for (const auto& c : qn.at("choices")) {
+          if (c.at("label").get<std::string>() == key) gold = int(texts.size());
+          texts.push_back(c.at("text").get<std::string>());
+        }
+        TDA_CHECK(gold >= 0, "answerKey '" + key + "' is not the label of a choice");
+        d.items.push_back(shared_context(arc ? arc_context(stem) : stem, texts, gold));
       }
-      d.items.push_back(shared_context(arc ? arc_context(stem) : stem, texts, gold));
-    }
-  }
+      d.items.back().line = r.line;
+    });
   return d;
 }
 
@@ -188,14 +263,17 @@ McDataset load_qa(const std::string& path, bool arc) {
 // (same row order) decides: "1".."4" keys are 1-based (MosaicML took them as 0-based); 3-choice
 // questions were padded to 4 by prepending a copy of another choice, which is dropped again;
 // a row whose official answer is not among the 4 kept choices is excluded.
-void apply_arc_fix(McDataset& d, const std::string& keys_path) {
-  std::vector<json> keys = read_jsonl(keys_path);
-  TDA_CHECK(keys.size() == d.items.size(), "eval: " + keys_path + " has " +
+void apply_arc_fix(McDataset& d, const McSource& key_src) {
+  const std::vector<Row> keys = parse_jsonl(key_src);
+  TDA_CHECK(keys.size() == d.items.size(), "eval: " + key_src.path + " has " +
                                                std::to_string(keys.size()) + " keys for " +
                                                std::to_string(d.items.size()) + " rows");
   for (size_t i = 0; i < d.items.size(); ++i) {
     McItem& it = d.items[i];
-    const int idx = letter_index(strip(keys[i].at("answerKey").get<std::string>()));
+    int idx = 0;
+    at_line(key_src.path, keys[i].line, [&] {
+      idx = letter_index(strip(keys[i].j.at("answerKey").get<std::string>()));
+    });
     bool changed = false;
     for (size_t k = 1; k < it.choices.size(); ++k)
       if (it.choices[k].continuation == it.choices[0].continuation) {
@@ -214,60 +292,75 @@ void apply_arc_fix(McDataset& d, const std::string& keys_path) {
   }
 }
 
-McDataset load_piqa(const std::string& path, std::string labels) {
+McDataset parse_piqa(const McSource& src, const McSource* labels) {
   McDataset d;
-  std::vector<json> rows = read_jsonl(path);
-  std::vector<std::string> lab;
-  if (!rows.empty() && rows[0].contains("goal") && !rows[0].contains("label")) {
-    if (labels.empty()) labels = dir_of(path) + "/valid-labels.lst";
-    for (const auto& l : read_lines(labels))
-      if (!strip(l).empty()) lab.push_back(strip(l));
-    TDA_CHECK(lab.size() == rows.size(), "eval: " + labels + " has " + std::to_string(lab.size()) +
-                                             " labels for " + std::to_string(rows.size()) +
-                                             " rows");
+  const std::vector<Row> rows = parse_jsonl(src);
+  std::vector<std::pair<std::string, int>> lab;  // (label, line)
+  if (!rows.empty() && rows[0].j.contains("goal") && !rows[0].j.contains("label")) {
+    TDA_CHECK(labels, "eval: " + src.path +
+                          ": PIQA's original format keeps its labels in a separate file "
+                          "(--labels, default valid-labels.lst next to the data)");
+    for (size_t k = 0; k < labels->lines.size(); ++k)
+      if (!strip(labels->lines[k]).empty()) lab.emplace_back(strip(labels->lines[k]), int(k) + 1);
+    TDA_CHECK(lab.size() == rows.size(), "eval: " + labels->path + " has " +
+                                             std::to_string(lab.size()) + " labels for " +
+                                             std::to_string(rows.size()) + " rows");
   }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const json& j = rows[i];
-    if (j.contains("query")) {  // MosaicML: query = "Question: <goal>"
-      d.format = "mosaicml_icl";
-      d.items.push_back(shared_context(j.at("query").get<std::string>() + "\nAnswer:",
-                                       j.at("choices").get<std::vector<std::string>>(),
-                                       j.at("gold").get<int>()));
-      continue;
-    }
-    d.format = "piqa_original";
-    const int gold = j.contains("label") ? j.at("label").get<int>() : std::stoi(lab[i]);
-    d.items.push_back(
-        shared_context(arc_context(j.at("goal").get<std::string>()),
-                       {j.at("sol1").get<std::string>(), j.at("sol2").get<std::string>()}, gold));
-  }
+  for (size_t i = 0; i < rows.size(); ++i)
+    at_line(src.path, rows[i].line, [&] {
+      const json& j = rows[i].j;
+      if (j.contains("query")) {  // MosaicML: query = "Question: <goal>"
+        d.format = "mosaicml_icl";
+        d.items.push_back(shared_context(j.at("query").get<std::string>() + "\nAnswer:",
+                                         j.at("choices").get<std::vector<std::string>>(),
+                                         j.at("gold").get<int>()));
+      } else {
+        d.format = "piqa_original";
+        int gold = 0;
+        if (j.contains("label")) {
+          gold = j.at("label").get<int>();
+        } else {
+          TDA_CHECK(i < lab.size(), "a row without a label (the first row has 'label')");
+          at_line(labels->path, lab[i].second, [&] { gold = parse_int(lab[i].first, "the label"); });
+        }
+        d.items.push_back(shared_context(
+            arc_context(j.at("goal").get<std::string>()),
+            {j.at("sol1").get<std::string>(), j.at("sol2").get<std::string>()}, gold));
+      }
+      d.items.back().line = rows[i].line;
+    });
   return d;
 }
 
 // Partial scoring: each option fills the blank in its own context; the shared rest of the
 // sentence is the continuation scored.
-McDataset load_winogrande(const std::string& path) {
+McDataset parse_winogrande(const McSource& src) {
   McDataset d;
-  for (const auto& j : read_jsonl(path)) {
-    McItem it;
-    if (j.contains("context_options")) {
-      d.format = "mosaicml_icl";
-      const std::string cont = " " + strip(j.at("continuation").get<std::string>());
-      for (const auto& c : j.at("context_options"))
-        it.choices.push_back({c.get<std::string>(), cont});
-      it.gold = j.at("gold").get<int>();
-    } else {
-      d.format = "winogrande_jsonl";
-      const std::string s = j.at("sentence").get<std::string>();
-      const size_t k = s.find('_');
-      TDA_CHECK(k != std::string::npos, "eval: winogrande sentence without '_': " + s);
-      const std::string cont = " " + strip(s.substr(k + 1));
-      for (const char* o : {"option1", "option2"})
-        it.choices.push_back({s.substr(0, k) + j.at(o).get<std::string>(), cont});
-      it.gold = std::stoi(j.at("answer").get<std::string>()) - 1;
-    }
-    d.items.push_back(std::move(it));
-  }
+  for (const auto& r : parse_jsonl(src))
+    at_line(src.path, r.line, [&] {
+      const json& j = r.j;
+      McItem it;
+      if (j.contains("context_options")) {
+        d.format = "mosaicml_icl";
+        const std::string cont = " " + strip(j.at("continuation").get<std::string>());
+        for (const auto& c : j.at("context_options"))
+          it.choices.push_back({c.get<std::string>(), cont});
+        it.gold = j.at("gold").get<int>();
+      } else {
+        d.format = "winogrande_jsonl";
+        const std::string s = j.at("sentence").get<std::string>();
+        const size_t k = s.find('_');
+        TDA_CHECK(k != std::string::npos, "winogrande sentence without '_': " + s);
+        const std::string cont = " " + strip(s.substr(k + 1));
+        for (const char* o : {"option1", "option2"})
+          it.choices.push_back({s.substr(0, k) + j.at(o).get<std::string>(), cont});
+        const std::string ans = j.at("answer").get<std::string>();
+        TDA_CHECK(ans == "1" || ans == "2", "'answer' must be \"1\" or \"2\", got \"" + ans + "\"");
+        it.gold = ans[0] - '1';
+      }
+      it.line = r.line;
+      d.items.push_back(std::move(it));
+    });
   return d;
 }
 
@@ -305,41 +398,79 @@ const std::vector<std::string>& mc_tasks() {
   return t;
 }
 
+std::string mc_data_hint(const std::string& task) {
+  if (task == "hellaswag")
+    return "rowanz/hellaswag's hellaswag_val.jsonl, or the 6-line text form";
+  if (task == "arc_easy" || task == "arc_challenge")
+    return "AI2's ARC-" + std::string(task == "arc_easy" ? "Easy" : "Challenge") +
+           "-Test.jsonl, or MosaicML llm-foundry's " + task + ".jsonl";
+  if (task == "openbookqa") return "AI2's OpenBookQA Main test.jsonl, or MosaicML's openbook_qa.jsonl";
+  if (task == "piqa") return "PIQA's valid.jsonl with valid-labels.lst beside it, or MosaicML's piqa.jsonl";
+  if (task == "winogrande") return "WinoGrande 1.1's dev.jsonl, or MosaicML's winogrande.jsonl";
+  return "";
+}
+
 std::string mc_default_path(const std::string& task) {
-  if (task == "hellaswag") return kEvalDir + "hellaswag/hellaswag_val_full.txt.bz2";
-  if (task == "arc_easy") return kEvalDir + "mosaicml_icl/arc_easy.jsonl";
-  if (task == "arc_challenge") return kEvalDir + "mosaicml_icl/arc_challenge.jsonl";
-  if (task == "openbookqa") return kEvalDir + "mosaicml_icl/openbook_qa.jsonl";
-  if (task == "piqa") return kEvalDir + "piqa/valid.jsonl";
-  if (task == "winogrande") return kEvalDir + "mosaicml_icl/winogrande.jsonl";
+  if (task == "hellaswag") return eval_dir() + "hellaswag/hellaswag_val_full.txt.bz2";
+  if (task == "arc_easy") return eval_dir() + "mosaicml_icl/arc_easy.jsonl";
+  if (task == "arc_challenge") return eval_dir() + "mosaicml_icl/arc_challenge.jsonl";
+  if (task == "openbookqa") return eval_dir() + "mosaicml_icl/openbook_qa.jsonl";
+  if (task == "piqa") return eval_dir() + "piqa/valid.jsonl";
+  if (task == "winogrande") return eval_dir() + "mosaicml_icl/winogrande.jsonl";
   throw Error("eval: unknown task '" + task +
               "' (hellaswag, arc_easy, arc_challenge, openbookqa, piqa, winogrande)");
+}
+
+McDataset parse_mc(const std::string& task, const McSource& data, const McSource* labels,
+                   const McSource* arc_keys) {
+  mc_default_path(task);  // validates the task name
+  McDataset d;
+  const bool arc = task == "arc_easy" || task == "arc_challenge";
+  if (task == "hellaswag")
+    d = parse_hellaswag(data);
+  else if (arc || task == "openbookqa")
+    d = parse_qa(data, arc);
+  else if (task == "piqa")
+    d = parse_piqa(data, labels);
+  else
+    d = parse_winogrande(data);
+  d.task = task;
+  d.path = data.path;
+  // An empty file would score 0 items as accuracy 0.0: a wrong number, not a result.
+  TDA_CHECK(!d.items.empty(), "eval: " + data.path + ": no items (empty file?)");
+  if (arc && d.format == "mosaicml_icl" && arc_keys) apply_arc_fix(d, *arc_keys);
+  for (const auto& it : d.items)
+    TDA_CHECK(it.excluded || (it.gold >= 0 && it.gold < int(it.choices.size())),
+              "eval: " + where(data.path, it.line) + ": gold label " + std::to_string(it.gold) +
+                  " out of range for " + std::to_string(it.choices.size()) + " choices");
+  return d;
 }
 
 McDataset load_mc(const McLoadOptions& o) {
   const std::string path = o.data.empty() ? mc_default_path(o.task) : o.data;
   mc_default_path(o.task);  // validates the task name
-  McDataset d;
+  if (o.data.empty() && !std::ifstream(path).good())
+    throw Error("eval: no " + o.task + " data at " + path + ": pass --data FILE (" +
+                mc_data_hint(o.task) + "; docs/evaluation.md, \"Data files\")");
+  const McSource data = read_source(path);
+  McSource labels, keys;
   const bool arc = o.task == "arc_easy" || o.task == "arc_challenge";
-  if (o.task == "hellaswag")
-    d = load_hellaswag(path);
-  else if (arc || o.task == "openbookqa")
-    d = load_qa(path, arc);
-  else if (o.task == "piqa")
-    d = load_piqa(path, o.labels);
-  else
-    d = load_winogrande(path);
-  d.task = o.task;
-  d.path = path;
-  if (arc && d.format == "mosaicml_icl" && o.arc_fix) {
-    const std::string keys =
-        !o.arc_keys.empty() ? o.arc_keys
-                            : kEvalDir + "aristo_answer_keys/" + o.task + "_test_answers.jsonl";
-    apply_arc_fix(d, keys);
+  const bool piqa_original =
+      o.task == "piqa" && first_record_has(data, "goal") && !first_record_has(data, "label");
+  if (piqa_original)
+    labels = read_source(o.labels.empty() ? dir_of(path) + "/valid-labels.lst" : o.labels);
+  const bool mosaic_arc = arc && o.arc_fix && first_record_has(data, "query");
+  if (mosaic_arc) {
+    const std::string k = !o.arc_keys.empty()
+                              ? o.arc_keys
+                              : eval_dir() + "aristo_answer_keys/" + o.task + "_test_answers.jsonl";
+    TDA_CHECK(!o.arc_keys.empty() || std::ifstream(k).good(),
+              "eval: no official ARC answer key at " + k +
+                  ": pass --arc-keys FILE (allenai/aristo-leaderboard's question-answers.jsonl) "
+                  "or --no-arc-fix");
+    keys = read_source(k);
   }
-  for (size_t i = 0; i < d.items.size(); ++i)
-    check_gold(d.items[i], path + " row " + std::to_string(i));
-  return d;
+  return parse_mc(o.task, data, piqa_original ? &labels : nullptr, mosaic_arc ? &keys : nullptr);
 }
 
 }  // namespace tda

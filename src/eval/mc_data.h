@@ -23,6 +23,7 @@ struct McItem {
   std::vector<McChoice> choices;
   int gold = -1;
   bool excluded = false;  // kept for row numbering, not scored (see the ARC fix)
+  int line = 0;           // 1-based line of the item in its data file (for messages)
 };
 
 struct McLoadOptions {
@@ -39,9 +40,23 @@ struct McDataset {
   std::vector<int> fixed_rows;  // rows the ARC fix changed (gold, choices or excluded), 0-based
 };
 
+// A data file's lines (decompressed; "\r\n" ends accepted) and its path, named in messages.
+struct McSource {
+  std::string path;
+  std::vector<std::string> lines;
+};
+
 const std::vector<std::string>& mc_tasks();
 std::string mc_default_path(const std::string& task);
+// Where a task's data comes from, in a few words (for the "no data" message).
+std::string mc_data_hint(const std::string& task);
+// Reads the files (the task's default under ../shared when o.data is empty) and parses them.
 McDataset load_mc(const McLoadOptions& o);
+// The same on contents already in memory (fuzzing). `labels`: PIQA original format's labels;
+// `arc_keys`: the official ARC key (null: no ARC fix). Every error is one line naming
+// file:line; a file without items is an error.
+McDataset parse_mc(const std::string& task, const McSource& data, const McSource* labels = nullptr,
+                   const McSource* arc_keys = nullptr);
 
 // lm-eval's HellaSwag preprocess: strip, " [title]" -> ". ", drop "[...]", "  " -> " ".
 std::string hellaswag_preprocess(const std::string& s);

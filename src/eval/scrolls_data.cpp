@@ -24,12 +24,17 @@ void check_scrolls_task(const std::string& task) {
 
 ScrollsDataset load_scrolls(const std::string& path, const std::string& task) {
   check_scrolls_task(task);
+  TDA_CHECK(path_exists(path), "eval longctx: cannot open --data '" + path + "'");
+  const std::vector<char> bytes = read_file_bytes(path);
+  return parse_scrolls(std::string(bytes.begin(), bytes.end()), path, task);
+}
+
+ScrollsDataset parse_scrolls(const std::string& text, const std::string& path,
+                             const std::string& task) {
+  check_scrolls_task(task);
   ScrollsDataset d;
   d.task = task;
   d.path = path;
-  TDA_CHECK(path_exists(path), "eval longctx: cannot open --data '" + path + "'");
-  const std::vector<char> bytes = read_file_bytes(path);
-  const std::string text(bytes.begin(), bytes.end());
   std::map<std::string, size_t> by_id;
   size_t line = 0;
   for (size_t b = 0; b < text.size();) {

@@ -37,6 +37,9 @@ void check_scrolls_task(const std::string& task);
 
 // Reads a SCROLLS jsonl; errors name the file and line.
 ScrollsDataset load_scrolls(const std::string& path, const std::string& task);
+// The same on a file's contents already in memory (`path` only names it in messages).
+ScrollsDataset parse_scrolls(const std::string& text, const std::string& path,
+                             const std::string& task);
 
 struct ScrollsPrompt {
   std::string text;     // the prompt (doc_to_text)

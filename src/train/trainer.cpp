@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <cblas.h>
+#include <unistd.h>
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "dist/grad_reducer.h"
+#include "train/metrics_log.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
 
@@ -24,7 +26,26 @@ namespace tda {
 
 namespace {
 std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+std::atomic<bool> g_announce{false};  // rank 0 says what an interrupt does
+// The first SIGINT/SIGTERM lets the step finish and checkpoint (run() polls the flag); a second
+// one means "now": exit at once, non-zero, saying so (write and _exit are async-signal-safe).
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal.exchange(sig) != 0) {
+    static const char msg[] =
+        "\ntda: second interrupt: exiting now without a checkpoint (checkpoints already written "
+        "are intact)\n";
+    ssize_t r = ::write(2, msg, sizeof msg - 1);
+    (void)r;
+    ::_exit(128 + sig);
+  }
+  if (g_announce.load()) {
+    static const char msg[] =
+        "\ntda: interrupt: finishing this step, then writing a checkpoint (interrupt again to "
+        "exit at once)\n";
+    ssize_t r = ::write(2, msg, sizeof msg - 1);
+    (void)r;
+  }
+}
 
 std::string fmt_duration(double s) {
   long t = long(s);
@@ -49,6 +70,27 @@ int64_t share_from_rank0(Communicator& c, int64_t x) {
 }
 }  // namespace
 
+int grad_accum_steps(const Config& cfg, int ranks) {
+  const auto& t = cfg.train;
+  const long per_micro = long(t.micro_batch) * cfg.model.seq_len * ranks;
+  if (t.total_batch_tokens > 0 && per_micro > 0 && t.total_batch_tokens % per_micro == 0)
+    return int(t.total_batch_tokens / per_micro);
+  // The largest micro-batch <= the configured one that splits the same batch over the ranks.
+  std::string fix;
+  const long rows = long(cfg.model.seq_len) * ranks;
+  if (rows > 0 && t.total_batch_tokens > 0 && t.total_batch_tokens % rows == 0) {
+    const long q = t.total_batch_tokens / rows;
+    long b = std::max(1L, std::min<long>(t.micro_batch, q));
+    while (q % b != 0) --b;
+    fix = "; --set train.micro_batch=" + std::to_string(b) + " keeps the batch of " +
+          std::to_string(t.total_batch_tokens) + " tokens";
+  }
+  throw Error("train.total_batch_tokens (" + std::to_string(t.total_batch_tokens) +
+              ") must be a multiple of micro_batch*seq_len*ranks (" + std::to_string(t.micro_batch) +
+              "*" + std::to_string(cfg.model.seq_len) + "*" + std::to_string(ranks) + " = " +
+              std::to_string(per_micro) + ")" + fix);
+}
+
 Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::move(opt)) {
   if (cfg_.train.threads > 0) {
     omp_set_num_threads(cfg_.train.threads);
@@ -66,11 +108,7 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
                 "\": data-parallel training needs a communicator for device memory (not built)");
   const auto& m = cfg_.model;
   const auto& t = cfg_.train;
-  const long per_micro = long(t.micro_batch) * m.seq_len * comm_->world();
-  TDA_CHECK(t.total_batch_tokens % per_micro == 0,
-            "train.total_batch_tokens (" + std::to_string(t.total_batch_tokens) +
-                ") must be a multiple of micro_batch*seq_len*ranks (" + std::to_string(per_micro) + ")");
-  accum_ = int(t.total_batch_tokens / per_micro);
+  accum_ = grad_accum_steps(cfg_, comm_->world());
 
   model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_);
   model_->init_weights(t.seed);
@@ -125,8 +163,7 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   if (comm_->rank() == 0) {
     make_dirs(opt_.out_dir);
     write_file_durable(opt_.out_dir + "/config.json", cfg_.raw.dump(2));
-    metrics_ = std::fopen((opt_.out_dir + "/metrics.jsonl").c_str(), resume.empty() ? "w" : "a");
-    TDA_CHECK(metrics_, opt_.out_dir + "/metrics.jsonl: cannot open for writing");
+    metrics_ = open_metrics(opt_.out_dir, resume.empty() ? -1 : state_.step, resume);
   }
 }
 
@@ -256,6 +293,10 @@ void Trainer::optimizer_step_zero1(double lr, double* norm) {
 double Trainer::evaluate() {
   const auto& t = cfg_.train;
   model_->set_batch(t.micro_batch, cfg_.model.seq_len);
+  // Validation at step s sees the weights after s updates, so it runs the mechanism at step s
+  // (dex's lambda(s)) like the training step that starts from them; without this it would keep
+  // the previous step's value, or 0 right after a resume.
+  model_->set_step(state_.step);
   val_loader_->reset();
   double sum = 0.0;
   for (int i = 0; i < t.val_batches; ++i) {
@@ -307,6 +348,7 @@ int Trainer::run() {
   const int last = opt_.max_steps_override >= 0 ? std::min(opt_.max_steps_override, t.max_steps)
                                                 : t.max_steps;
   g_stop_signal.store(0);
+  g_announce.store(comm_->rank() == 0);
   auto old_int = std::signal(SIGINT, on_stop_signal);
   auto old_term = std::signal(SIGTERM, on_stop_signal);
   if (comm_->rank() == 0)

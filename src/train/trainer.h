@@ -34,6 +34,10 @@ struct StepMetrics {
   double loss, lr, grad_norm, ms, tokens_per_s;
 };
 
+// Micro-batches per optimizer step: total_batch_tokens / (micro_batch * seq_len * ranks);
+// throws naming the keys (and a micro_batch that works) when it does not divide.
+int grad_accum_steps(const Config& cfg, int ranks);
+
 class Trainer {
  public:
   Trainer(const Config& cfg, TrainOptions opt);
