@@ -41,10 +41,7 @@ inline bool data_present() {
 
 #define REQUIRE_MPI_AND_DATA()                                          \
   do {                                                                  \
-    if (!have_mpirun()) {                                               \
-      WARN("mpirun not found: skipping (apt-get install openmpi-bin)"); \
-      return;                                                           \
-    }                                                                   \
+    if (!have_mpirun()) TDA_SKIP("mpirun not found (apt-get install openmpi-bin)"); \
     REQUIRE(data_present());                                            \
   } while (0)
 

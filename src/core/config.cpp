@@ -229,6 +229,20 @@ Config config_from_json(const json& user, const std::string& origin) {
   return c;
 }
 
+Config parse_config(const std::string& text, const std::vector<std::string>& overrides,
+                    const std::string& origin) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error("config: '" + origin + "' is not valid JSON: " + e.what());
+  }
+  TDA_CHECK(j.is_object(), "config: '" + origin + "' must hold a JSON object");
+  TDA_CHECK(!j.contains("base"), "config: '" + origin + "': 'base' names a file (use load_config)");
+  for (const auto& kv : overrides) apply_override(j, kv);
+  return config_from_json(j, origin);
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   json j = load_with_bases(path, 0);
   for (const auto& kv : overrides) apply_override(j, kv);

@@ -67,6 +67,10 @@ const json& config_defaults();
 // Load a config file (following `base` chains), apply `key.path=value` overrides, validate.
 // Relative data paths stay relative to the working directory, as the user typed them.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// A config file's text (without `base`, which names another file) plus overrides, checked as
+// load_config checks them; `origin` names it in messages (fuzzing, tests).
+Config parse_config(const std::string& text, const std::vector<std::string>& overrides,
+                    const std::string& origin);
 // Build a Config from an already-resolved JSON object (e.g. the one saved in a checkpoint).
 Config config_from_json(const json& resolved, const std::string& origin);
 

@@ -44,8 +44,11 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
   write_file_durable(path, out);
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  bytes_ = read_file_bytes(path);
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : SafetensorsFile(read_file_bytes(path), path) {}
+
+SafetensorsFile::SafetensorsFile(std::vector<char> bytes, const std::string& path)
+    : path_(path), bytes_(std::move(bytes)) {
   TDA_CHECK(bytes_.size() >= 8, path + ": not a safetensors file (shorter than 8 bytes)");
   uint64_t hlen = 0;
   for (int i = 0; i < 8; ++i) hlen |= uint64_t(uint8_t(bytes_[i])) << (8 * i);

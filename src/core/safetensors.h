@@ -21,6 +21,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::string& path);
+  // A file's bytes already in memory; `path` only names it in messages.
+  SafetensorsFile(std::vector<char> bytes, const std::string& path);
   bool has(const std::string& name) const { return index_.count(name) != 0; }
   std::vector<int64_t> shape(const std::string& name) const;
   // Copies tensor `name` into dst after checking it exists with exactly `shape`.

@@ -1,5 +1,6 @@
 #include "data/shard.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -9,28 +10,15 @@
 
 namespace tda {
 
-std::vector<uint16_t> read_shard(const std::string& path, int vocab_size) {
-  size_t n = read_shard_header(path);
-  std::vector<char> bytes = read_file_bytes(path);
-  TDA_CHECK(bytes.size() == kShardHeaderBytes + 2 * n, path + ": shard changed while reading");
-  std::vector<uint16_t> tokens(n);
-  if (n) std::memcpy(tokens.data(), bytes.data() + kShardHeaderBytes, 2 * n);
-  for (size_t i = 0; i < n; ++i)
-    TDA_CHECK(tokens[i] < vocab_size, path + ": token id " + std::to_string(tokens[i]) + " >= vocab " +
-                                          std::to_string(vocab_size) + " at offset " +
-                                          std::to_string(kShardHeaderBytes + 2 * i));
-  return tokens;
-}
+namespace {
 
-size_t read_shard_header(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  TDA_CHECK(f.good(), path + ": cannot open shard");
-  size_t size = size_t(f.tellg());
-  TDA_CHECK(size >= kShardHeaderBytes,
+// Validates a shard header (the file's first 1024 bytes, or fewer if it is shorter) against the
+// file size; returns the token count.
+size_t check_header(const char* head, size_t head_bytes, size_t size, const std::string& path) {
+  TDA_CHECK(size >= kShardHeaderBytes && head_bytes >= kShardHeaderBytes,
             path + ": truncated shard: " + std::to_string(size) + " bytes, header needs 1024");
   int32_t header[256];
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(header), kShardHeaderBytes);
+  std::memcpy(header, head, kShardHeaderBytes);
   TDA_CHECK(header[0] == kShardMagic, path + ": bad magic " + std::to_string(header[0]) +
                                           " at offset 0 (expected 20240520, an llm.c .bin shard)");
   TDA_CHECK(header[1] == kShardVersion,
@@ -42,6 +30,36 @@ size_t read_shard_header(const std::string& path) {
                               std::to_string(want) + " bytes) but the file has " +
                               std::to_string(size) + " bytes (truncated or corrupt)");
   return n;
+}
+
+}  // namespace
+
+std::vector<uint16_t> parse_shard(const char* data, size_t size, const std::string& path,
+                                  int vocab_size) {
+  const size_t n = check_header(data, size, size, path);
+  std::vector<uint16_t> tokens(n);
+  if (n) std::memcpy(tokens.data(), data + kShardHeaderBytes, 2 * n);
+  for (size_t i = 0; i < n; ++i)
+    TDA_CHECK(tokens[i] < vocab_size, path + ": token id " + std::to_string(tokens[i]) + " >= vocab " +
+                                          std::to_string(vocab_size) + " at offset " +
+                                          std::to_string(kShardHeaderBytes + 2 * i));
+  return tokens;
+}
+
+std::vector<uint16_t> read_shard(const std::string& path, int vocab_size) {
+  read_shard_header(path);  // a one-line error before reading a possibly huge wrong file
+  std::vector<char> bytes = read_file_bytes(path);
+  return parse_shard(bytes.data(), bytes.size(), path, vocab_size);
+}
+
+size_t read_shard_header(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  TDA_CHECK(f.good(), path + ": cannot open shard");
+  const size_t size = size_t(f.tellg());
+  char head[kShardHeaderBytes] = {};
+  f.seekg(0);
+  f.read(head, std::streamsize(std::min(size, kShardHeaderBytes)));
+  return check_header(head, size_t(f.gcount()), size, path);
 }
 
 void write_shard(const std::string& path, const uint16_t* tokens, size_t n) {

@@ -14,6 +14,9 @@ constexpr size_t kShardHeaderBytes = 256 * sizeof(int32_t);
 // Reads and validates a shard: magic, version, token count vs file size, every token < vocab.
 // Errors name the file and the byte offset of the problem.
 std::vector<uint16_t> read_shard(const std::string& path, int vocab_size);
+// The same checks on a shard's bytes in memory; `path` only names it in messages.
+std::vector<uint16_t> parse_shard(const char* data, size_t size, const std::string& path,
+                                  int vocab_size);
 // Checks magic, version and size against the header without reading the tokens; returns the
 // token count. Cheap enough to run over every shard at start-up.
 size_t read_shard_header(const std::string& path);
