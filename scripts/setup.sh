@@ -10,7 +10,8 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 APT_PKGS=(build-essential cmake pkg-config git
           nlohmann-json3-dev libspdlog-dev libcxxopts-dev catch2 libopenblas-dev libpcre2-dev
           libopenmpi-dev openmpi-bin
-          python3 python3-venv python3-pip python3-numpy python3-matplotlib python3-torch)
+          python3 python3-venv python3-pip python3-numpy python3-matplotlib python3-torch
+          clang libclang-rt-14-dev)  # clang + libFuzzer for scripts/fuzz.sh
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

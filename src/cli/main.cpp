@@ -40,6 +40,24 @@ static void choose_log_colours() {
       c->set_color_mode(on ? spdlog::color_mode::always : spdlog::color_mode::never);
 }
 
+// An error is one line, even when it quotes a key or value from a user's file that holds a
+// line break or another control character (shown as \n, \xNN).
+static std::string one_line(const std::string& m) {
+  std::string r;
+  for (unsigned char c : m) {
+    if (c == '\n') {
+      r += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      r += b;
+    } else {
+      r += char(c);
+    }
+  }
+  return r;
+}
+
 int main(int argc, char** argv) {
   // OpenMP's default spin-waiting after each parallel region steals the cores from OpenBLAS's
   // own threads between GEMMs (measured: d12 B=4 T=64 step 7.1 s -> 5.6 s with passive waits).
@@ -64,11 +82,8 @@ int main(int argc, char** argv) {
   argv[1] = const_cast<char*>(prog.c_str());
   try {
     return it->second.run(argc - 1, argv + 1);
-  } catch (const tda::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", one_line(e.what()).c_str());
     return 1;
   }
 }

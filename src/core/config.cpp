@@ -98,7 +98,8 @@ void validate(const json& user, const json& defaults, const std::string& prefix,
               (want.is_number_integer() && got.is_number_integer()) ||
               (want.is_number_float() && got.is_number());
     TDA_CHECK(ok, origin + ": config key '" + key + "' must be " + type_name(want) + ", got " +
-                      type_name(got) + " (" + got.dump() + ")");
+                      type_name(got) + " (" +
+                      got.dump(-1, ' ', false, json::error_handler_t::replace) + ")");
     if (want.is_object()) validate(got, want, key, origin);
   }
 }

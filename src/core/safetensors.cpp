@@ -1,5 +1,6 @@
 #include "core/safetensors.h"
 
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -61,22 +62,44 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, const std::string& pat
     throw Error(path + ": bad safetensors header: " + e.what());
   }
   data_start_ = 8 + hlen;
-  uint64_t data_size = bytes_.size() - data_start_;
+  const uint64_t data_size = bytes_.size() - data_start_;
+  TDA_CHECK(header.is_object(), path + ": bad safetensors header: not a JSON object");
   for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string where = path + ": tensor '" + it.key() + "'";
     if (it.key() == "__metadata__") {
-      for (auto m = it.value().begin(); m != it.value().end(); ++m)
+      TDA_CHECK(it.value().is_object(), path + ": __metadata__ is not an object");
+      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+        TDA_CHECK(m.value().is_string(), path + ": __metadata__ '" + m.key() + "' is not a string");
         metadata_[m.key()] = m.value().get<std::string>();
+      }
       continue;
     }
+    // Every field checked for its type before it is read: a wrong header is an error naming
+    // the file and tensor, never a JSON-library exception or an out-of-range conversion.
     const json& e = it.value();
-    TDA_CHECK(e.value("dtype", "") == "F32",
-              path + ": tensor '" + it.key() + "' has dtype " + e.value("dtype", "?") + ", expected F32");
+    TDA_CHECK(e.is_object(), where + ": entry is not an object");
+    const json dtype = e.value("dtype", json());
+    TDA_CHECK(dtype == "F32", where + " has dtype " + (dtype.is_string() ? dtype.get<std::string>() : dtype.dump(-1, ' ', false, json::error_handler_t::replace)) + ", expected F32");
+    const json shape = e.value("shape", json());
+    const json off = e.value("data_offsets", json());
+    TDA_CHECK(shape.is_array(), where + ": 'shape' is not a list");
+    TDA_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
+                  off[1].is_number_unsigned(),
+              where + ": 'data_offsets' is not a list of two non-negative integers");
     Entry en;
-    en.shape = e.at("shape").get<std::vector<int64_t>>();
-    en.begin = e.at("data_offsets").at(0).get<uint64_t>();
-    en.end = e.at("data_offsets").at(1).get<uint64_t>();
-    TDA_CHECK(en.end >= en.begin && en.end <= data_size && en.end - en.begin == numel(en.shape) * 4,
-              path + ": tensor '" + it.key() + "' has inconsistent data_offsets");
+    uint64_t n = 1;
+    for (const auto& d : shape) {
+      TDA_CHECK(d.is_number_unsigned(), where + ": 'shape' holds " + d.dump(-1, ' ', false, json::error_handler_t::replace) + ", not a size");
+      const uint64_t x = d.get<uint64_t>();
+      TDA_CHECK(x <= uint64_t(INT64_MAX) && !__builtin_mul_overflow(n, x, &n),
+                where + ": 'shape' is too large");
+      en.shape.push_back(int64_t(x));
+    }
+    en.begin = off[0].get<uint64_t>();
+    en.end = off[1].get<uint64_t>();
+    TDA_CHECK(en.end >= en.begin && en.end <= data_size && (en.end - en.begin) / 4 == n &&
+                  (en.end - en.begin) % 4 == 0,
+              where + " has inconsistent data_offsets");
     index_[it.key()] = en;
   }
 }

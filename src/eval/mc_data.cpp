@@ -124,6 +124,16 @@ std::string strip(const std::string& s) {
   return s.substr(b, e - b);
 }
 
+// j[key] as an int: an integer in int's range, not a float (nlohmann would convert 1e300 with
+// undefined behaviour) or a string.
+int int_field(const json& j, const char* key) {
+  const json& v = j.at(key);
+  TDA_CHECK(v.is_number_integer() && v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX,
+            "'" + std::string(key) + "' must be an integer, got " +
+                v.dump(-1, ' ', false, json::error_handler_t::replace));
+  return int(v.get<int64_t>());
+}
+
 // A decimal integer and nothing else (Python's int() on a label), else an error naming it.
 int parse_int(const std::string& s, const std::string& what) {
   const std::string t = strip(s);
@@ -217,7 +227,7 @@ McDataset parse_hellaswag(const McSource& src) {
       std::vector<std::string> ends;
       for (const auto& e : j.at("endings")) ends.push_back(hellaswag_preprocess(e.get<std::string>()));
       const json& lab = j.at("label");
-      const int gold = lab.is_string() ? parse_int(lab.get<std::string>(), "'label'") : lab.get<int>();
+      const int gold = lab.is_string() ? parse_int(lab.get<std::string>(), "'label'") : int_field(j, "label");
       d.items.push_back(shared_context(
           hellaswag_preprocess(j.at("activity_label").get<std::string>() + ": " + ctx), ends,
           gold));
@@ -239,7 +249,7 @@ McDataset parse_qa(const McSource& src, bool arc) {
         // MosaicML's ARC query already reads "Question: ..."; OBQA's is the bare question_stem
         std::string ctx = arc ? q + "\nAnswer:" : q;
         d.items.push_back(shared_context(ctx, j.at("choices").get<std::vector<std::string>>(),
-                                         j.at("gold").get<int>()));
+                                         int_field(j, "gold")));
       } else {
         d.format = "ai2_jsonl";
         const json& qn = j.at("question");
@@ -313,12 +323,12 @@ McDataset parse_piqa(const McSource& src, const McSource* labels) {
         d.format = "mosaicml_icl";
         d.items.push_back(shared_context(j.at("query").get<std::string>() + "\nAnswer:",
                                          j.at("choices").get<std::vector<std::string>>(),
-                                         j.at("gold").get<int>()));
+                                         int_field(j, "gold")));
       } else {
         d.format = "piqa_original";
         int gold = 0;
         if (j.contains("label")) {
-          gold = j.at("label").get<int>();
+          gold = int_field(j, "label");
         } else {
           TDA_CHECK(i < lab.size(), "a row without a label (the first row has 'label')");
           at_line(labels->path, lab[i].second, [&] { gold = parse_int(lab[i].first, "the label"); });
@@ -345,7 +355,7 @@ McDataset parse_winogrande(const McSource& src) {
         const std::string cont = " " + strip(j.at("continuation").get<std::string>());
         for (const auto& c : j.at("context_options"))
           it.choices.push_back({c.get<std::string>(), cont});
-        it.gold = j.at("gold").get<int>();
+        it.gold = int_field(j, "gold");
       } else {
         d.format = "winogrande_jsonl";
         const std::string s = j.at("sentence").get<std::string>();
