@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
+#include "core/error.h"
 #include "eval/mc_data.h"
 #include "eval/scrolls_data.h"
 #include "test_eval_util.h"

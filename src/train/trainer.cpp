@@ -108,7 +108,7 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
                 "\": data-parallel training needs a communicator for device memory (not built)");
   const auto& m = cfg_.model;
   const auto& t = cfg_.train;
-  accum_ = grad_accum_steps(cfg_, comm_->world());
+  accum_ = tda::grad_accum_steps(cfg_, comm_->world());
 
   model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_);
   model_->init_weights(t.seed);
