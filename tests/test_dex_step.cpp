@@ -46,7 +46,7 @@ double val_loss_at(const std::string& ckpt, long step) {
 
 }  // namespace
 
-TEST_CASE("dex: validation at step s runs lambda(s), also right after a resume", "[training][dex]") {
+TEST_CASE("dex: validation at step s runs lambda(s) also right after a resume", "[training][dex]") {
   REQUIRE(path_exists(source_dir() + "/data/tinyshakespeare/tiny_shakespeare_val.bin"));
   TempDir a, b;
   // Anneal over 8 steps so lambda(t) changes by a lot from one step to the next.
