@@ -57,3 +57,19 @@ TEST_CASE("fuzz regressions: a config value that is not UTF-8", "[fuzz][badinput
   CHECK(error_of([] { parse_config("{}", {"dist=\xc2"}, "f.json"); }) ==
         "f.json: config key 'dist' must be object, got string (\"\xef\xbf\xbd\")");
 }
+
+TEST_CASE("fuzz regressions: numbers beyond double's range", "[fuzz][badinput][config]") {
+  // fuzz_config (900 s run), minimised to " 6E333": json::parse throws out_of_range 406, not
+  // parse_error, and the loaders caught only the latter.
+  CHECK(error_of([] { parse_config(" 6E333", {}, "f.json"); })
+            .rfind("config: 'f.json' is not valid JSON: ", 0) == 0);
+  // The same number in a --set value is a string there, so the type check names the key.
+  CHECK(error_of([] { parse_config("{}", {"optim.lr=1e999"}, "f.json"); }) ==
+        "f.json: config key 'optim.lr' must be number, got string (\"1e999\")");
+  // fuzz_safetensors (900 s run): the same exception from the header's JSON.
+  const std::string h = R"({"a": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 4]}})";
+  CHECK(error_of([&] {
+          SafetensorsFile f(bytes(std::string(1, char(h.size())) + std::string(7, '\0') + h + "abcd"),
+                            "f.st");
+        }).rfind("f.st: bad safetensors header: ", 0) == 0);
+}

@@ -42,7 +42,7 @@ json read_json_file(const std::string& path) {
   ss << f.rdbuf();
   try {
     return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 6E333
     throw Error("config: '" + path + "' is not valid JSON: " + e.what());
   }
 }
@@ -111,7 +111,7 @@ void apply_override(json& j, const std::string& kv) {
   json value;
   try {
     value = json::parse(text);
-  } catch (const json::parse_error&) {
+  } catch (const json::exception&) {  // parse_error, or out_of_range for 1e999
     value = text;  // bare words are strings: --set attention.kind=tda
   }
   json* node = &j;
@@ -235,7 +235,7 @@ Config parse_config(const std::string& text, const std::vector<std::string>& ove
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw Error("config: '" + origin + "' is not valid JSON: " + e.what());
   }
   TDA_CHECK(j.is_object(), "config: '" + origin + "' must hold a JSON object");

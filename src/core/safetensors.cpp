@@ -58,7 +58,7 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, const std::string& pat
   json header;
   try {
     header = json::parse(std::string(bytes_.data() + 8, hlen));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw Error(path + ": bad safetensors header: " + e.what());
   }
   data_start_ = 8 + hlen;
