@@ -113,7 +113,7 @@ TEST_CASE("dex: tda diag runs the model at the checkpoint's step", "[eval][diag]
     GPT2 model(cfg.model, cfg.attention, probe);
     load_checkpoint(ck, model, nullptr, nullptr);
     model.set_step(step);
-    return run_diagnostics(model, probe, ids, DiagOptions{});
+    return run_diagnostics(model, probe, {ids}, DiagOptions{});
   };
   // Layer 1's maps see layer 0's dex output, o - lambda(t) f_D(o): they depend on the step.
   const auto entropy = [](const json& r) {

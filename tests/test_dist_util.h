@@ -39,10 +39,11 @@ inline bool data_present() {
   return path_exists(source_dir() + "/data/tinyshakespeare/tiny_shakespeare_train.bin");
 }
 
-#define REQUIRE_MPI_AND_DATA()                                          \
-  do {                                                                  \
-    if (!::tda::dist_test::have_mpirun()) TDA_SKIP("mpirun not found (apt-get install openmpi-bin)"); \
-    REQUIRE(::tda::dist_test::data_present());                          \
+#define REQUIRE_MPI_AND_DATA()                                    \
+  do {                                                            \
+    if (!::tda::dist_test::have_mpirun())                         \
+      TDA_SKIP("mpirun not found (apt-get install openmpi-bin)"); \
+    REQUIRE(::tda::dist_test::data_present());                    \
   } while (0)
 
 // `tda train` on the tiny softmax config: 512 tokens (4 sequences) per step, no validation.

@@ -1,6 +1,7 @@
 // SIMT emulator self-tests: scheduling and barriers, warp collectives against their scalar
 // definitions, atomics, shared memory, grids, the runtime API and error reporting.
 #include <catch2/catch.hpp>
+
 #include "test_util.h"
 
 #if __has_include(<cuda_bf16.h>)

@@ -38,29 +38,41 @@ TEST_CASE("eval input: every multiple-choice reader names file:line", "[eval][ba
     std::string want;
   };
   const std::vector<Case> cases = {
-      {"winogrande", "missing key", src("wg.jsonl", {wg_ok, R"({"context_options": ["A", "B"], "continuation": "x"})"}),
+      {"winogrande", "missing key",
+       src("wg.jsonl", {wg_ok, R"({"context_options": ["A", "B"], "continuation": "x"})"}),
        "eval: wg.jsonl:2: key 'gold' not found"},
-      {"winogrande", "bad answer", src("wg.jsonl", {R"({"sentence": "a _ b", "option1": "x", "option2": "y", "answer": "x"})"}),
+      {"winogrande", "bad answer",
+       src("wg.jsonl", {R"({"sentence": "a _ b", "option1": "x", "option2": "y", "answer": "x"})"}),
        "eval: wg.jsonl:1: 'answer' must be \"1\" or \"2\", got \"x\""},
-      {"winogrande", "gold out of range", src("wg.jsonl", {"", wg_ok, "", R"({"context_options": ["A", "B"], "continuation": "x", "gold": 2})"}),
+      {"winogrande", "gold out of range",
+       src("wg.jsonl",
+           {"", wg_ok, "", R"({"context_options": ["A", "B"], "continuation": "x", "gold": 2})"}),
        "eval: wg.jsonl:4: gold label 2 out of range for 2 choices"},
       {"winogrande", "not JSON", src("wg.jsonl", {wg_ok, "{\"context_options\": [", wg_ok}),
        "eval: wg.jsonl:2: "},
       {"winogrande", "not an object", src("wg.jsonl", {"[1, 2]"}),
        "eval: wg.jsonl:1: expected a JSON object, got array"},
-      {"winogrande", "wrong type", src("wg.jsonl", {R"({"context_options": ["A", "B"], "continuation": "x", "gold": "0"})"}),
+      {"winogrande", "wrong type",
+       src("wg.jsonl", {R"({"context_options": ["A", "B"], "continuation": "x", "gold": "0"})"}),
        "eval: wg.jsonl:1: 'gold' must be an integer, got \"0\""},
-      {"winogrande", "float gold", src("wg.jsonl", {R"({"context_options": ["A", "B"], "continuation": "x", "gold": 1e300})"}),
+      {"winogrande", "float gold",
+       src("wg.jsonl", {R"({"context_options": ["A", "B"], "continuation": "x", "gold": 1e300})"}),
        "eval: wg.jsonl:1: 'gold' must be an integer, got 1e+300"},
-      {"hellaswag", "text label", src("hs.txt", {"ctx", "0", "a", "b", "c", "d", "ctx", "two", "a", "b", "c", "d"}),
+      {"hellaswag", "text label",
+       src("hs.txt", {"ctx", "0", "a", "b", "c", "d", "ctx", "two", "a", "b", "c", "d"}),
        "eval: hs.txt:8: the label must be an integer, got 'two'"},
       {"hellaswag", "text incomplete", src("hs.txt", {"ctx", "0", "a", "b", "c", "d", "ctx", "1"}),
        "eval: hs.txt:7: an incomplete task"},
-      {"hellaswag", "jsonl label", src("hs.jsonl", {R"({"activity_label": "a", "ctx": "c", "endings": ["x", "y"], "label": "1x"})"}),
+      {"hellaswag", "jsonl label",
+       src("hs.jsonl",
+           {R"({"activity_label": "a", "ctx": "c", "endings": ["x", "y"], "label": "1x"})"}),
        "eval: hs.jsonl:1: 'label' must be an integer, got '1x'"},
-      {"arc_easy", "AI2 answerKey", src("arc.jsonl", {R"({"question": {"stem": "q", "choices": [{"text": "a", "label": "A"}]}, "answerKey": "C"})"}),
+      {"arc_easy", "AI2 answerKey",
+       src("arc.jsonl",
+           {R"({"question": {"stem": "q", "choices": [{"text": "a", "label": "A"}]}, "answerKey": "C"})"}),
        "eval: arc.jsonl:1: answerKey 'C' is not the label of a choice"},
-      {"openbookqa", "choices type", src("obqa.jsonl", {R"({"query": "q", "choices": "abc", "gold": 0})"}),
+      {"openbookqa", "choices type",
+       src("obqa.jsonl", {R"({"query": "q", "choices": "abc", "gold": 0})"}),
        "eval: obqa.jsonl:1: type must be array, but is string"},
       {"piqa", "mosaic missing", src("piqa.jsonl", {R"({"query": "q", "gold": 0})"}),
        "eval: piqa.jsonl:1: key 'choices' not found"},
@@ -87,7 +99,8 @@ TEST_CASE("eval input: every multiple-choice reader names file:line", "[eval][ba
   const McSource short_labels = src("valid-labels.lst", {"0"});
   CHECK(mc_error("piqa", piqa, &short_labels) == "eval: valid-labels.lst has 1 labels for 2 rows");
   // The official ARC key file.
-  const McSource arc = src("arc.jsonl", {R"({"query": "Question: q", "choices": ["a", "b"], "gold": 0})"});
+  const McSource arc =
+      src("arc.jsonl", {R"({"query": "Question: q", "choices": ["a", "b"], "gold": 0})"});
   const McSource keys = src("keys.jsonl", {R"({"id": "x", "answerKey": "?"})"});
   CHECK(mc_error("arc_easy", arc, nullptr, &keys) ==
         "eval: keys.jsonl:1: unexpected answer key '?' (expected A-Z or 1-9)");
@@ -111,8 +124,8 @@ TEST_CASE("eval input: the CLI refuses an empty --data and names the missing def
   CHECK(out == "error: eval: " + dir.path + "/empty.jsonl: no items (empty file?)\n");
   // No ../shared on a user's clone (TDA_EVAL_DATA points the defaults at an empty folder).
   const std::string env = "TDA_EVAL_DATA=" + dir.path + " ";
-  const std::string cmd = env + TDA_BINARY + " eval mc --checkpoint " + dir.path +
-                          "/ckpt --task piqa --quiet 2>&1";
+  const std::string cmd =
+      env + TDA_BINARY + " eval mc --checkpoint " + dir.path + "/ckpt --task piqa --quiet 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
   out.clear();
@@ -120,7 +133,9 @@ TEST_CASE("eval input: the CLI refuses an empty --data and names the missing def
   const int st = ::pclose(p);
   INFO(out);
   CHECK(WEXITSTATUS(st) == 1);
-  CHECK(out.rfind("error: eval: no piqa data at " + dir.path + "/piqa/valid.jsonl: pass --data FILE (", 0) == 0);
+  CHECK(out.rfind(
+            "error: eval: no piqa data at " + dir.path + "/piqa/valid.jsonl: pass --data FILE (",
+            0) == 0);
   CHECK(out.find("valid-labels.lst") != std::string::npos);
   CHECK(std::count(out.begin(), out.end(), '\n') == 1);
 }

@@ -23,7 +23,9 @@ std::string error_of(F&& f) {
   return "(no error)";
 }
 
-std::vector<char> bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
+std::vector<char> bytes(const std::string& s) {
+  return std::vector<char>(s.begin(), s.end());
+}
 
 }  // namespace
 
@@ -35,11 +37,12 @@ TEST_CASE("fuzz regressions: safetensors headers of the wrong shape", "[fuzz][ba
   // was json out_of_range 403 (a missing data_offsets).
   const std::string h = R"({"a": {"dtype": "F32", "shape": [1]}})";
   CHECK(error_of([&] {
-          SafetensorsFile f(bytes(std::string(1, char(h.size())) + std::string(7, '\0') + h + "abcd"),
-                            "f.st");
+          SafetensorsFile f(
+              bytes(std::string(1, char(h.size())) + std::string(7, '\0') + h + "abcd"), "f.st");
         }) == "f.st: tensor 'a': 'data_offsets' is not a list of two non-negative integers");
   // A shape whose element count overflows 64 bits passed the size check by wrapping to 0.
-  const std::string big = R"({"a": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})";
+  const std::string big =
+      R"({"a": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})";
   CHECK(error_of([&] {
           SafetensorsFile f(bytes(std::string(1, char(big.size())) + std::string(7, '\0') + big),
                             "f.st");
@@ -61,15 +64,16 @@ TEST_CASE("fuzz regressions: a config value that is not UTF-8", "[fuzz][badinput
 TEST_CASE("fuzz regressions: numbers beyond double's range", "[fuzz][badinput][config]") {
   // fuzz_config (900 s run), minimised to " 6E333": json::parse throws out_of_range 406, not
   // parse_error, and the loaders caught only the latter.
-  CHECK(error_of([] { parse_config(" 6E333", {}, "f.json"); })
-            .rfind("config: 'f.json' is not valid JSON: ", 0) == 0);
+  CHECK(error_of([] {
+          parse_config(" 6E333", {}, "f.json");
+        }).rfind("config: 'f.json' is not valid JSON: ", 0) == 0);
   // The same number in a --set value is a string there, so the type check names the key.
   CHECK(error_of([] { parse_config("{}", {"optim.lr=1e999"}, "f.json"); }) ==
         "f.json: config key 'optim.lr' must be number, got string (\"1e999\")");
   // fuzz_safetensors (900 s run): the same exception from the header's JSON.
   const std::string h = R"({"a": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 4]}})";
   CHECK(error_of([&] {
-          SafetensorsFile f(bytes(std::string(1, char(h.size())) + std::string(7, '\0') + h + "abcd"),
-                            "f.st");
+          SafetensorsFile f(
+              bytes(std::string(1, char(h.size())) + std::string(7, '\0') + h + "abcd"), "f.st");
         }).rfind("f.st: bad safetensors header: ", 0) == 0);
 }

@@ -24,7 +24,9 @@ using tda::dist_test::slurp;
 
 namespace {
 
-std::string tiny_softmax() { return source_dir() + "/configs/tiny/softmax.json"; }
+std::string tiny_softmax() {
+  return source_dir() + "/configs/tiny/softmax.json";
+}
 
 std::vector<json> records(const std::string& path) {
   std::vector<json> r;
@@ -57,9 +59,8 @@ TEST_CASE("a second interrupt exits at once and non-zero and says so", "[trainin
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
-    execl(TDA_BINARY, TDA_BINARY, "train", "--config", tiny_softmax().c_str(), "--out",
-          run.c_str(), "--set", "train.val_every=0", "--set", "train.total_batch_tokens=4096",
-          (char*)nullptr);
+    execl(TDA_BINARY, TDA_BINARY, "train", "--config", tiny_softmax().c_str(), "--out", run.c_str(),
+          "--set", "train.val_every=0", "--set", "train.total_batch_tokens=4096", (char*)nullptr);
     _exit(127);
   }
   int status = 0;
@@ -83,10 +84,10 @@ TEST_CASE("a second interrupt exits at once and non-zero and says so", "[trainin
 TEST_CASE("resume: metrics.jsonl holds each step once after a resume record", "[training]") {
   REQUIRE(path_exists(source_dir() + "/data/tinyshakespeare/tiny_shakespeare_train.bin"));
   TempDir dir;
-  Config cfg = load_config(tiny_softmax(), {"train.max_steps=5", "train.val_every=2",
-                                            "train.val_batches=1", "train.micro_batch=2",
-                                            "train.total_batch_tokens=256",
-                                            "train.checkpoint_every=2", "train.keep_checkpoints=5"});
+  Config cfg =
+      load_config(tiny_softmax(), {"train.max_steps=5", "train.val_every=2", "train.val_batches=1",
+                                   "train.micro_batch=2", "train.total_batch_tokens=256",
+                                   "train.checkpoint_every=2", "train.keep_checkpoints=5"});
   {
     TrainOptions to;
     to.out_dir = dir.path;
@@ -121,7 +122,8 @@ TEST_CASE("resume: metrics.jsonl holds each step once after a resume record", "[
     if (type == "resume") {
       ++resumes;
       CHECK(step == 2);
-      CHECK(r.at("checkpoint").get<std::string>().find(checkpoint_dir_name(2)) != std::string::npos);
+      CHECK(r.at("checkpoint").get<std::string>().find(checkpoint_dir_name(2)) !=
+            std::string::npos);
       CHECK(r.at("superseded") == 8);  // train 3-5, val 2, 4 and 5, checkpoints 4 and 5
     }
   }
@@ -155,16 +157,16 @@ TEST_CASE("the README's --procs 2 command trains as written and piped logs carry
   if (k != std::string::npos) args.replace(k, 1, " " + source_dir() + "/");
   std::string out;
   // run_tda pipes the output: spdlog must not colour it, on the launcher or on the ranks.
-  const int rc = run_tda(args + " --steps 2 --out " + dir.path + "/run --set train.val_every=0", &out);
+  const int rc =
+      run_tda(args + " --steps 2 --out " + dir.path + "/run --set train.val_every=0", &out);
   INFO(args << "\n" << out);
   CHECK(rc == 0);
   CHECK(out.find('\033') == std::string::npos);
   CHECK(!latest_checkpoint(dir.path + "/run").empty());
   // A batch that does not split over the ranks: refused before any worker starts, with the
   // micro-batch that works, and no claim about checkpoints that were never written.
-  const int bad = run_tda("train --config " + tiny_softmax() + " --procs 2 --steps 1 --out " +
-                              dir.path + "/bad",
-                          &out);
+  const int bad = run_tda(
+      "train --config " + tiny_softmax() + " --procs 2 --steps 1 --out " + dir.path + "/bad", &out);
   CHECK(bad != 0);
   CHECK(out ==
         "error: train.total_batch_tokens (1024) must be a multiple of micro_batch*seq_len*ranks "

@@ -11,10 +11,10 @@
 // says why and returns: ctest reports it as "Skipped", not "Passed", through the
 // SKIP_REGULAR_EXPRESSION set on the discovered tests (CMakeLists.txt). Only for skipping a
 // whole test case: a skip after a failed check would hide the failure.
-#define TDA_SKIP(why)                 \
-  do {                                \
-    WARN("TDA_SKIPPED: " << why);     \
-    return;                           \
+#define TDA_SKIP(why)             \
+  do {                            \
+    WARN("TDA_SKIPPED: " << why); \
+    return;                       \
   } while (0)
 
 namespace tda {

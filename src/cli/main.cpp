@@ -1,14 +1,13 @@
 // tda: one binary, one subcommand per file in this folder. Errors a user can fix are reported
 // as a single line on stderr with a non-zero exit.
+#include <spdlog/sinks/ansicolor_sink.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
-
-#include <spdlog/sinks/ansicolor_sink.h>
-#include <spdlog/spdlog.h>
 
 #include "cli/command.h"
 #include "core/error.h"

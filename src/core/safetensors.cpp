@@ -79,7 +79,11 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, const std::string& pat
     const json& e = it.value();
     TDA_CHECK(e.is_object(), where + ": entry is not an object");
     const json dtype = e.value("dtype", json());
-    TDA_CHECK(dtype == "F32", where + " has dtype " + (dtype.is_string() ? dtype.get<std::string>() : dtype.dump(-1, ' ', false, json::error_handler_t::replace)) + ", expected F32");
+    TDA_CHECK(dtype == "F32",
+              where + " has dtype " +
+                  (dtype.is_string() ? dtype.get<std::string>()
+                                     : dtype.dump(-1, ' ', false, json::error_handler_t::replace)) +
+                  ", expected F32");
     const json shape = e.value("shape", json());
     const json off = e.value("data_offsets", json());
     TDA_CHECK(shape.is_array(), where + ": 'shape' is not a list");
@@ -89,7 +93,9 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, const std::string& pat
     Entry en;
     uint64_t n = 1;
     for (const auto& d : shape) {
-      TDA_CHECK(d.is_number_unsigned(), where + ": 'shape' holds " + d.dump(-1, ' ', false, json::error_handler_t::replace) + ", not a size");
+      TDA_CHECK(d.is_number_unsigned(), where + ": 'shape' holds " +
+                                            d.dump(-1, ' ', false, json::error_handler_t::replace) +
+                                            ", not a size");
       const uint64_t x = d.get<uint64_t>();
       TDA_CHECK(x <= uint64_t(INT64_MAX) && !__builtin_mul_overflow(n, x, &n),
                 where + ": 'shape' is too large");

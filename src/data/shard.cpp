@@ -40,8 +40,9 @@ std::vector<uint16_t> parse_shard(const char* data, size_t size, const std::stri
   std::vector<uint16_t> tokens(n);
   if (n) std::memcpy(tokens.data(), data + kShardHeaderBytes, 2 * n);
   for (size_t i = 0; i < n; ++i)
-    TDA_CHECK(tokens[i] < vocab_size, path + ": token id " + std::to_string(tokens[i]) + " >= vocab " +
-                                          std::to_string(vocab_size) + " at offset " +
+    TDA_CHECK(tokens[i] < vocab_size, path + ": token id " + std::to_string(tokens[i]) +
+                                          " >= vocab " + std::to_string(vocab_size) +
+                                          " at offset " +
                                           std::to_string(kShardHeaderBytes + 2 * i));
   return tokens;
 }

@@ -162,8 +162,7 @@ int launch_gpu_workers(const LaunchOptions& opt) {
     why = "interrupted twice: workers stopped without a final checkpoint";
   remove_tree(opt.worker_dir);
   if (why.empty()) return 0;
-  throw Error(why + "; all " + std::to_string(n) +
-              " workers were stopped");
+  throw Error(why + "; all " + std::to_string(n) + " workers were stopped");
 }
 
 }  // namespace tda

@@ -217,8 +217,7 @@ int launch_workers(const LaunchOptions& opt) {
   remove_tree(opt.worker_dir);
   if (why.empty() && st == 0) return 0;
   if (why.empty()) why = describe_status(st);
-  throw Error(why + "; all " + std::to_string(opt.procs) +
-              " workers were stopped");
+  throw Error(why + "; all " + std::to_string(opt.procs) + " workers were stopped");
 }
 
 LauncherSignals::LauncherSignals() {

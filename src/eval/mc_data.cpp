@@ -3,8 +3,8 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -225,9 +225,11 @@ McDataset parse_hellaswag(const McSource& src) {
                                         py_capitalize(j.at("ctx_b").get<std::string>())
                                   : j.at("ctx").get<std::string>();
       std::vector<std::string> ends;
-      for (const auto& e : j.at("endings")) ends.push_back(hellaswag_preprocess(e.get<std::string>()));
+      for (const auto& e : j.at("endings"))
+        ends.push_back(hellaswag_preprocess(e.get<std::string>()));
       const json& lab = j.at("label");
-      const int gold = lab.is_string() ? parse_int(lab.get<std::string>(), "'label'") : int_field(j, "label");
+      const int gold =
+          lab.is_string() ? parse_int(lab.get<std::string>(), "'label'") : int_field(j, "label");
       d.items.push_back(shared_context(
           hellaswag_preprocess(j.at("activity_label").get<std::string>() + ": " + ctx), ends,
           gold));
@@ -281,9 +283,8 @@ void apply_arc_fix(McDataset& d, const McSource& key_src) {
   for (size_t i = 0; i < d.items.size(); ++i) {
     McItem& it = d.items[i];
     int idx = 0;
-    at_line(key_src.path, keys[i].line, [&] {
-      idx = letter_index(strip(keys[i].j.at("answerKey").get<std::string>()));
-    });
+    at_line(key_src.path, keys[i].line,
+            [&] { idx = letter_index(strip(keys[i].j.at("answerKey").get<std::string>())); });
     bool changed = false;
     for (size_t k = 1; k < it.choices.size(); ++k)
       if (it.choices[k].continuation == it.choices[0].continuation) {
@@ -331,7 +332,8 @@ McDataset parse_piqa(const McSource& src, const McSource* labels) {
           gold = int_field(j, "label");
         } else {
           TDA_CHECK(i < lab.size(), "a row without a label (the first row has 'label')");
-          at_line(labels->path, lab[i].second, [&] { gold = parse_int(lab[i].first, "the label"); });
+          at_line(labels->path, lab[i].second,
+                  [&] { gold = parse_int(lab[i].first, "the label"); });
         }
         d.items.push_back(shared_context(
             arc_context(j.at("goal").get<std::string>()),
@@ -409,13 +411,14 @@ const std::vector<std::string>& mc_tasks() {
 }
 
 std::string mc_data_hint(const std::string& task) {
-  if (task == "hellaswag")
-    return "rowanz/hellaswag's hellaswag_val.jsonl, or the 6-line text form";
+  if (task == "hellaswag") return "rowanz/hellaswag's hellaswag_val.jsonl, or the 6-line text form";
   if (task == "arc_easy" || task == "arc_challenge")
     return "AI2's ARC-" + std::string(task == "arc_easy" ? "Easy" : "Challenge") +
            "-Test.jsonl, or MosaicML llm-foundry's " + task + ".jsonl";
-  if (task == "openbookqa") return "AI2's OpenBookQA Main test.jsonl, or MosaicML's openbook_qa.jsonl";
-  if (task == "piqa") return "PIQA's valid.jsonl with valid-labels.lst beside it, or MosaicML's piqa.jsonl";
+  if (task == "openbookqa")
+    return "AI2's OpenBookQA Main test.jsonl, or MosaicML's openbook_qa.jsonl";
+  if (task == "piqa")
+    return "PIQA's valid.jsonl with valid-labels.lst beside it, or MosaicML's piqa.jsonl";
   if (task == "winogrande") return "WinoGrande 1.1's dev.jsonl, or MosaicML's winogrande.jsonl";
   return "";
 }

@@ -1,9 +1,9 @@
 #include "train/trainer.h"
 
 #include <cblas.h>
-#include <unistd.h>
 #include <omp.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -86,9 +86,9 @@ int grad_accum_steps(const Config& cfg, int ranks) {
           std::to_string(t.total_batch_tokens) + " tokens";
   }
   throw Error("train.total_batch_tokens (" + std::to_string(t.total_batch_tokens) +
-              ") must be a multiple of micro_batch*seq_len*ranks (" + std::to_string(t.micro_batch) +
-              "*" + std::to_string(cfg.model.seq_len) + "*" + std::to_string(ranks) + " = " +
-              std::to_string(per_micro) + ")" + fix);
+              ") must be a multiple of micro_batch*seq_len*ranks (" +
+              std::to_string(t.micro_batch) + "*" + std::to_string(cfg.model.seq_len) + "*" +
+              std::to_string(ranks) + " = " + std::to_string(per_micro) + ")" + fix);
 }
 
 Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::move(opt)) {

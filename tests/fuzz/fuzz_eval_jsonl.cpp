@@ -38,8 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const tda::McSource d{pick == 6 ? "fuzz.txt" : "fuzz.jsonl", lines(first)};
       const tda::McSource extra{"fuzz-2.jsonl", lines(second)};
       const bool with_extra = !second.empty();
-      const tda::McDataset ds = tda::parse_mc(task, d, with_extra ? &extra : nullptr,
-                                              with_extra ? &extra : nullptr);
+      const tda::McDataset ds =
+          tda::parse_mc(task, d, with_extra ? &extra : nullptr, with_extra ? &extra : nullptr);
       for (const auto& it : ds.items)  // parse_mc promised a gold index inside the choices
         if (!it.excluded && (it.gold < 0 || it.gold >= int(it.choices.size()))) __builtin_trap();
     } else {

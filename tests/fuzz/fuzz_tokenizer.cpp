@@ -13,7 +13,8 @@ namespace {
 
 const tda::Gpt2Tokenizer& tok() {
   // Read once, from the repository (reading is fine: the targets write nothing).
-  static const tda::Gpt2Tokenizer t = tda::Gpt2Tokenizer::load(TDA_SOURCE_DIR "/data/gpt2_tokenizer");
+  static const tda::Gpt2Tokenizer t =
+      tda::Gpt2Tokenizer::load(TDA_SOURCE_DIR "/data/gpt2_tokenizer");
   return t;
 }
 
