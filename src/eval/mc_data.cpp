@@ -434,6 +434,10 @@ std::string mc_default_path(const std::string& task) {
               "' (hellaswag, arc_easy, arc_challenge, openbookqa, piqa, winogrande)");
 }
 
+McSource mc_source(const std::string& path, const std::string& text) {
+  return McSource{path, split_lines(text)};
+}
+
 McDataset parse_mc(const std::string& task, const McSource& data, const McSource* labels,
                    const McSource* arc_keys) {
   mc_default_path(task);  // validates the task name

@@ -46,6 +46,9 @@ struct McSource {
   std::vector<std::string> lines;
 };
 
+// A file's text as an McSource (split at '\n', a trailing '\r' dropped).
+McSource mc_source(const std::string& path, const std::string& text);
+
 const std::vector<std::string>& mc_tasks();
 std::string mc_default_path(const std::string& task);
 // Where a task's data comes from, in a few words (for the "no data" message).

@@ -9,22 +9,6 @@
 #include "eval/scrolls_data.h"
 #include "fuzz_util.h"
 
-namespace {
-
-std::vector<std::string> lines(const std::string& s) {
-  std::vector<std::string> r;
-  size_t b = 0;
-  while (b < s.size()) {
-    size_t e = s.find('\n', b);
-    if (e == std::string::npos) e = s.size();
-    r.push_back(s.substr(b, e - b));
-    b = e + 1;
-  }
-  return r;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string in(reinterpret_cast<const char*>(data) + 1, size - 1);
@@ -35,8 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (pick < 7) {
       // 6: HellaSwag's 6-line text form (chosen by the file name)
       const std::string task = pick == 6 ? "hellaswag" : tda::mc_tasks()[pick];
-      const tda::McSource d{pick == 6 ? "fuzz.txt" : "fuzz.jsonl", lines(first)};
-      const tda::McSource extra{"fuzz-2.jsonl", lines(second)};
+      const tda::McSource d = tda::mc_source(pick == 6 ? "fuzz.txt" : "fuzz.jsonl", first);
+      const tda::McSource extra = tda::mc_source("fuzz-2.jsonl", second);
       const bool with_extra = !second.empty();
       const tda::McDataset ds =
           tda::parse_mc(task, d, with_extra ? &extra : nullptr, with_extra ? &extra : nullptr);
