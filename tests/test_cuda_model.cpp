@@ -23,7 +23,7 @@ Run train(Ops& ops, const Config& cfg, int steps, int B, int T) {
   GPT2 model(cfg.model, cfg.attention, ops);
   model.init_weights(1337);
   model.set_batch(B, T);
-  const size_t P = model.num_params();
+  const size_t P = model.flat_size();
   DeviceArray<float> m(ops, P), v(ops, P);
   ops.zero(m.data(), P);
   ops.zero(v.data(), P);
@@ -41,10 +41,12 @@ Run train(Ops& ops, const Config& cfg, int steps, int B, int T) {
     r.norms.push_back(norm);
     if (o.grad_clip > 0 && norm > o.grad_clip)
       ops.scale(model.grads(), P, float(o.grad_clip / (norm + 1e-6)));
-    for (const auto& t : model.tensors())
-      ops.adamw(model.params() + t.offset, model.grads() + t.offset, m.data() + t.offset,
-                v.data() + t.offset, t.numel, float(o.lr), float(o.beta1), float(o.beta2),
-                float(o.eps), t.decay ? float(o.weight_decay) : 0.f, step + 1);
+    model.update_params([&](float* params) {
+      for (const auto& t : model.tensors())
+        ops.adamw(params + t.offset, model.grads() + t.offset, m.data() + t.offset,
+                  v.data() + t.offset, t.numel, float(o.lr), float(o.beta1), float(o.beta2),
+                  float(o.eps), t.decay ? float(o.weight_decay) : 0.f, step + 1);
+    });
   }
   r.params = model.params_to_host();
   return r;

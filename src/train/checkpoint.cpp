@@ -78,7 +78,7 @@ TrainState read_checkpoint_state(const std::string& dir) {
 TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float* v) {
   TrainState st = read_checkpoint_state(dir);
   SafetensorsFile mf(dir + "/model.safetensors");
-  std::vector<float> params(model.num_params());
+  std::vector<float> params(model.flat_size(), 0.f);
   for (const auto& t : model.tensors()) mf.read_into(t.name, t.shape, params.data() + t.offset);
   model.params_from_host(params.data());
   if (m && v) {
@@ -110,7 +110,7 @@ std::string load_weights_strict(const std::string& path, GPT2& model) {
     TDA_CHECK(known, "train.init_from: " + file + " holds tensor '" + name +
                          "' that this model does not have (another attention kind or n_layer?)");
   }
-  std::vector<float> params(model.num_params());  // host copy, uploaded to the backend
+  std::vector<float> params(model.flat_size(), 0.f);  // host copy, uploaded to the backend
   for (const auto& t : model.tensors()) {
     try {
       mf.read_into(t.name, t.shape, params.data() + t.offset);

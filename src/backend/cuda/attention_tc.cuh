@@ -15,6 +15,7 @@
 
 #include "attention/policies.h"
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/grid.h"
 #include "backend/cuda/mma.h"
 #include "backend/ops.h"
 
@@ -202,6 +203,17 @@ inline int max_head_dim(const AttnArgs& a) {
 
 inline size_t qk_stride(const AttnArgs& a) {
   return a.qk_bh_stride ? a.qk_bh_stride : size_t(a.T) * a.Dqk;
+}
+
+// The tiled kernels' grid: one block per ((b, h), tile of kTile rows), flattened into x (grid.h).
+inline dim3 tile_grid(const AttnArgs& a, const char* what) {
+  return attention_tile_grid(a.T, size_t(a.B) * size_t(a.H), kTile, what);
+}
+// This block's (b*H + h) and first row (query rows for forward/dq, keys for dk/dv).
+__device__ inline void block_tile(int T, size_t* bh, int* r0) {
+  const unsigned tiles = unsigned((T + kTile - 1) / kTile);
+  *bh = blockIdx.x / tiles;
+  *r0 = int(blockIdx.x % tiles) * kTile;
 }
 
 }  // namespace tda::cuda::fa

@@ -1,0 +1,31 @@
+// Launch shapes of the kernels whose grids grow with the batch: a micro-batch may hold up to
+// B*T = 2^22 tokens, and a grid may have at most 2^31 - 1 blocks in x but only 65,535 in y and z.
+// So a dimension that grows with B, T, H or N goes to x, and what stays small (column blocks of
+// C) to y. Host-only arithmetic, apart from the kernels, so tests can check the shapes at sizes
+// no emulated run reaches (tests/test_cuda_grid.cpp).
+#pragma once
+#include <cstddef>
+
+#include "backend/cuda/runtime.h"
+
+namespace tda::cuda {
+
+constexpr size_t kMaxGridX = 2147483647u;  // 2^31 - 1
+constexpr size_t kMaxGridYZ = 65535u;
+
+inline bool grid_fits(dim3 g) {
+  return g.x >= 1 && g.x <= kMaxGridX && g.y >= 1 && g.y <= kMaxGridYZ && g.z >= 1 &&
+         g.z <= kMaxGridYZ;
+}
+
+// Two-stage column reductions over rows (RMSNorm's dw, the ReLA norm's dgamma/dw): one block
+// per (chunk of rows, block of `threads` columns), chunks on x. Throws tda::Error when even x
+// cannot hold the chunks.
+dim3 chunk_column_grid(size_t chunks, size_t C, int threads, const char* what);
+
+// Tiled attention kernels: one block per (b*h, tile of `tile` rows), flattened into x with the
+// tile fastest (the block order a (tiles, B*H) grid had): B*H exceeds 65,535 at 2^22 tokens
+// when T is short. Kernels recover the pair with attention_block_tile (attention_tc.cuh).
+dim3 attention_tile_grid(int T, size_t BH, int tile, const char* what);
+
+}  // namespace tda::cuda
