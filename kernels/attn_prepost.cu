@@ -332,20 +332,28 @@ size_t rela_norm_backward_scratch(int N, int C, int chunk_rows) {
 
 void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,
                         const float* r, const float* mu, const float* gamma, const float* w, int N,
-                        int C, bool center, float* scratch, int chunk_rows) {
+                        int C, bool center, float* scratch) {
   if (N == 0) return;
   check(launch(rela_norm_backward_du_kernel, dim3(unsigned(N)), dim3(kNormThreads), 0, stream(), du,
                dy, u, r, mu, gamma, w, C, center),
         "rela_norm_backward_du");
+  rela_norm_backward_dparams(dgamma, dw, dy, u, r, mu, gamma, w, N, C, scratch);
+}
+
+void rela_norm_backward_dparams(float* dgamma, float* dw, const float* dy, const float* u,
+                                const float* r, const float* mu, const float* gamma,
+                                const float* w, int N, int C, float* scratch, int chunk_rows) {
+  if (N == 0) return;
   // Chunks on x (grid.h): N = B*T tokens, 131,072 chunks of 32 at 2^22 (grid.y stops at 65,535).
   const int chunks = chunks_of(N, chunk_rows);
+  const int threads = column_threads(size_t(C), kNormThreads);
   const dim3 grid =
-      chunk_column_grid(size_t(chunks), size_t(C), kNormThreads, "rela_norm_dparam_partial");
-  check(launch(rela_norm_dparam_partial_kernel, grid, dim3(kNormThreads), 0, stream(), scratch, dy,
-               u, r, mu, gamma, w, N, C, chunk_rows),
+      chunk_column_grid(size_t(chunks), size_t(C), threads, "rela_norm_dparam_partial");
+  check(launch(rela_norm_dparam_partial_kernel, grid, dim3(threads), 0, stream(), scratch, dy, u,
+               r, mu, gamma, w, N, C, chunk_rows),
         "rela_norm_dparam_partial");
-  check(launch(rela_norm_dparam_sum_kernel, dim3(grid.y), dim3(kNormThreads), 0, stream(), dgamma,
-               dw, static_cast<const float*>(scratch), chunks, C),
+  check(launch(rela_norm_dparam_sum_kernel, dim3(grid.y), dim3(threads), 0, stream(), dgamma, dw,
+               static_cast<const float*>(scratch), chunks, C),
         "rela_norm_dparam_sum");
 }
 

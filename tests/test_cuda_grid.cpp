@@ -79,45 +79,42 @@ TEST_CASE("cuda grids: the attention kernels' flattened grid visits every (b*h, 
   CHECK(seen.size() == g.x);
 }
 
-TEST_CASE("cuda grids: RMSNorm and ReLA-norm backward past 65,535 row chunks match the CPU",
+TEST_CASE("cuda grids: RMSNorm dw and ReLA-norm dgamma/dw past 65,535 row chunks match the CPU",
           "[cuda][grid][emu]") {
   // Chunks of one row make N = 65,600 rows 65,600 chunks (the default 32-row chunks reach that at
-  // N = 2.1M, too slow to emulate). C = 5: a partial column block. Both sides fp32; the CUDA dw
-  // sums chunk partials in order, so the error is a few ulps of the scale (the 1e-5 of
+  // N = 2.1M, too slow to emulate); the reduction stages run alone (their row-wise dx/du kernels
+  // put rows on x and are unchanged). C = 5: one partial warp of columns. Both sides fp32; the
+  // CUDA side sums chunk partials in order, so the error is a few ulps of the scale (the 1e-5 of
   // test_cuda_prepost.cpp).
   CpuOps cpu;
   CudaOps gpu;
   const int N = 65600, C = 5, kChunk = 1;
   REQUIRE(N / kChunk > 65535);
-  auto x = rnd(size_t(N) * C, 1), dy = rnd(size_t(N) * C, 2), w = rnd(C, 3, 0.5f, 1.5f);
+  const auto x = rnd(size_t(N) * C, 1), dy = rnd(size_t(N) * C, 2), w = rnd(C, 3, 0.5f, 1.5f);
+  const DeviceBuffer<float> gx(x), gdy(dy);
   {
     std::vector<float> y(x.size()), rstd(N), dx(x.size(), 0.f), dw(C, 0.f);
     cpu.rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
     cpu.rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C);
-    DeviceBuffer<float> gx(x), gdy(dy), gw(w), grstd(rstd), gdx(std::vector<float>(x.size(), 0.f)),
-        gdw(std::vector<float>(C, 0.f)), scratch(cuda::rmsnorm_backward_scratch(N, C, kChunk));
-    cuda::rmsnorm_backward(gdx.get(), gdw.get(), gdy.get(), gx.get(), gw.get(), grstd.get(), N, C,
-                           scratch.get(), kChunk);
-    CHECK(rel_err(gdx.to_host(), dx) < 1e-5);
+    DeviceBuffer<float> grstd(rstd), gdw(std::vector<float>(C, 0.f)),
+        scratch(cuda::rmsnorm_backward_scratch(N, C, kChunk));
+    cuda::rmsnorm_backward_dw(gdw.get(), gdy.get(), gx.get(), grstd.get(), N, C, scratch.get(),
+                              kChunk);
     CHECK(rel_err(gdw.to_host(), dw) < 1e-5);
   }
-  for (bool center : {false, true}) {
-    INFO("center " << center);
+  {
+    // The gated norm: both dgamma and dw (the centred one shares the kernels, without dw).
     const auto gamma = rnd(C, 4, 0.5f, 1.5f), gate = rnd(C, 5);
-    const float* wg = center ? nullptr : gate.data();
     std::vector<float> y(x.size()), r(N), mu(N), du(x.size()), dgamma(C, 0.f), dgw(C, 0.f);
-    cpu.rela_norm_forward(y.data(), r.data(), mu.data(), x.data(), gamma.data(), wg, N, C, 1e-5f,
-                          center);
-    cpu.rela_norm_backward(du.data(), dgamma.data(), center ? nullptr : dgw.data(), dy.data(),
-                           x.data(), r.data(), mu.data(), gamma.data(), wg, N, C, center);
-    DeviceBuffer<float> gx(x), gdy(dy), gr(r), gmu(mu), ggamma(gamma), ggate(gate), gdu(x.size()),
-        gdg(std::vector<float>(C, 0.f)), gdw(std::vector<float>(C, 0.f)),
-        scratch(cuda::rela_norm_backward_scratch(N, C, kChunk));
-    cuda::rela_norm_backward(gdu.get(), gdg.get(), center ? nullptr : gdw.get(), gdy.get(), gx.get(),
-                             gr.get(), gmu.get(), ggamma.get(), center ? nullptr : ggate.get(), N,
-                             C, center, scratch.get(), kChunk);
-    CHECK(rel_err(gdu.to_host(), du) < 1e-5);
+    cpu.rela_norm_forward(y.data(), r.data(), mu.data(), x.data(), gamma.data(), gate.data(), N, C,
+                          1e-5f, false);
+    cpu.rela_norm_backward(du.data(), dgamma.data(), dgw.data(), dy.data(), x.data(), r.data(),
+                           mu.data(), gamma.data(), gate.data(), N, C, false);
+    DeviceBuffer<float> gr(r), gmu(mu), ggamma(gamma), ggate(gate), gdg(std::vector<float>(C, 0.f)),
+        gdw(std::vector<float>(C, 0.f)), scratch(cuda::rela_norm_backward_scratch(N, C, kChunk));
+    cuda::rela_norm_backward_dparams(gdg.get(), gdw.get(), gdy.get(), gx.get(), gr.get(), gmu.get(),
+                                     ggamma.get(), ggate.get(), N, C, scratch.get(), kChunk);
     CHECK(rel_err(gdg.to_host(), dgamma) < 1e-5);
-    if (!center) CHECK(rel_err(gdw.to_host(), dgw) < 1e-5);
+    CHECK(rel_err(gdw.to_host(), dgw) < 1e-5);
   }
 }

@@ -18,6 +18,13 @@ inline bool grid_fits(dim3 g) {
          g.z <= kMaxGridYZ;
 }
 
+// Threads per block of a kernel with one thread per column: up to max_threads, but no whole warp
+// idle when C is small (the head norms' C = 64).
+inline int column_threads(size_t C, int max_threads) {
+  const size_t warps = C > 32 ? (C + 31) / 32 : 1;
+  return int(warps * 32 < size_t(max_threads) ? warps * 32 : size_t(max_threads));
+}
+
 // Two-stage column reductions over rows (RMSNorm's dw, the ReLA norm's dgamma/dw): one block
 // per (chunk of rows, block of `threads` columns), chunks on x. Throws tda::Error when even x
 // cannot hold the chunks.
