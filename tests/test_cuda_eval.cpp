@@ -1,5 +1,6 @@
-// Evaluation on the CUDA backend (`--device cuda`, here the SIMT emulator) against the CPU: one
-// tiny GPT-2-vocabulary checkpoint per mechanism, loaded by load_model_for_eval on each backend,
+// Evaluation on the CUDA backend (`--device cuda`, here the SIMT emulator) against the CPU: tiny
+// GPT-2-vocabulary checkpoints (tda: thresholds and odd-sized extras; diff_softmax: two views),
+// loaded by load_model_for_eval on each backend,
 // through every evaluation that runs a model: multiple choice, passkey (KV-cache greedy
 // decoding), sampling and the attention diagnostics. The CUDA side runs with the host-access
 // guard on, so none of these paths touches device memory from the host.
@@ -65,7 +66,7 @@ TEST_CASE("cuda eval: mc scores and choices on the CUDA backend equal the CPU's,
   McRunOptions ro;
   ro.progress = false;
   ro.batch_tokens = 64;  // several batches of several rows
-  for (const std::string kind : {"softmax", "tda"}) {
+  for (const std::string kind : {"tda"}) {
     INFO(kind);
     const std::string ckpt = checkpoint(dir, kind);
     LoadedModel cpu = load_model_for_eval(ckpt);
@@ -104,7 +105,7 @@ TEST_CASE("cuda eval: greedy sampling and passkey answers on the CUDA backend eq
   so.temperature = 0.0;  // greedy
   so.max_new_tokens = 12;
   const std::vector<int32_t> prompt = tokenizer().encode("The grass is green. The sky is");
-  for (const std::string kind : {"softmax", "tda"}) {
+  for (const std::string kind : {"tda"}) {  // softmax: test_kv_cache.cpp's CUDA case
     INFO(kind);
     const std::string ckpt = checkpoint(dir, kind);
     LoadedModel cpu = load_model_for_eval(ckpt);
@@ -132,7 +133,7 @@ TEST_CASE("cuda eval: attention diagnostics with the forward on the CUDA backend
   const auto probe = [](Ops& backend) -> std::unique_ptr<Ops> {
     return std::make_unique<ProbeOps>(backend);
   };
-  for (const std::string kind : {"softmax", "tda", "diff_softmax"}) {
+  for (const std::string kind : {"tda", "diff_softmax"}) {  // one and two views
     INFO(kind);
     const std::string ckpt = checkpoint(dir, kind);
     LoadedModel cpu = load_model_for_eval(ckpt, {}, probe);
@@ -143,17 +144,27 @@ TEST_CASE("cuda eval: attention diagnostics with the forward on the CUDA backend
     CHECK(got["tiles"]["total"] == want["tiles"]["total"]);
     CHECK(got["tiles"]["skipped"] == want["tiles"]["skipped"]);
     REQUIRE(got["layers"].size() == want["layers"].size());
-    // Maps rebuilt in fp32 from q, k that the two backends computed with fp32 GEMMs and their own
-    // pre/post kernels (a few ulps apart): statistics within 1e-3; zero counts (sparsity,
-    // survivors) equal unless a score lies within rounding of its threshold.
+    // Maps rebuilt in fp32 on the host from each backend's q, k. Layer 0's come from fp32 GEMMs
+    // and the pre/post kernels only (ulps apart): statistics within 1e-3. Later layers see the
+    // earlier layers' attention output, which the CUDA kernels compute from bf16 tensor-core
+    // products in both dtypes (docs/cuda.md; observed 2e-3 on max |A|): 1e-2 relative, and the
+    // zero counts (sparsity, dead rows, survivors per row) may differ where a score lies within
+    // that of its threshold: 1% of the pairs (observed: one pair of 930).
     for (size_t l = 0; l < want["layers"].size(); ++l)
       for (const auto& view : want["views"]) {
         const json& w = want["layers"][l][view.get<std::string>()];
         const json& g = got["layers"][l][view.get<std::string>()];
         for (const auto& [key, value] : w.items()) {
           INFO("layer " << l << " " << view << " " << key << ": " << g[key] << " vs " << value);
-          CHECK(std::fabs(g[key].get<double>() - value.get<double>()) <=
-                1e-3 * std::max(1.0, std::fabs(value.get<double>())));
+          const double a = g[key].get<double>(), b = value.get<double>();
+          if (l == 0)
+            CHECK(std::fabs(a - b) <= 1e-3 * std::max(1.0, std::fabs(b)));
+          else if (key == "mean_survivors")
+            CHECK(std::fabs(a - b) <= 0.01 * double(tokens.size()));
+          else if (key == "sparsity" || key == "dead_rows")
+            CHECK(std::fabs(a - b) <= 0.01);
+          else
+            CHECK(std::fabs(a - b) <= 1e-2 * std::max(1.0, std::fabs(b)));
         }
       }
   }
