@@ -244,7 +244,8 @@ void launch_forward(const AttnArgs& a) {
   auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_forward smem");
-  check(launch(kernel, tile_grid(a, "attention_forward"), dim3(kThreads), smem, stream(), a, qk_stride(a)),
+  check(launch(kernel, tile_grid(a, "attention_forward"), dim3(kThreads), smem, stream(), a,
+               qk_stride(a)),
         "attention_forward");
 }
 

@@ -341,16 +341,16 @@ void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, co
 }
 
 void rela_norm_backward_dparams(float* dgamma, float* dw, const float* dy, const float* u,
-                                const float* r, const float* mu, const float* gamma,
-                                const float* w, int N, int C, float* scratch, int chunk_rows) {
+                                const float* r, const float* mu, const float* gamma, const float* w,
+                                int N, int C, float* scratch, int chunk_rows) {
   if (N == 0) return;
   // Chunks on x (grid.h): N = B*T tokens, 131,072 chunks of 32 at 2^22 (grid.y stops at 65,535).
   const int chunks = chunks_of(N, chunk_rows);
   const int threads = column_threads(size_t(C), kNormThreads);
   const dim3 grid =
       chunk_column_grid(size_t(chunks), size_t(C), threads, "rela_norm_dparam_partial");
-  check(launch(rela_norm_dparam_partial_kernel, grid, dim3(threads), 0, stream(), scratch, dy, u,
-               r, mu, gamma, w, N, C, chunk_rows),
+  check(launch(rela_norm_dparam_partial_kernel, grid, dim3(threads), 0, stream(), scratch, dy, u, r,
+               mu, gamma, w, N, C, chunk_rows),
         "rela_norm_dparam_partial");
   check(launch(rela_norm_dparam_sum_kernel, dim3(grid.y), dim3(threads), 0, stream(), dgamma, dw,
                static_cast<const float*>(scratch), chunks, C),

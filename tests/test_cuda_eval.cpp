@@ -127,9 +127,9 @@ TEST_CASE("cuda eval: greedy sampling and passkey answers on the CUDA backend eq
 TEST_CASE("cuda eval: attention diagnostics with the forward on the CUDA backend equal the CPU's",
           "[cuda][emu][eval][diag]") {
   TempDir dir;
-  const std::vector<int32_t> tokens =
-      tokenizer().encode("There is an important info hidden inside a lot of irrelevant text. "
-                         "Find it and memorize them. The grass is green. The sky is blue.");
+  const std::vector<int32_t> tokens = tokenizer().encode(
+      "There is an important info hidden inside a lot of irrelevant text. "
+      "Find it and memorize them. The grass is green. The sky is blue.");
   const auto probe = [](Ops& backend) -> std::unique_ptr<Ops> {
     return std::make_unique<ProbeOps>(backend);
   };
@@ -137,10 +137,12 @@ TEST_CASE("cuda eval: attention diagnostics with the forward on the CUDA backend
     INFO(kind);
     const std::string ckpt = checkpoint(dir, kind);
     LoadedModel cpu = load_model_for_eval(ckpt, {}, probe);
-    const json want = run_diagnostics(*cpu.model, static_cast<ProbeOps&>(*cpu.decorator), tokens, {});
+    const json want =
+        run_diagnostics(*cpu.model, static_cast<ProbeOps&>(*cpu.decorator), tokens, {});
     HostAccessGuard guard;
     LoadedModel gpu = load_model_for_eval(ckpt, {"cuda", "fp32"}, probe);
-    const json got = run_diagnostics(*gpu.model, static_cast<ProbeOps&>(*gpu.decorator), tokens, {});
+    const json got =
+        run_diagnostics(*gpu.model, static_cast<ProbeOps&>(*gpu.decorator), tokens, {});
     CHECK(got["tiles"]["total"] == want["tiles"]["total"]);
     CHECK(got["tiles"]["skipped"] == want["tiles"]["skipped"]);
     REQUIRE(got["layers"].size() == want["layers"].size());

@@ -44,9 +44,8 @@ TEST_CASE("cuda grids: batch-sized launches fit the device limits at 2^22 tokens
     CHECK_FALSE(cuda::grid_fits(dim3(g.y, unsigned(chunks))));
   }
   // Attention: long T with few heads, short T with many sequences (B*H past 65,535).
-  for (const auto& [T, BH] : {std::pair<int, size_t>{int(kTokens), 12},
-                              {64, kTokens / 64 * 12},
-                              {1, kTokens * 12}}) {
+  for (const auto& [T, BH] :
+       {std::pair<int, size_t>{int(kTokens), 12}, {64, kTokens / 64 * 12}, {1, kTokens * 12}}) {
     INFO("T " << T << " B*H " << BH);
     const dim3 g = cuda::attention_tile_grid(T, BH, cuda::fa::kTile, "test");
     CHECK(cuda::grid_fits(g));

@@ -43,19 +43,19 @@ const std::string& char_shards() {
 // would put every later matrix off the 256-byte grid.
 Config tiny_tda(int steps) {
   const std::string d = char_shards();
-  return load_config(source_dir() + "/configs/tiny/tda.json",
-                     {"model.d_model=64", "model.n_head=1", "model.seq_len=32",
-                      "model.vocab_size=128", "model.real_vocab_size=128",
-                      "data.train=" + d + "/train.bin", "data.val=" + d + "/val.bin",
-                      "train.micro_batch=2", "train.total_batch_tokens=64",
-                      "train.max_steps=" + std::to_string(steps), "train.val_every=0",
-                      "optim.warmup_steps=1"});
+  return load_config(
+      source_dir() + "/configs/tiny/tda.json",
+      {"model.d_model=64", "model.n_head=1", "model.seq_len=32", "model.vocab_size=128",
+       "model.real_vocab_size=128", "data.train=" + d + "/train.bin", "data.val=" + d + "/val.bin",
+       "train.micro_batch=2", "train.total_batch_tokens=64",
+       "train.max_steps=" + std::to_string(steps), "train.val_every=0", "optim.warmup_steps=1"});
 }
 
 // Floats of the flat buffer that belong to no tensor.
 std::vector<size_t> gaps(const std::vector<ParamTensor>& ts, size_t flat) {
   std::vector<bool> used(flat, false);
-  for (const auto& t : ts) std::fill(used.begin() + long(t.offset), used.begin() + long(t.offset + t.numel), true);
+  for (const auto& t : ts)
+    std::fill(used.begin() + long(t.offset), used.begin() + long(t.offset + t.numel), true);
   std::vector<size_t> g;
   for (size_t i = 0; i < flat; ++i)
     if (!used[i]) g.push_back(i);
@@ -148,7 +148,8 @@ TEST_CASE("a checkpoint written with the packed layout of earlier versions resum
     std::vector<size_t> packed_offset;
     for (const auto& t : model.tensors()) {
       packed_offset.push_back(pp.size());
-      pp.insert(pp.end(), aligned.begin() + long(t.offset), aligned.begin() + long(t.offset + t.numel));
+      pp.insert(pp.end(), aligned.begin() + long(t.offset),
+                aligned.begin() + long(t.offset + t.numel));
       pm.insert(pm.end(), m.begin() + long(t.offset), m.begin() + long(t.offset + t.numel));
       pv.insert(pv.end(), v.begin() + long(t.offset), v.begin() + long(t.offset + t.numel));
     }

@@ -73,9 +73,8 @@ void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, co
                         int C, bool center, float* scratch);
 // Its dgamma/dw stage (dw null: not gated), over chunks of chunk_rows tokens as rmsnorm's dw.
 void rela_norm_backward_dparams(float* dgamma, float* dw, const float* dy, const float* u,
-                                const float* r, const float* mu, const float* gamma,
-                                const float* w, int N, int C, float* scratch,
-                                int chunk_rows = kRelaNormChunkRows);
+                                const float* r, const float* mu, const float* gamma, const float* w,
+                                int N, int C, float* scratch, int chunk_rows = kRelaNormChunkRows);
 
 constexpr int kLmHeadChunkRows = 1024;
 size_t lm_head_scratch(int N, int V_padded);  // floats: one chunk of logits

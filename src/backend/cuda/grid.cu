@@ -1,8 +1,7 @@
 // Launch shapes of the batch-sized grids (grid.h).
-#include "backend/cuda/grid.h"
-
 #include <string>
 
+#include "backend/cuda/grid.h"
 #include "core/error.h"
 
 namespace tda::cuda {
