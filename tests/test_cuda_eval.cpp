@@ -45,15 +45,9 @@ std::string checkpoint(const TempDir& dir, const std::string& kind) {
 McDataset handmade_mc() {
   McDataset d;
   d.task = "handmade";
-  auto item = [](std::string ctx, std::vector<std::string> conts, int gold) {
-    McItem it;
-    for (auto& c : conts) it.choices.push_back({ctx, c});
-    it.gold = gold;
-    return it;
-  };
-  d.items.push_back(item("Question: Which word?\nAnswer:", {" x", " x x x x x x x x x x"}, 1));
-  d.items.push_back(item("The cat sat on the ", {"mat.", "roof of the house.", "dog"}, 0));
-  d.items.push_back(item("One, two, three,", {" four", " five", " seven", " ten"}, 0));
+  d.items.push_back(mc_item("Question: Which word?\nAnswer:", {" x", " x x x x x x x x x x"}, 1));
+  d.items.push_back(mc_item("The cat sat on the ", {"mat.", "roof of the house.", "dog"}, 0));
+  d.items.push_back(mc_item("One, two, three,", {" four", " five", " seven", " ten"}, 0));
   return d;
 }
 

@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/fs.h"
 #include "data/shard.h"
+#include "test_char_shards.h"
 #include "test_cuda_util.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
@@ -23,26 +24,6 @@ using namespace tda::cuda_test;
 
 namespace {
 constexpr int kSteps = 20, kHalf = 10;
-
-// Character-level tiny shakespeare (bytes of input.txt, all ASCII): real text with a 128-token
-// vocabulary, so the emulated LM head and the guarded buffers stay small (the BPE shards need
-// a 50304-wide head: ~3 s per emulated step here). Written once per test process.
-const std::string& char_shards() {
-  static TempDir dir;
-  static const bool written = [] {
-    std::ifstream f(source_dir() + "/data/tinyshakespeare/input.txt", std::ios::binary);
-    std::vector<char> text(72 * 1024);
-    f.read(text.data(), std::streamsize(text.size()));
-    REQUIRE(size_t(f.gcount()) == text.size());
-    std::vector<uint16_t> t(text.begin(), text.end());
-    REQUIRE(*std::max_element(t.begin(), t.end()) < 128);
-    write_shard(dir.path + "/train.bin", t.data(), 64 * 1024);
-    write_shard(dir.path + "/val.bin", t.data() + 64 * 1024, 8 * 1024);
-    return true;
-  }();
-  (void)written;
-  return dir.path;
-}
 
 Config config(const std::string& device, const std::string& dtype,
               const std::string& kind = "softmax", const std::string& d_model = "64") {

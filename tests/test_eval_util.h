@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "core/config.h"
 #include "core/rng.h"
+#include "eval/mc_data.h"
 #include "model/gpt2.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
@@ -57,6 +58,14 @@ inline void perturb_for_test(GPT2& model, uint64_t seed) {
     }
   }
   model.params_from_host(P);
+}
+
+// A multiple-choice item: one context, the continuations as choices.
+inline McItem mc_item(const std::string& ctx, const std::vector<std::string>& conts, int gold) {
+  McItem it;
+  for (const auto& c : conts) it.choices.push_back({ctx, c});
+  it.gold = gold;
+  return it;
 }
 
 // Writes a checkpoint of a perturbed random model into dir; returns the config.

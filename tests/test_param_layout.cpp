@@ -14,6 +14,7 @@
 #include "core/fs.h"
 #include "core/safetensors.h"
 #include "data/shard.h"
+#include "test_char_shards.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -21,23 +22,6 @@
 using namespace tda;
 
 namespace {
-
-// Character-level tiny shakespeare (a 128-token vocabulary keeps the head small).
-const std::string& char_shards() {
-  static TempDir dir;
-  static const bool written = [] {
-    std::ifstream f(source_dir() + "/data/tinyshakespeare/input.txt", std::ios::binary);
-    std::vector<char> text(40 * 1024);
-    f.read(text.data(), std::streamsize(text.size()));
-    REQUIRE(size_t(f.gcount()) == text.size());
-    std::vector<uint16_t> t(text.begin(), text.end());
-    write_shard(dir.path + "/train.bin", t.data(), 32 * 1024);
-    write_shard(dir.path + "/val.bin", t.data() + 32 * 1024, 8 * 1024);
-    return true;
-  }();
-  (void)written;
-  return dir.path;
-}
 
 // tda: odd-sized extras (lambda: 1 float, beta: 1 float) in every layer, so a packed layout
 // would put every later matrix off the 256-byte grid.
