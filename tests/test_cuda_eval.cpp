@@ -11,6 +11,7 @@
 // winning margins far larger than those errors.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
 
 #include "test_cuda_util.h"
 // after the emulated build's headers
@@ -164,6 +165,41 @@ TEST_CASE("cuda eval: attention diagnostics with the forward on the CUDA backend
         }
       }
   }
+}
+
+}  // namespace tda
+
+namespace tda {
+
+TEST_CASE("cuda eval: the CLI runs sample, diag and eval mc on --device cuda",
+          "[cuda][emu][eval]") {
+  TempDir dir;
+  const std::string ckpt = checkpoint(dir, "tda");
+  const std::string sample =
+      "sample --checkpoint " + ckpt + " --prompt 'The sky is' --greedy --tokens 6";
+  std::string cpu, gpu;
+  REQUIRE(run_tda(sample, &cpu) == 0);
+  REQUIRE(run_tda(sample + " --device cuda", &gpu) == 0);
+  // The emulated build says it runs on the emulator (one line on stderr): so it ran on cuda.
+  const size_t warning = gpu.find("warning: device cuda runs on the CPU SIMT emulator");
+  REQUIRE(warning != std::string::npos);
+  gpu.erase(warning, gpu.find('\n', warning) + 1 - warning);
+  CHECK(gpu == cpu);  // the same greedy text
+  const std::string out = dir.path + "/diag.json";
+  REQUIRE(
+      run_tda("diag --checkpoint " + ckpt + " --text 'The sky is blue.' --device cuda --out " + out,
+              &gpu) == 0);
+  json j;
+  std::ifstream(out) >> j;
+  CHECK(j["device"] == "cuda");
+  CHECK(j["layers"].size() == 2);
+  // One-line errors naming the flag.
+  CHECK(run_tda(sample + " --dtype bf16", &gpu) != 0);
+  CHECK(gpu.find("dtype \"bf16\": the cpu backend has no bf16 path") != std::string::npos);
+  CHECK(run_tda(sample + " --dtype fp16", &gpu) != 0);
+  CHECK(gpu.find("--dtype \"fp16\"") != std::string::npos);
+  CHECK(run_tda(sample + " --device tpu", &gpu) != 0);
+  CHECK(gpu.find("device \"tpu\": this binary has no such backend") != std::string::npos);
 }
 
 }  // namespace tda
