@@ -81,9 +81,8 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   size_t bh;
-  int i0;
-  block_tile(T, &bh, &i0);
-  const int i1 = min(T, i0 + kTile);
+  if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
+  const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
   load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
   load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
   if (kTwo) load_tile<kDk>(sq2, a.q2 + bh * sqk, i0, T, Dk);
@@ -183,8 +182,8 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   size_t bh;
-  int j0;
-  block_tile(T, &bh, &j0);
+  if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
+  const int j0 = int(blockIdx.x) * kTile;
   load_tile<kDk>(sk, a.k + bh * sqk, j0, T, Dk);
   load_tile<kDv>(sv, a.v + bh * size_t(T) * Dv, j0, T, Dv);
   if (kTwo) load_tile<kDk>(sk2, a.k2 + bh * sqk, j0, T, Dk);

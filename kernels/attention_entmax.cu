@@ -38,9 +38,8 @@ __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk;
   size_t bh;
-  int i0;
-  block_tile(T, &bh, &i0);
-  const int i1 = min(T, i0 + kTile);
+  if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
+  const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
   if (i0 + kTile <= a.q_start) return;  // KV-cache decoding: these rows' stats stay untouched
   const float* k = a.k + bh * sqk;
   load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
@@ -129,9 +128,8 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   size_t bh;
-  int i0;
-  block_tile(T, &bh, &i0);
-  const int i1 = min(T, i0 + kTile);
+  if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
+  const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
   load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
   load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
   int row[2];

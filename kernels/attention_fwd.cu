@@ -36,9 +36,8 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   size_t bh;
-  int i0;
-  block_tile(T, &bh, &i0);
-  const int i1 = min(T, i0 + kTile), qs = a.q_start;
+  if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
+  const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile), qs = a.q_start;
   if (i0 + kTile <=
       qs) {  // KV-cache decoding: a block of rows below q_start is not computed (output 0)
     for (int x = threadIdx.x; x < (i1 - i0) * Dv; x += kThreads) {

@@ -20,12 +20,12 @@ namespace {
 
 constexpr size_t kTokens = size_t(1) << 22;  // the largest micro-batch to support
 
-// Block -> (b*h, first row) as the tiled attention kernels decode it.
-__global__ void tile_decode_kernel(int T, int2* out) {
+// Block -> (b*h, first row) as the tiled attention kernels decode it; bh -1: a padding block.
+__global__ void tile_decode_kernel(AttnArgs a, int2* out) {
   size_t bh;
-  int r0;
-  cuda::fa::block_tile(T, &bh, &r0);
-  out[blockIdx.x] = int2{int(bh), r0};
+  const bool live = cuda::fa::block_bh(a, &bh);
+  const size_t block = (size_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  out[block] = int2{live ? int(bh) : -1, int(blockIdx.x) * cuda::fa::kTile};
 }
 
 }  // namespace
@@ -44,38 +44,52 @@ TEST_CASE("cuda grids: batch-sized launches fit the device limits at 2^22 tokens
     CHECK_FALSE(cuda::grid_fits(dim3(g.y, unsigned(chunks))));
   }
   // Attention: long T with few heads, short T with many sequences (B*H past 65,535).
-  for (const auto& [T, BH] :
-       {std::pair<int, size_t>{int(kTokens), 12}, {64, kTokens / 64 * 12}, {1, kTokens * 12}}) {
+  for (const auto& [T, BH] : {std::pair<int, size_t>{int(kTokens), 12},
+                              {64, kTokens / 64 * 12},
+                              {1, kTokens * 12}}) {
     INFO("T " << T << " B*H " << BH);
     const dim3 g = cuda::attention_tile_grid(T, BH, cuda::fa::kTile, "test");
     CHECK(cuda::grid_fits(g));
-    CHECK(size_t(g.x) == (size_t(T) + 63) / 64 * BH);
+    CHECK(size_t(g.x) == (size_t(T) + 63) / 64);
+    // (y, z) cover B*H with fewer than z padding rows of blocks
+    CHECK(size_t(g.y) * g.z >= BH);
+    CHECK(size_t(g.y) * g.z - BH < g.z);
   }
+  CHECK(cuda::attention_tile_grid(1000, 4000, 64, "test").z == 1);  // small: the plain 2-D grid
   CHECK_FALSE(cuda::grid_fits(dim3(1, unsigned(kTokens / 64 * 12))));  // the old (tiles, B*H)
-  // Past even grid.x: a one-line error naming the kernel, not a failed launch.
-  CHECK_THROWS_WITH(cuda::attention_tile_grid(1 << 20, size_t(1) << 20, 64, "attention_forward"),
-                    Catch::Contains("attention_forward") && Catch::Contains("exceeds"));
+  // Past even (y, z): a one-line error naming the kernel, not a failed launch.
+  CHECK_THROWS_WITH(cuda::attention_tile_grid(64, size_t(1) << 32, 64, "attention_forward"),
+                    Catch::Contains("attention_forward") && Catch::Contains("exceed"));
 }
 
-TEST_CASE("cuda grids: the attention kernels' flattened grid visits every (b*h, tile) once",
+TEST_CASE("cuda grids: the attention kernels' grid visits every (b*h, tile) once past 65,535",
           "[cuda][grid][emu]") {
-  // B*H = 70,000 > 65,535 with T = 100 (two tiles, the second partial): 140,000 blocks of one
-  // thread, cheap under the emulator where a (tiles, B*H) grid would have failed to launch.
-  const int T = 100;
-  const size_t BH = 70000;
-  const dim3 g = cuda::attention_tile_grid(T, BH, cuda::fa::kTile, "test");
-  REQUIRE(g.x == 2 * BH);
-  DeviceBuffer<int2> out(g.x);
-  REQUIRE(cuda::launch(tile_decode_kernel, g, dim3(1), 0, nullptr, T, out.get()) == cudaSuccess);
+  // B*H = 70,001 > 65,535 with T = 100 (two tiles, the second partial): a (2, 35,001, 2) grid of
+  // one-thread blocks, two of them padding. Cheap under the emulator, where a (tiles, B*H) grid
+  // would have failed to launch.
+  AttnArgs a;
+  a.B = 70001;
+  a.H = 1;
+  a.T = 100;
+  const dim3 g = cuda::attention_tile_grid(a.T, size_t(a.B) * a.H, cuda::fa::kTile, "test");
+  REQUIRE((g.x == 2 && g.y == 35001 && g.z == 2));
+  const size_t blocks = size_t(g.x) * g.y * g.z;
+  DeviceBuffer<int2> out(blocks);
+  REQUIRE(cuda::launch(tile_decode_kernel, g, dim3(1), 0, nullptr, a, out.get()) == cudaSuccess);
   const std::vector<int2> got = out.to_host();
   std::set<std::pair<int, int>> seen;
-  for (unsigned b = 0; b < g.x; ++b) {
-    seen.insert({got[b].x, got[b].y});
-    // tile fastest: consecutive blocks walk one sequence's tiles, as the 2-D grid's x did
-    REQUIRE(got[b].x == int(b / 2));
-    REQUIRE(got[b].y == int(b % 2) * 64);
+  size_t padding = 0;
+  for (const int2& b : got) {
+    if (b.x < 0) {
+      ++padding;
+      continue;
+    }
+    seen.insert({b.x, b.y});
   }
-  CHECK(seen.size() == g.x);
+  CHECK(padding == 2);
+  CHECK(seen.size() == 2 * size_t(a.B));  // every (b*h, tile) exactly once
+  CHECK(seen.begin()->first == 0);
+  CHECK(seen.rbegin()->first == a.B - 1);
 }
 
 TEST_CASE("cuda grids: RMSNorm dw and ReLA-norm dgamma/dw past 65,535 row chunks match the CPU",

@@ -205,15 +205,15 @@ inline size_t qk_stride(const AttnArgs& a) {
   return a.qk_bh_stride ? a.qk_bh_stride : size_t(a.T) * a.Dqk;
 }
 
-// The tiled kernels' grid: one block per ((b, h), tile of kTile rows), flattened into x (grid.h).
+// The tiled kernels' grid: x = tiles of kTile rows, (y, z) = b*H + h (grid.h).
 inline dim3 tile_grid(const AttnArgs& a, const char* what) {
   return attention_tile_grid(a.T, size_t(a.B) * size_t(a.H), kTile, what);
 }
-// This block's (b*H + h) and first row (query rows for forward/dq, keys for dk/dv).
-__device__ inline void block_tile(int T, size_t* bh, int* r0) {
-  const unsigned tiles = unsigned((T + kTile - 1) / kTile);
-  *bh = blockIdx.x / tiles;
-  *r0 = int(blockIdx.x % tiles) * kTile;
+// This block's b*H + h; false for the few blocks past B*H when (y, z) round it up. Read from the
+// special registers, not kept in one (the 2-D grid's blockIdx.y cost none either).
+__device__ inline bool block_bh(const AttnArgs& a, size_t* bh) {
+  *bh = size_t(blockIdx.z) * gridDim.y + blockIdx.y;
+  return *bh < size_t(a.B) * size_t(a.H);
 }
 
 }  // namespace tda::cuda::fa

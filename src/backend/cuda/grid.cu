@@ -21,7 +21,12 @@ dim3 chunk_column_grid(size_t chunks, size_t C, int threads, const char* what) {
 
 dim3 attention_tile_grid(int T, size_t BH, int tile, const char* what) {
   const size_t tiles = (size_t(T) + size_t(tile) - 1) / size_t(tile);
-  return checked(tiles * BH, 1, what);
+  const size_t z = (BH + kMaxGridYZ - 1) / kMaxGridYZ, y = z ? (BH + z - 1) / z : 0;
+  TDA_CHECK(z <= kMaxGridYZ, std::string("cuda: ") + what + ": " + std::to_string(BH) +
+                                 " sequence-heads exceed the device's grid (65535^2)");
+  dim3 g = checked(tiles, y, what);
+  g.z = unsigned(z < 1 ? 1 : z);
+  return g;
 }
 
 }  // namespace tda::cuda

@@ -30,9 +30,10 @@ inline int column_threads(size_t C, int max_threads) {
 // cannot hold the chunks.
 dim3 chunk_column_grid(size_t chunks, size_t C, int threads, const char* what);
 
-// Tiled attention kernels: one block per (b*h, tile of `tile` rows), flattened into x with the
-// tile fastest (the block order a (tiles, B*H) grid had): B*H exceeds 65,535 at 2^22 tokens
-// when T is short. Kernels recover the pair with attention_block_tile (attention_tc.cuh).
+// Tiled attention kernels: one block per (tile of `tile` rows, b*h), tiles on x and b*h on y, or
+// split over (y, z) when B*H passes 65,535 (at 2^22 tokens with short T): y = ceil(BH / z),
+// z = ceil(BH / 65,535), and the kernels skip the < z blocks past B*H (attention_tc.cuh
+// block_bh). Up to 65,535 sequences-heads the grid is the plain (tiles, B*H) one.
 dim3 attention_tile_grid(int T, size_t BH, int tile, const char* what);
 
 }  // namespace tda::cuda
