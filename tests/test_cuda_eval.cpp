@@ -133,11 +133,11 @@ TEST_CASE("cuda eval: attention diagnostics with the forward on the CUDA backend
     const std::string ckpt = checkpoint(dir, kind);
     LoadedModel cpu = load_model_for_eval(ckpt, {}, probe);
     const json want =
-        run_diagnostics(*cpu.model, static_cast<ProbeOps&>(*cpu.decorator), tokens, {});
+        run_diagnostics(*cpu.model, static_cast<ProbeOps&>(*cpu.decorator), {tokens}, {});
     HostAccessGuard guard;
     LoadedModel gpu = load_model_for_eval(ckpt, {"cuda", "fp32"}, probe);
     const json got =
-        run_diagnostics(*gpu.model, static_cast<ProbeOps&>(*gpu.decorator), tokens, {});
+        run_diagnostics(*gpu.model, static_cast<ProbeOps&>(*gpu.decorator), {tokens}, {});
     CHECK(got["tiles"]["total"] == want["tiles"]["total"]);
     CHECK(got["tiles"]["skipped"] == want["tiles"]["skipped"]);
     REQUIRE(got["layers"].size() == want["layers"].size());
