@@ -97,3 +97,26 @@ TEST_CASE("cuda: tiny GPT-2 trains like the CPU backend on the emulator", "[cuda
   INFO("parameter rel_err " << rel_err(got.params, ref.params));
   CHECK(rel_err(got.params, ref.params) < 3e-2);
 }
+
+// The model owns the backend's bf16 path (backend/mixed_precision.h): a bf16 model registers its
+// weights with the backend and unregisters them when destroyed, so a later fp32 model on the
+// same backend gets fp32 GEMMs, and no buffer later allocated where the old weights were is read
+// through their stale bf16 copy.
+TEST_CASE("cuda: a destroyed bf16 model leaves its backend in fp32", "[cuda][emu]") {
+  const Config cfg =
+      load_config(std::string(TDA_SOURCE_DIR) + "/configs/tiny/softmax.json",
+                  {"model.n_layer=1", "model.d_model=64", "model.n_head=1", "model.seq_len=16",
+                   "model.vocab_size=128", "model.real_vocab_size=100"});
+  const auto in = tokens(16, 100, 1), tg = tokens(16, 100, 2);
+  auto loss = [&](Ops& ops, const std::string& dtype) {
+    GPT2 m(cfg.model, cfg.attention, ops, dtype);
+    m.init_weights(5);
+    m.set_batch(1, 16);
+    return m.forward(in.data(), tg.data(), false, 0.f);
+  };
+  CudaOps fresh, reused;
+  const double fp32 = loss(fresh, "fp32");
+  const double bf16 = loss(reused, "bf16");
+  CHECK(bf16 != fp32);                  // the bf16 path was taken
+  CHECK(loss(reused, "fp32") == fp32);  // and left with its model
+}

@@ -9,9 +9,10 @@
 // of it, which weights_changed() refreshes.
 //
 // Who calls these: GPT2 only (model/gpt2.h). A GPT2 built with dtype "bf16" registers its
-// parameter buffer and calls weights_changed() after each of its writes to it (init_weights,
-// params_from_host, update_params); its params() is read-only, so a trainer, loader or
-// communicator cannot change the master weights without the refresh.
+// parameter buffer, calls weights_changed() after each of its writes to it (init_weights,
+// params_from_host, update_params) and disables the path when destroyed; its params() is
+// read-only, so a trainer, loader or communicator cannot change the master weights without the
+// refresh. One master buffer per backend: one bf16 model per Ops.
 #pragma once
 #include <cstddef>
 
@@ -22,6 +23,9 @@ class Bf16Matmuls {
   virtual ~Bf16Matmuls() = default;
   virtual void enable_bf16_matmuls(const float* master, size_t n) = 0;
   virtual void weights_changed() = 0;
+  // Back to fp32 matmuls, the master buffer forgotten (its owner is going away: memory at those
+  // addresses must not be read through the stale copy later).
+  virtual void disable_bf16_matmuls() = 0;
 };
 
 }  // namespace tda

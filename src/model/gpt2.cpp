@@ -50,6 +50,10 @@ GPT2::GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops, const std::
   rope_sin_.upload(sin.data(), sin.size());
 }
 
+GPT2::~GPT2() {
+  if (bf16_) bf16_->disable_bf16_matmuls();  // the backend outlives the buffer it points at
+}
+
 namespace {
 void add_tensor(std::vector<ParamTensor>& ts, const std::string& name, std::vector<int64_t> shape,
                 ParamSpec::Init init, float a, bool decay) {

@@ -49,6 +49,9 @@ class GPT2 {
   // dtype "fp32", or "bf16" (bf16 GEMM inputs over fp32 master weights; the backend must have
   // the capability: a one-line error otherwise).
   GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops, const std::string& dtype = "fp32");
+  ~GPT2();
+  GPT2(const GPT2&) = delete;
+  GPT2& operator=(const GPT2&) = delete;
 
   // GPT-2 init: N(0, 0.02); residual output projections N(0, 0.02/sqrt(2 n_layer)); norm gains 1;
   // attention extras as their variant declares. Deterministic in `seed`.

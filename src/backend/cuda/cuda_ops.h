@@ -190,6 +190,7 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   // buffer, refreshed by weights_changed(); activations are cast at each GEMM input.
   void enable_bf16_matmuls(const float* master, size_t n) override;
   void weights_changed() override;
+  void disable_bf16_matmuls() override;
   Bf16Matmuls* bf16_matmuls() override { return this; }
 
  private:
