@@ -62,10 +62,11 @@ TEST_CASE("dex: validation at step s runs lambda(s) also right after a resume", 
     Trainer t(cfg, to);
     // dex_W starts at 0, where lambda has no effect: move it off so the step matters.
     Rng rng(3);
+    std::vector<float> p = t.model().params_to_host();
     for (const auto& ten : t.model().tensors())
       if (ten.name.find("dex_W") != std::string::npos)
-        for (size_t i = 0; i < ten.numel; ++i)
-          t.model().params()[ten.offset + i] = 0.5f * rng.normal();
+        for (size_t i = 0; i < ten.numel; ++i) p[ten.offset + i] = 0.5f * rng.normal();
+    t.model().params_from_host(p.data());
     REQUIRE(t.run() == 0);
     logged = t.val_history();  // steps 0, 1, 2 in the loop, then 3 at the end
   }
