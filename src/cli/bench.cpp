@@ -21,6 +21,8 @@
 #include "train/trainer.h"
 
 namespace tda {
+int bench_checkpoint(int argc, char** argv);  // bench_checkpoint.cpp
+
 namespace {
 
 double sgemm_gflops(int M, int N, int K, int reps) {
@@ -54,6 +56,7 @@ int bench_train(int argc, char** argv) {
   Config cfg = load_config(r["config"].as<std::string>(), sets);
   TrainOptions to;
   to.out_dir = "/tmp/tda_bench_run";
+  to.overwrite = true;  // a scratch directory: the previous benchmark's run is not worth keeping
   Trainer trainer(cfg, to);
   trainer.train_step();  // warm-up: first-touch of buffers, BLAS thread start
   const int steps = r["steps"].as<int>();
@@ -262,10 +265,11 @@ int cmd_bench(int argc, char** argv) {
   argv[1] = const_cast<char*>(prog.c_str());
   if (what == "train") return bench_train(argc - 1, argv + 1);
   if (what == "attention") return bench_attention(argc - 1, argv + 1);
-  throw Error("bench: unknown benchmark '" + what + "' (train, attention; tda bench --help)");
+  if (what == "checkpoint") return bench_checkpoint(argc - 1, argv + 1);
+  throw Error("bench: unknown benchmark '" + what + "' (train, attention, checkpoint; tda bench --help)");
 }
 
-RegisterCommand reg("bench", "benchmarks (train, attention)", cmd_bench);
+RegisterCommand reg("bench", "benchmarks (train, attention, checkpoint)", cmd_bench);
 
 }  // namespace
 }  // namespace tda

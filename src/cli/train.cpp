@@ -1,5 +1,5 @@
-// tda train --config FILE [--out DIR] [--resume auto|DIR] [--set key=value ...] [--procs N]
-//           [--gpus N]
+// tda train --config FILE [--out DIR] [--resume auto|DIR | --overwrite] [--set key=value ...]
+//           [--procs N] [--gpus N]
 //
 // Data parallel: `--procs N` starts N CPU ranks itself (under the system mpirun), `--gpus N`
 // forks N NCCL workers itself (no mpirun; dist/launch.h); a process started by a user-typed
@@ -70,6 +70,7 @@ int cmd_train(int argc, char** argv) {
       "o,out", "run directory (config, metrics, checkpoints)", cxxopts::value<std::string>())(
       "resume", "'auto' (newest checkpoint in --out) or a checkpoint directory",
       cxxopts::value<std::string>()->default_value(""))(
+      "overwrite", "replace the run already in --out (its metrics, config and checkpoints)")(
       "set", "override a config key: --set optim.lr=3e-4 (repeatable)",
       cxxopts::value<std::vector<std::string>>())(
       "steps", "stop after this many steps (default: train.max_steps)",
@@ -104,6 +105,7 @@ int cmd_train(int argc, char** argv) {
     to.out_dir = "runs/" + base.substr(0, base.rfind('.'));
   }
   to.resume = r["resume"].as<std::string>();
+  to.overwrite = r.count("overwrite") > 0;
   to.max_steps_override = r["steps"].as<int>();
 
   const int procs = r["procs"].as<int>(), gpus = r["gpus"].as<int>();
