@@ -95,19 +95,20 @@ TEST_CASE("loader: a saved position that does not fit the shards is an error", "
 
 TEST_CASE("train: shards each smaller than one batch train and finish (no hang)",
           "[data][training]") {
-  REQUIRE(path_exists(source_dir() + "/data/tinyshakespeare/tiny_shakespeare_train.bin"));
   TempDir d;
+  std::vector<std::string> args = byte_corpus(d.path);  // val shard and a 256-token vocabulary
   // The tiny config's batch is 8 samples of 129 tokens; each shard holds 3 (like
   // `tda tokenize --shard-tokens 1000` on the bundled corpus: 7 per shard), 5 shards in all.
   for (int f = 0; f < 5; ++f) {
     std::vector<uint16_t> toks(3 * 128 + 1);
-    for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t((i * 7 + size_t(f) * 13) % 50000);
-    write_shard(d.path + "/train_" + std::to_string(f) + ".bin", toks.data(), toks.size());
+    for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t((i * 7 + size_t(f) * 13) % 256);
+    write_shard(d.path + "/small_" + std::to_string(f) + ".bin", toks.data(), toks.size());
   }
-  TdaProcess p({"train", "--config", source_dir() + "/configs/tiny/softmax.json", "--out",
-                d.path + "/run", "--steps", "3", "--set", "data.train=" + d.path + "/train_*.bin",
-                "--set", "train.val_every=0"},
-               d.path + "/log.txt");
+  args.insert(args.begin(),
+              {"train", "--config", source_dir() + "/configs/tiny/softmax.json", "--out",
+               d.path + "/run", "--steps", "3", "--set", "train.val_every=0"});
+  args.insert(args.end(), {"--set", "data.train=" + d.path + "/small_*.bin"});  // later wins
+  TdaProcess p(args, d.path + "/log.txt");
   // Three tiny steps take well under a second; the old loader never returned.
   const bool finished = p.wait_for(60);
   INFO(p.output());

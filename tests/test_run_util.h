@@ -48,6 +48,7 @@ struct TdaProcess {
   TdaProcess(const std::vector<std::string>& args, const std::string& log_path,
              const std::vector<std::string>& env = {})
       : log(log_path) {
+    ::unlink(log_path.c_str());  // wait_for_log must not see an earlier process's output
     pid = ::fork();
     if (pid == 0) {
       int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -10,6 +10,7 @@
 #include "backend/make_ops.h"
 #include "core/config.h"
 #include "core/crc32c.h"
+#include "core/error.h"
 #include "core/fs.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
@@ -43,7 +44,8 @@ int bench_checkpoint(int argc, char** argv) {
   // The bytes save_checkpoint hashes: parameters and both moments.
   auto hash_all = [&](uint32_t (*f)(const void*, size_t, uint32_t)) {
     uint32_t x = 0;
-    for (const auto* buf : {&params, &m, &v}) x ^= f(buf->data(), buf->size() * 4, 0);
+    const std::vector<float>* bufs[] = {&params, &m, &v};
+    for (const auto* buf : bufs) x ^= f(buf->data(), buf->size() * 4, 0);
     return x;
   };
   hash_all(crc32c);  // first touch

@@ -157,6 +157,10 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
         resume_checkpoint(opt_.resume, opt_.out_dir, cfg_.raw, *model_, mh.data(), vh.data());
     resumed = rr.dir;
     if (!resumed.empty()) state_ = rr.state;
+    // A run killed between writing a checkpoint and pruning leaves one too many. Only now that
+    // the checkpoint to resume from has passed its checks (corrupt ones are moved aside): a
+    // prune before could delete the fallback of a corrupt newest one.
+    prune_checkpoints(opt_.out_dir, t.keep_checkpoints);
   }
   if (share_from_rank0(*comm_, resumed.empty() ? 0 : 1)) {
     share_resumed(mh, vh);
