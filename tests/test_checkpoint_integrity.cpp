@@ -48,7 +48,7 @@ void strip_checksums(const std::string& path) {
 }
 }  // namespace
 
-TEST_CASE("crc32c: standard check values, and the instruction path equals the table",
+TEST_CASE("crc32c: standard check values and the instruction path equals the table",
           "[checkpoint]") {
   // RFC 3720 (iSCSI) B.4 test vectors and the CRC catalogue's check value.
   const std::string digits = "123456789";
@@ -72,7 +72,7 @@ TEST_CASE("crc32c: standard check values, and the instruction path equals the ta
   }
 }
 
-TEST_CASE("safetensors: per-tensor checksums in __metadata__, verified on read", "[checkpoint]") {
+TEST_CASE("safetensors: per-tensor checksums in __metadata__ verified on read", "[checkpoint]") {
   TempDir d;
   std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {7, 8};
   const std::string f = d.path + "/t.safetensors";
@@ -131,7 +131,7 @@ TEST_CASE("checkpoint files stay standard: the safetensors library loads them", 
   CHECK(::pclose(p) == 0);
 }
 
-TEST_CASE("corrupt checkpoints: load fails naming the tensor; --resume auto falls back",
+TEST_CASE("corrupt checkpoints: load fails naming the tensor and --resume auto falls back",
           "[checkpoint][badinput]") {
   TempDir d;
   const auto data = byte_corpus(d.path);

@@ -45,8 +45,10 @@ void check_checkpoints_dir(const std::string& run) {
 }
 }  // namespace
 
-TEST_CASE("crash consistency: kill -9 during training, checkpointing and pruning; resume is exact",
-          "[training][crash]") {
+TEST_CASE(
+    "crash consistency: kill -9 during training and checkpoint writes and pruning then exact "
+    "resume",
+    "[training][crash]") {
   TempDir d;
   std::vector<std::string> args = {"train",
                                    "--config",

@@ -42,7 +42,7 @@ std::vector<int> stream(DataLoader& dl, int B, int batches) {
 }
 }  // namespace
 
-TEST_CASE("loader: batches span shards, so every sample is seen once per epoch", "[data]") {
+TEST_CASE("loader: batches span shards so every sample is seen once per epoch", "[data]") {
   TempDir d;
   write_test_shards(d.path, {3, 2, 4});  // 9 samples; the old loader dropped each shard's tail
   const std::string pat = d.path + "/s*.bin";

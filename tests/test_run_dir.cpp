@@ -32,7 +32,7 @@ struct SmallRun {
 };
 }  // namespace
 
-TEST_CASE("run dir: an existing run is refused without --resume; --overwrite replaces it",
+TEST_CASE("run dir: an existing run is refused without --resume and --overwrite replaces it",
           "[training][badinput]") {
   SmallRun r;
   REQUIRE(r.train("softmax", {"--steps", "2"}) == 0);
@@ -158,7 +158,7 @@ TEST_CASE("run dir: leftovers of a killed writer or pruner are cleaned at start-
   CHECK(left == std::vector<std::string>{"step_00000003"});
 }
 
-TEST_CASE("SIGTERM is honoured within a micro-batch, however long the step or validation",
+TEST_CASE("SIGTERM is honoured within a micro-batch however long the step or validation",
           "[training]") {
   SmallRun r;
   // A step of 100,000 micro-batches, or a validation of 100,000 batches: minutes each. A stop

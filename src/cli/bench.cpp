@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention_work.h"
 #include "cli/command.h"
+#include "cli/config_flags.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -46,14 +47,10 @@ int bench_train(int argc, char** argv) {
   opts.add_options()("c,config", "JSON config", cxxopts::value<std::string>())(
       "steps", "timed steps", cxxopts::value<int>()->default_value("5"))(
       "set", "override a config key", cxxopts::value<std::vector<std::string>>())("h,help", "help");
-  auto r = opts.parse(argc, argv);
-  if (r.count("help") || !r.count("config")) {
-    std::cout << opts.help() << "\n";
-    return r.count("help") ? 0 : 2;
-  }
-  std::vector<std::string> sets;
-  if (r.count("set")) sets = r["set"].as<std::vector<std::string>>();
-  Config cfg = load_config(r["config"].as<std::string>(), sets);
+  cxxopts::ParseResult r;
+  int code = 0;
+  if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
+  Config cfg = load_config(r["config"].as<std::string>(), set_flags(r));
   TrainOptions to;
   to.out_dir = "/tmp/tda_bench_run";
   to.overwrite = true;  // a scratch directory: the previous benchmark's run is not worth keeping

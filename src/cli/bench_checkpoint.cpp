@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/make_ops.h"
+#include "cli/config_flags.h"
 #include "core/config.h"
 #include "core/crc32c.h"
 #include "core/error.h"
@@ -23,14 +24,10 @@ int bench_checkpoint(int argc, char** argv) {
       "dir", "scratch directory (a checkpoint is written there and removed)",
       cxxopts::value<std::string>()->default_value("/tmp/tda_bench_checkpoint"))(
       "set", "override a config key", cxxopts::value<std::vector<std::string>>())("h,help", "help");
-  auto r = opts.parse(argc, argv);
-  if (r.count("help") || !r.count("config")) {
-    std::cout << opts.help() << "\n";
-    return r.count("help") ? 0 : 2;
-  }
-  std::vector<std::string> sets;
-  if (r.count("set")) sets = r["set"].as<std::vector<std::string>>();
-  Config cfg = load_config(r["config"].as<std::string>(), sets);
+  cxxopts::ParseResult r;
+  int code = 0;
+  if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
+  Config cfg = load_config(r["config"].as<std::string>(), set_flags(r));
   auto ops = make_ops("cpu");
   GPT2 model(cfg.model, cfg.attention, *ops);
   model.init_weights(cfg.train.seed);

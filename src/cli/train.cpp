@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/config_flags.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "dist/communicator.h"
@@ -85,13 +86,10 @@ int cmd_train(int argc, char** argv) {
       "gpus", "data-parallel GPU ranks (NCCL), one worker process per GPU started by tda",
       cxxopts::value<int>()->default_value("0"))(
       "h,help", "show help");
-  auto r = opts.parse(argc, argv);
-  if (r.count("help") || !r.count("config")) {
-    std::cout << opts.help() << "\n";
-    return r.count("help") ? 0 : 2;
-  }
-  std::vector<std::string> sets;
-  if (r.count("set")) sets = r["set"].as<std::vector<std::string>>();
+  cxxopts::ParseResult r;
+  int code = 0;
+  if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
+  std::vector<std::string> sets = set_flags(r);
   if (r.count("device")) sets.push_back("train.device=" + r["device"].as<std::string>());
   if (r.count("dtype")) sets.push_back("train.dtype=" + r["dtype"].as<std::string>());
   Config cfg = load_config(r["config"].as<std::string>(), sets);
