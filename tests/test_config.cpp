@@ -83,6 +83,7 @@ TEST_CASE("config: values that parse but cannot train are errors naming the key 
       {"attention.head_norm_eps=-1", "'attention.head_norm_eps' must be > 0"},
       {"attention.dex_anneal_steps=-1", "'attention.dex_anneal_steps' must be >= 0"},
       {"dist.bucket_mb=-1", "'dist.bucket_mb' must be >= 0"},
+      {"dist.timeout_s=0", "'dist.timeout_s' must be > 0 (seconds)"},
       {"model.n_head=3", "model.d_model must be divisible by model.n_head"},
       {"train.total_batch_tokens=100", "must be a multiple of micro_batch*seq_len"},
   };
