@@ -248,7 +248,8 @@ int cmd_bench(int argc, char** argv) {
   const char* usage =
       "usage: tda bench <benchmark> [options]   (tda bench <benchmark> --help)\n\n"
       "  train      ms/step, tokens/s and GFLOP/s of a config's training step (JSON line)\n"
-      "  attention  forward+backward time and memory of one attention kind over T\n";
+      "  attention  forward+backward time and memory of one attention kind over T\n"
+      "  checkpoint time to write one checkpoint of a config's model, and its CRC32C share\n";
   if (argc < 2) {
     std::cerr << usage;
     return 2;

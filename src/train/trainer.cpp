@@ -27,8 +27,9 @@ namespace tda {
 namespace {
 std::atomic<int> g_stop_signal{0};
 std::atomic<bool> g_announce{false};  // rank 0 says what an interrupt does
-// The first SIGINT/SIGTERM lets the step finish and checkpoint (run() polls the flag); a second
-// one means "now": exit at once, non-zero, saying so (write and _exit are async-signal-safe).
+// The first SIGINT/SIGTERM stops the run before the next micro-batch and checkpoints the last
+// finished step (run() and the step poll the flag); a second one means "now": exit at once,
+// non-zero, saying so (write and _exit are async-signal-safe).
 extern "C" void on_stop_signal(int sig) {
   if (g_stop_signal.exchange(sig) != 0) {
     static const char msg[] =
@@ -40,8 +41,8 @@ extern "C" void on_stop_signal(int sig) {
   }
   if (g_announce.load()) {
     static const char msg[] =
-        "\ntda: interrupt: finishing this step, then writing a checkpoint (interrupt again to "
-        "exit at once)\n";
+        "\ntda: interrupt: stopping before the next micro-batch, then checkpointing the last "
+        "finished step (interrupt again to exit at once)\n";
     ssize_t r = ::write(2, msg, sizeof msg - 1);
     (void)r;
   }
