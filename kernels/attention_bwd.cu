@@ -80,7 +80,8 @@ __global__ void __launch_bounds__(kThreads)
   uint16_t* sv = sg + tile_elems<kDv>();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
-  const size_t bh = blockIdx.y;
+  size_t bh;
+  if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
   load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
   load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
@@ -180,7 +181,8 @@ __global__ void __launch_bounds__(kThreads)
   float* rowf = reinterpret_cast<float*>(sg + tile_elems<kDv>());
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
-  const size_t bh = blockIdx.y;
+  size_t bh;
+  if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int j0 = int(blockIdx.x) * kTile;
   load_tile<kDk>(sk, a.k + bh * sqk, j0, T, Dk);
   load_tile<kDv>(sv, a.v + bh * size_t(T) * Dv, j0, T, Dv);
@@ -293,7 +295,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class P, bool kTwo, int kDk, int kDv>
 void launch_backward(const AttnArgs& a, float* Dbuf) {
   const size_t sqk = qk_stride(a);
-  const dim3 grid(unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.H));
+  const dim3 grid = tile_grid(a, "attention_backward");
   const size_t tiles =
       (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + 2 * tile_elems<kDv>()) * sizeof(uint16_t);
   auto* dq = fa_dq_kernel<P, kTwo, kDk, kDv>;

@@ -37,7 +37,8 @@ __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, 
   uint16_t* sk = sq + tile_elems<kDk>();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk;
-  const size_t bh = blockIdx.y;
+  size_t bh;
+  if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
   if (i0 + kTile <= a.q_start) return;  // KV-cache decoding: these rows' stats stay untouched
   const float* k = a.k + bh * sqk;
@@ -126,7 +127,8 @@ __global__ void __launch_bounds__(kThreads)
   uint16_t* sv = sg + tile_elems<kDv>();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
-  const size_t bh = blockIdx.y;
+  size_t bh;
+  if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
   load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
   load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
@@ -182,8 +184,8 @@ void launch_threshold(const AttnArgs& a) {
   auto* kernel = entmax_threshold_kernel<kDk>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_entmax_threshold smem");
-  const dim3 grid(unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.H));
-  check(launch(kernel, grid, dim3(kThreads), smem, stream(), a, qk_stride(a)),
+  check(launch(kernel, tile_grid(a, "attention_entmax_threshold"), dim3(kThreads), smem, stream(),
+               a, qk_stride(a)),
         "attention_entmax_threshold");
 }
 
@@ -193,8 +195,8 @@ void launch_rowc(const AttnArgs& a, float* Dbuf) {
   auto* kernel = entmax_rowc_kernel<kDk, kDv>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_entmax_rowc smem");
-  const dim3 grid(unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.H));
-  check(launch(kernel, grid, dim3(kThreads), smem, stream(), a, qk_stride(a), Dbuf),
+  check(launch(kernel, tile_grid(a, "attention_entmax_rowc"), dim3(kThreads), smem, stream(), a,
+               qk_stride(a), Dbuf),
         "attention_entmax_rowc");
 }
 }  // namespace

@@ -35,7 +35,8 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
   uint16_t* sv = sk2 + (kTwo ? tile_elems<kDk>() : 0);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
-  const size_t bh = blockIdx.y;
+  size_t bh;
+  if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile), qs = a.q_start;
   if (i0 + kTile <=
       qs) {  // KV-cache decoding: a block of rows below q_start is not computed (output 0)
@@ -242,8 +243,9 @@ void launch_forward(const AttnArgs& a) {
   auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_forward smem");
-  const dim3 grid(unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.H));
-  check(launch(kernel, grid, dim3(kThreads), smem, stream(), a, qk_stride(a)), "attention_forward");
+  check(launch(kernel, tile_grid(a, "attention_forward"), dim3(kThreads), smem, stream(), a,
+               qk_stride(a)),
+        "attention_forward");
 }
 
 // Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.

@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/grid.h"
 
 namespace tda::cuda {
 
@@ -18,7 +19,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kRowsPerBlock = 4;   // warps (rows) per block of the row kernels
 constexpr int kNormThreads = 128;  // one block per token in the ReLA norm
-constexpr int kChunkRows = 32;     // tokens per partial of the ReLA dgamma/dw reduction
 
 __device__ inline int warp_row() {
   return int(blockIdx.x) * kRowsPerBlock + int(threadIdx.x) / kWarp;
@@ -214,13 +214,13 @@ __global__ void rela_norm_backward_du_kernel(float* du, const float* dy, const f
 //   dgamma: dy (u - mu) sg / r;   dw: dy gamma (u / r) sg (1 - sg) u
 __global__ void rela_norm_dparam_partial_kernel(float* partial, const float* dy, const float* u,
                                                 const float* r, const float* mu, const float* gamma,
-                                                const float* w, int N, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  const int chunk = blockIdx.y;
+                                                const float* w, int N, int C, int chunk_rows) {
+  const int c = blockIdx.y * blockDim.x + threadIdx.x;
+  const int chunk = blockIdx.x;
   if (c >= C) return;
-  const int t1 = min(N, (chunk + 1) * kChunkRows);
+  const int t1 = min(N, (chunk + 1) * chunk_rows);
   float dg = 0.f, dw = 0.f;
-  for (int t = chunk * kChunkRows; t < t1; ++t) {
+  for (int t = chunk * chunk_rows; t < t1; ++t) {
     const size_t i = size_t(t) * C + c;
     const float uu = u[i], rt = r[t], sg = w ? attn::sigmoid(w[c] * uu) : 1.f;
     dg += dy[i] * (uu - mu[t]) * sg / rt;
@@ -244,8 +244,8 @@ __global__ void rela_norm_dparam_sum_kernel(float* dgamma, float* dw, const floa
   if (dw) dw[c] += dwc;
 }
 
-int chunks_of(int N) {
-  return (N + kChunkRows - 1) / kChunkRows;
+int chunks_of(int N, int chunk_rows) {
+  return (N + chunk_rows - 1) / chunk_rows;
 }
 }  // namespace
 
@@ -326,8 +326,8 @@ void rela_norm_forward(float* y, float* r, float* mu, const float* u, const floa
         "rela_norm_forward");
 }
 
-size_t rela_norm_backward_scratch(int N, int C) {
-  return size_t(chunks_of(N)) * 2 * size_t(C);
+size_t rela_norm_backward_scratch(int N, int C, int chunk_rows) {
+  return size_t(chunks_of(N, chunk_rows)) * 2 * size_t(C);
 }
 
 void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,
@@ -337,12 +337,23 @@ void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, co
   check(launch(rela_norm_backward_du_kernel, dim3(unsigned(N)), dim3(kNormThreads), 0, stream(), du,
                dy, u, r, mu, gamma, w, C, center),
         "rela_norm_backward_du");
-  const unsigned cblocks = unsigned((C + kNormThreads - 1) / kNormThreads);
-  check(launch(rela_norm_dparam_partial_kernel, dim3(cblocks, unsigned(chunks_of(N))),
-               dim3(kNormThreads), 0, stream(), scratch, dy, u, r, mu, gamma, w, N, C),
+  rela_norm_backward_dparams(dgamma, dw, dy, u, r, mu, gamma, w, N, C, scratch);
+}
+
+void rela_norm_backward_dparams(float* dgamma, float* dw, const float* dy, const float* u,
+                                const float* r, const float* mu, const float* gamma, const float* w,
+                                int N, int C, float* scratch, int chunk_rows) {
+  if (N == 0) return;
+  // Chunks on x (grid.h): N = B*T tokens, 131,072 chunks of 32 at 2^22 (grid.y stops at 65,535).
+  const int chunks = chunks_of(N, chunk_rows);
+  const int threads = column_threads(size_t(C), kNormThreads);
+  const dim3 grid =
+      chunk_column_grid(size_t(chunks), size_t(C), threads, "rela_norm_dparam_partial");
+  check(launch(rela_norm_dparam_partial_kernel, grid, dim3(threads), 0, stream(), scratch, dy, u, r,
+               mu, gamma, w, N, C, chunk_rows),
         "rela_norm_dparam_partial");
-  check(launch(rela_norm_dparam_sum_kernel, dim3(cblocks), dim3(kNormThreads), 0, stream(), dgamma,
-               dw, static_cast<const float*>(scratch), chunks_of(N), C),
+  check(launch(rela_norm_dparam_sum_kernel, dim3(grid.y), dim3(threads), 0, stream(), dgamma, dw,
+               static_cast<const float*>(scratch), chunks, C),
         "rela_norm_dparam_sum");
 }
 

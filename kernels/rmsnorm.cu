@@ -2,16 +2,18 @@
 //   forward:  rstd = 1 / sqrt(mean(x^2) + eps);  y = w * x * rstd     (y may alias x)
 //   backward (h = w * dy):  dx += rstd * h - x * rstd^3 * mean(h * x);  dw += sum_n dy x rstd
 // dw is a reduction over rows done in two fixed-order stages (no atomics): per chunk of
-// kDwRows rows into scratch (chunk, C), then over chunks in order.
+// chunk_rows (kRmsnormDwRows = 32) rows into scratch (chunk, C), then over chunks in order. The
+// chunks are the grid's x (grid.h): the TRA/TDA/Diff head norms have N = B*T*H rows, 98,304
+// chunks at B = 4, T = 65,536, H = 12, past grid.y's 65,535.
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/grid.h"
 
 namespace tda::cuda {
 
 namespace {
 constexpr int kRowsPerBlock = 4;
-constexpr int kDwRows = 32;
 constexpr int kDwThreads = 128;
 
 __global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w, int N,
@@ -48,13 +50,13 @@ __global__ void rmsnorm_backward_dx_kernel(float* dx, const float* dy, const flo
 
 // partial(chunk, c) = sum_{n in chunk} dy(n,c) x(n,c) rstd(n), rows in increasing order
 __global__ void rmsnorm_dw_partial_kernel(float* partial, const float* dy, const float* x,
-                                          const float* rstd, int N, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  const int chunk = blockIdx.y;
+                                          const float* rstd, int N, int C, int chunk_rows) {
+  const int c = blockIdx.y * blockDim.x + threadIdx.x;
+  const int chunk = blockIdx.x;
   if (c >= C) return;
-  const int n1 = min(N, (chunk + 1) * kDwRows);
+  const int n1 = min(N, (chunk + 1) * chunk_rows);
   float s = 0.0f;
-  for (int n = chunk * kDwRows; n < n1; ++n)
+  for (int n = chunk * chunk_rows; n < n1; ++n)
     s += dy[size_t(n) * C + c] * x[size_t(n) * C + c] * rstd[n];
   partial[size_t(chunk) * C + c] = s;
 }
@@ -68,8 +70,8 @@ __global__ void rmsnorm_dw_sum_kernel(float* dw, const float* partial, int chunk
   dw[c] += s;
 }
 
-int chunks_of(int N) {
-  return (N + kDwRows - 1) / kDwRows;
+int chunks_of(int N, int chunk_rows) {
+  return (N + chunk_rows - 1) / chunk_rows;
 }
 }  // namespace
 
@@ -82,8 +84,8 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int 
         "rmsnorm_forward");
 }
 
-size_t rmsnorm_backward_scratch(int N, int C) {
-  return size_t(chunks_of(N)) * size_t(C);
+size_t rmsnorm_backward_scratch(int N, int C, int chunk_rows) {
+  return size_t(chunks_of(N, chunk_rows)) * size_t(C);
 }
 
 void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
@@ -93,12 +95,20 @@ void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, con
   check(launch(rmsnorm_backward_dx_kernel, dim3(blocks), dim3(kRowsPerBlock * kWarp), 0, stream(),
                dx, dy, x, w, rstd, N, C),
         "rmsnorm_backward_dx");
-  const unsigned cblocks = unsigned((C + kDwThreads - 1) / kDwThreads);
-  check(launch(rmsnorm_dw_partial_kernel, dim3(cblocks, unsigned(chunks_of(N))), dim3(kDwThreads),
-               0, stream(), scratch, dy, x, rstd, N, C),
+  rmsnorm_backward_dw(dw, dy, x, rstd, N, C, scratch);
+}
+
+void rmsnorm_backward_dw(float* dw, const float* dy, const float* x, const float* rstd, int N,
+                         int C, float* scratch, int chunk_rows) {
+  if (N == 0) return;
+  const int chunks = chunks_of(N, chunk_rows);
+  const int threads = column_threads(size_t(C), kDwThreads);
+  const dim3 grid = chunk_column_grid(size_t(chunks), size_t(C), threads, "rmsnorm_dw_partial");
+  check(launch(rmsnorm_dw_partial_kernel, grid, dim3(threads), 0, stream(), scratch, dy, x, rstd, N,
+               C, chunk_rows),
         "rmsnorm_dw_partial");
-  check(launch(rmsnorm_dw_sum_kernel, dim3(cblocks), dim3(kDwThreads), 0, stream(), dw,
-               static_cast<const float*>(scratch), chunks_of(N), C),
+  check(launch(rmsnorm_dw_sum_kernel, dim3(grid.y), dim3(threads), 0, stream(), dw,
+               static_cast<const float*>(scratch), chunks, C),
         "rmsnorm_dw_sum");
 }
 

@@ -23,7 +23,7 @@ Run train(Ops& ops, const Config& cfg, int steps, int B, int T) {
   GPT2 model(cfg.model, cfg.attention, ops);
   model.init_weights(1337);
   model.set_batch(B, T);
-  const size_t P = model.num_params();
+  const size_t P = model.flat_size();
   DeviceArray<float> m(ops, P), v(ops, P);
   ops.zero(m.data(), P);
   ops.zero(v.data(), P);
@@ -41,10 +41,12 @@ Run train(Ops& ops, const Config& cfg, int steps, int B, int T) {
     r.norms.push_back(norm);
     if (o.grad_clip > 0 && norm > o.grad_clip)
       ops.scale(model.grads(), P, float(o.grad_clip / (norm + 1e-6)));
-    for (const auto& t : model.tensors())
-      ops.adamw(model.params() + t.offset, model.grads() + t.offset, m.data() + t.offset,
-                v.data() + t.offset, t.numel, float(o.lr), float(o.beta1), float(o.beta2),
-                float(o.eps), t.decay ? float(o.weight_decay) : 0.f, step + 1);
+    model.update_params([&](float* params) {
+      for (const auto& t : model.tensors())
+        ops.adamw(params + t.offset, model.grads() + t.offset, m.data() + t.offset,
+                  v.data() + t.offset, t.numel, float(o.lr), float(o.beta1), float(o.beta2),
+                  float(o.eps), t.decay ? float(o.weight_decay) : 0.f, step + 1);
+    });
   }
   r.params = model.params_to_host();
   return r;
@@ -94,4 +96,27 @@ TEST_CASE("cuda: tiny GPT-2 trains like the CPU backend on the emulator", "[cuda
   // (~2e-6 when attention was fp32), bound 3e-2.
   INFO("parameter rel_err " << rel_err(got.params, ref.params));
   CHECK(rel_err(got.params, ref.params) < 3e-2);
+}
+
+// The model owns the backend's bf16 path (backend/mixed_precision.h): a bf16 model registers its
+// weights with the backend and unregisters them when destroyed, so a later fp32 model on the
+// same backend gets fp32 GEMMs, and no buffer later allocated where the old weights were is read
+// through their stale bf16 copy.
+TEST_CASE("cuda: a destroyed bf16 model leaves its backend in fp32", "[cuda][emu]") {
+  const Config cfg =
+      load_config(std::string(TDA_SOURCE_DIR) + "/configs/tiny/softmax.json",
+                  {"model.n_layer=1", "model.d_model=64", "model.n_head=1", "model.seq_len=16",
+                   "model.vocab_size=128", "model.real_vocab_size=100"});
+  const auto in = tokens(16, 100, 1), tg = tokens(16, 100, 2);
+  auto loss = [&](Ops& ops, const std::string& dtype) {
+    GPT2 m(cfg.model, cfg.attention, ops, dtype);
+    m.init_weights(5);
+    m.set_batch(1, 16);
+    return m.forward(in.data(), tg.data(), false, 0.f);
+  };
+  CudaOps fresh, reused;
+  const double fp32 = loss(fresh, "fp32");
+  const double bf16 = loss(reused, "bf16");
+  CHECK(bf16 != fp32);                  // the bf16 path was taken
+  CHECK(loss(reused, "fp32") == fp32);  // and left with its model
 }

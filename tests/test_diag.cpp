@@ -29,9 +29,11 @@ struct Probe {
     model = std::make_unique<GPT2>(cfg.model, cfg.attention, probe);
     model->init_weights(11);
     // Matrices 5x GPT-2's init so the maps are far from uniform.
-    for (const auto& t : model->tensors())
-      if (t.shape.size() == 2)
-        for (size_t i = 0; i < t.numel; ++i) model->params()[t.offset + i] *= 5.f;
+    model->update_params([&](float* P) {
+      for (const auto& t : model->tensors())
+        if (t.shape.size() == 2)
+          for (size_t i = 0; i < t.numel; ++i) P[t.offset + i] *= 5.f;
+    });
     std::vector<int32_t> tok(static_cast<size_t>(T));
     Rng rng(5);
     for (auto& t : tok) t = int32_t(rng.below(1000));

@@ -69,12 +69,7 @@ TEST_CASE("eval mc: the scorer matches an independent log-likelihood computation
   d.task = "handmade";
   std::string long_ctx;
   for (int i = 0; i < 40; ++i) long_ctx += "the quick brown fox jumps over the lazy dog ";
-  auto mc = [](std::string ctx, std::vector<std::string> conts, int gold) {
-    McItem it;
-    for (auto& c : conts) it.choices.push_back({ctx, c});
-    it.gold = gold;
-    return it;
-  };
+  const auto mc = mc_item;
   // 0: one short and one long choice: acc and acc_norm pick differently
   d.items.push_back(mc("Question: Which word?\nAnswer:", {" x", " x x x x x x x x x x"}, 1));
   // 1: trailing space in the context moves to the continuation (lm-eval _encode_pair)

@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "core/config.h"
 #include "core/rng.h"
+#include "eval/mc_data.h"
 #include "model/gpt2.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
@@ -33,7 +34,8 @@ inline Config tiny_eval_config(const std::string& kind, int seq_len,
 // beta -0.1 < 0 in layer 1).
 inline void perturb_for_test(GPT2& model, uint64_t seed) {
   Rng rng(seed);
-  float* P = model.params();
+  std::vector<float> host = model.params_to_host();
+  float* P = host.data();
   for (const auto& t : model.tensors()) {
     float* p = P + t.offset;
     const bool layer1 = t.name.find(".h.1.") != std::string::npos;
@@ -55,6 +57,15 @@ inline void perturb_for_test(GPT2& model, uint64_t seed) {
       for (size_t i = 0; i < t.numel; ++i) p[i] += 0.2f * rng.normal();
     }
   }
+  model.params_from_host(P);
+}
+
+// A multiple-choice item: one context, the continuations as choices.
+inline McItem mc_item(const std::string& ctx, const std::vector<std::string>& conts, int gold) {
+  McItem it;
+  for (const auto& c : conts) it.choices.push_back({ctx, c});
+  it.gold = gold;
+  return it;
 }
 
 // Writes a checkpoint of a perturbed random model into dir; returns the config.
@@ -66,7 +77,7 @@ inline Config write_tiny_checkpoint(const std::string& dir, const std::string& k
   GPT2 model(cfg.model, cfg.attention, ops);
   model.init_weights(11);
   perturb_for_test(model, 5);
-  std::vector<float> m(model.num_params(), 0.f), v(model.num_params(), 0.f);
+  std::vector<float> m(model.flat_size(), 0.f), v(model.flat_size(), 0.f);
   TrainState st;
   st.step = step;
   st.config = cfg.raw;

@@ -105,8 +105,10 @@ void set_dying_threshold(GPT2& model) {
   attn_util::threshold_c(c.data(), 80, 1.0, 16);
   REQUIRE(1.38f * c[59] < 1.f);  // prompt rows keep survivors where scores are high
   REQUIRE(1.38f * c[66] > 1.f);  // decoded rows 66.. have none: cosine scores are <= 1
-  for (const auto& t : model.tensors())
-    if (t.name == "transformer.h.0.attn.beta") model.params()[t.offset] = 1.38f;
+  model.update_params([&](float* P) {
+    for (const auto& t : model.tensors())
+      if (t.name == "transformer.h.0.attn.beta") P[t.offset] = 1.38f;
+  });
 }
 
 TEST_CASE("KV-cache greedy decoding equals full recomputation for every mechanism", "[kv]") {
@@ -224,7 +226,7 @@ TEST_CASE("KV cache beyond seq_len uses RoPE tables extended with the NTK factor
       GPT2 a(ca.model, ca.attention, ops), b(cb.model, cb.attention, ops);
       a.init_weights(11);
       perturb_for_test(a, 5);
-      std::copy(a.params(), a.params() + a.num_params(), b.params());
+      b.params_from_host(a.params_to_host().data());
       const std::vector<int32_t> prompt = random_prompt(70, 300, 4);
       Generator gen(a, 100, 32);
       CHECK_THROWS(a.forward_logits(prompt.data(), 70, std::vector<float>(384).data()));

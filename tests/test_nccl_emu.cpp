@@ -323,7 +323,7 @@ Trained train_tiny(Communicator& comm, size_t bucket_bytes) {
   model.init_weights(1337);
   const int B = kBatch / comm.world();
   model.set_batch(B, kT);
-  const size_t P = model.num_params();
+  const size_t P = model.flat_size();
   std::vector<float> m(P, 0.f), v(P, 0.f);
   const auto all_in = cuda_test::tokens(size_t(kBatch) * kT, cfg.model.real_vocab_size, 100);
   const auto all_tg = cuda_test::tokens(size_t(kBatch) * kT, cfg.model.real_vocab_size, 200);
@@ -340,10 +340,12 @@ Trained train_tiny(Communicator& comm, size_t bucket_bytes) {
     reducer.reduce(model.grads(), P);
     const double norm = std::sqrt(ops.sum_squares(model.grads(), P));
     if (norm > o.grad_clip) ops.scale(model.grads(), P, float(o.grad_clip / (norm + 1e-6)));
-    for (const auto& t : model.tensors())
-      ops.adamw(model.params() + t.offset, model.grads() + t.offset, m.data() + t.offset,
-                v.data() + t.offset, t.numel, float(o.lr), float(o.beta1), float(o.beta2),
-                float(o.eps), t.decay ? float(o.weight_decay) : 0.f, step + 1);
+    model.update_params([&](float* params) {
+      for (const auto& t : model.tensors())
+        ops.adamw(params + t.offset, model.grads() + t.offset, m.data() + t.offset,
+                  v.data() + t.offset, t.numel, float(o.lr), float(o.beta1), float(o.beta2),
+                  float(o.eps), t.decay ? float(o.weight_decay) : 0.f, step + 1);
+    });
   }
   r.params.assign(model.params(), model.params() + P);
   return r;

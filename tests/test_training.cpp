@@ -27,7 +27,7 @@ bool data_present() {
 }
 
 std::vector<float> params_of(Trainer& t) {
-  return std::vector<float>(t.model().params(), t.model().params() + t.model().num_params());
+  return t.model().params_to_host();
 }
 }  // namespace
 

@@ -123,6 +123,7 @@ class ForwardingOps : public Ops {
                           int N, int C, bool center) override {
     in_.rela_norm_backward(du, dgamma, dw, dy, u, r, mu, gamma, w, N, C, center);
   }
+  Bf16Matmuls* bf16_matmuls() override { return in_.bf16_matmuls(); }
 
  protected:
   Ops& in_;

@@ -24,8 +24,8 @@ std::unique_ptr<Ops> make_ops(const std::string& device) {
   if (it == backends().end()) {
     std::string have;
     for (const auto& [name, f] : backends()) have += (have.empty() ? "" : ", ") + name;
-    throw Error("train.device \"" + device + "\": this binary has no such backend (it has: " +
-                have + ")");
+    throw Error("device \"" + device + "\": this binary has no such backend (it has: " + have +
+                ")");
   }
   return it->second();
 }

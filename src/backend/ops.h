@@ -11,6 +11,8 @@
 
 namespace tda {
 
+class Bf16Matmuls;  // backend/mixed_precision.h
+
 // Arguments of the streaming attention kernels. One struct for all mechanisms; each mechanism
 // sets the fields it uses (src/attention/policies.h holds the per-mechanism math). Tensors are
 // (B, H, T, D) contiguous unless qk_bh_stride says otherwise. Per-row statistics `stats` are
@@ -236,6 +238,10 @@ class Ops {
   virtual void upload(void* dst, const void* host_src, size_t bytes);
   virtual void download(void* host_dst, const void* src, size_t bytes);
   virtual void copy(void* dst, const void* src, size_t bytes);  // within this backend's memory
+
+  // Optional capability: bf16 GEMM inputs over fp32 master weights (null: none). A query, not a
+  // dynamic_cast, so that decorators (ForwardingOps) pass it on. GPT2 alone uses it.
+  virtual Bf16Matmuls* bf16_matmuls() { return nullptr; }
 };
 
 }  // namespace tda

@@ -67,7 +67,7 @@ int bench_train(int argc, char** argv) {
   double blas = sgemm_gflops(N, m.vocab_size, m.d_model, 3);
   json out = {{"bench", "train"},
               {"attention", cfg.attention.kind},
-              {"params", trainer.model().num_params()},
+              {"params", trainer.model().param_count()},
               {"B", cfg.train.micro_batch},
               {"T", m.seq_len},
               {"grad_accum", trainer.grad_accum_steps()},

@@ -31,7 +31,7 @@ int bench_checkpoint(int argc, char** argv) {
   auto ops = make_ops("cpu");
   GPT2 model(cfg.model, cfg.attention, *ops);
   model.init_weights(cfg.train.seed);
-  const size_t P = model.num_params();
+  const size_t P = model.flat_size();  // m, v laid out like the parameters
   std::vector<float> m(P, 1e-3f), v(P, 1e-6f);
   const std::vector<float> params = model.params_to_host();
   using clock = std::chrono::steady_clock;

@@ -3,17 +3,19 @@
 // Attention diagnostics of docs/attention.md §13 and the paper's Appendix C, averaged over
 // sequences (B = 1, eval mode): per layer and head, per view and for the effective map:
 // sparsity, max |A|, gSinkRatio(1), entropy, survivors, dead rows; curves over context length;
-// raw-score tails; cross-view correlation. docs/diagnostics.md.
+// raw-score tails; cross-view correlation. docs/diagnostics.md. [--device cpu|cuda]
+// [--dtype fp32|bf16]: the model's forward runs there; the maps are rebuilt on the host.
 #include <cxxopts.hpp>
 #include <fstream>
 #include <iostream>
 
-#include "backend/cpu/cpu_ops.h"
 #include "cli/command.h"
+#include "cli/device_flags.h"
 #include "core/error.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "eval/diagnostics.h"
+#include "eval/loaded_model.h"
 #include "train/checkpoint.h"
 
 namespace tda {
@@ -36,6 +38,7 @@ int cmd_diag(int argc, char** argv) {
       cxxopts::value<int>()->default_value("0"))(
       "untrained", "the checkpoint's config at initialisation (train.seed), not its weights")(
       "h,help", "show help");
+  add_device_flags(opts);
   alias_flag(argc, argv, "--T", "--max-len");
   alias_flag(argc, argv, "-T", "--max-len");
   auto r = opts.parse(argc, argv);
@@ -74,19 +77,22 @@ int cmd_diag(int argc, char** argv) {
     o.dump_layer = std::stoi(s.substr(0, comma));
     o.dump_head = std::stoi(s.substr(comma + 1));
   }
-  CpuOps cpu;
-  ProbeOps probe(cpu);
-  GPT2 model(cfg.model, cfg.attention, probe);
+  const EvalDevice dev = device_flags(r);
+  // The checkpoint's weights and step (dex anneals its lambda with the step).
+  LoadedModel lm = load_model_for_eval(dir, dev, [](Ops& backend) -> std::unique_ptr<Ops> {
+    return std::make_unique<ProbeOps>(backend);
+  });
+  GPT2& model = *lm.model;
   const bool untrained = r.count("untrained") > 0;
   o.max_context = r["max-context"].as<int>();
   if (untrained) {
     model.init_weights(cfg.train.seed);  // what `tda train` starts from
-  } else {
-    load_checkpoint(dir, model, nullptr, nullptr);
-    model.set_step(read_checkpoint_state(dir).step);  // dex anneals its lambda with the step
+    model.set_step(0);
   }
-  json out = run_diagnostics(model, probe, seqs, o);
+  json out = run_diagnostics(model, static_cast<ProbeOps&>(*lm.decorator), seqs, o);
   out["checkpoint"] = dir;
+  out["device"] = dev.device;
+  out["dtype"] = dev.dtype;
   out["untrained"] = untrained;
   out["step"] = untrained ? 0 : model.step();
   out["attention"] = cfg.raw["attention"];

@@ -1,4 +1,5 @@
 // tda eval mc --checkpoint DIR --task T [--data PATH] [--limit N] [--out FILE]
+//             [--device cpu|cuda] [--dtype fp32|bf16]
 // Zero-shot multiple-choice accuracy (docs/evaluation.md): hellaswag, arc_easy, arc_challenge,
 // openbookqa, piqa, winogrande; JSON result on stdout (and in --out).
 #include <cxxopts.hpp>
@@ -6,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/device_flags.h"
 #include "cli/eval_command.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
@@ -32,6 +34,7 @@ int cmd_eval_mc(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value(Gpt2Tokenizer::default_dir()))(
       "out", "also write the JSON result here", cxxopts::value<std::string>()->default_value(""))(
       "quiet", "no progress bar")("h,help", "show help");
+  add_device_flags(opts);
   auto r = opts.parse(argc, argv);
   if (r.count("help") || !r.count("checkpoint") || !r.count("task")) {
     std::cout << opts.help() << "\n";
@@ -45,7 +48,8 @@ int cmd_eval_mc(int argc, char** argv) {
   lo.arc_fix = !r.count("no-arc-fix");
   const McDataset d = load_mc(lo);
   const std::string ckpt = r["checkpoint"].as<std::string>();
-  LoadedModel lm = load_model_for_eval(ckpt);
+  const EvalDevice dev = device_flags(r);
+  LoadedModel lm = load_model_for_eval(ckpt, dev);
   const Gpt2Tokenizer tok = Gpt2Tokenizer::load(r["tokenizer"].as<std::string>());
   McRunOptions ro;
   ro.limit = r["limit"].as<int>();
@@ -66,7 +70,9 @@ int cmd_eval_mc(int argc, char** argv) {
                       {"checkpoint", ckpt},
                       {"step", lm.step},
                       {"seq_len", lm.cfg.model.seq_len},
-                      {"attention", lm.cfg.attention.kind}};
+                      {"attention", lm.cfg.attention.kind},
+                      {"device", dev.device},
+                      {"dtype", dev.dtype}};
   const std::string s = j.dump(2);
   std::cout << s << std::endl;
   const std::string out = r["out"].as<std::string>();

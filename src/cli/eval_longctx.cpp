@@ -1,5 +1,6 @@
 // tda eval longctx --checkpoint DIR --task qmsum|summ_screen_fd|gov_report|qasper --data FILE.jsonl
 //                  [--max-context N] [--max-new-tokens M] [--limit K] [--out result.json] [--quiet]
+//                  [--device cpu|cuda] [--dtype fp32|bf16]
 // SCROLLS ROUGE / F1 on a user-supplied SCROLLS-format jsonl (src/eval/longctx.h,
 // docs/long_context.md): the summary on stdout, the summary plus every prediction in --out.
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/device_flags.h"
 #include "cli/eval_command.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
@@ -31,6 +33,7 @@ int cmd_eval_longctx(int argc, char** argv) {
       "out", "write the JSON result with every prediction here",
       cxxopts::value<std::string>()->default_value(""))("quiet", "no progress bar")("h,help",
                                                                                     "show help");
+  add_device_flags(opts);
   auto r = opts.parse(argc, argv);
   if (r.count("help") || !r.count("checkpoint") || !r.count("task") || !r.count("data")) {
     std::cout << opts.help() << "\n";
@@ -40,7 +43,8 @@ int cmd_eval_longctx(int argc, char** argv) {
   check_scrolls_task(task);
   const ScrollsDataset d = load_scrolls(r["data"].as<std::string>(), task);
   const std::string ckpt = r["checkpoint"].as<std::string>();
-  LoadedModel lm = load_model_for_eval(ckpt);
+  const EvalDevice dev = device_flags(r);
+  LoadedModel lm = load_model_for_eval(ckpt, dev);
   TDA_CHECK(lm.cfg.model.real_vocab_size >= 50257,
             "eval longctx: the model's vocabulary (" +
                 std::to_string(lm.cfg.model.real_vocab_size) + ") is not GPT-2's");
@@ -72,7 +76,9 @@ int cmd_eval_longctx(int argc, char** argv) {
                       {"seq_len", lm.cfg.model.seq_len},
                       {"rope_ntk_factor", lm.cfg.model.rope_ntk_factor},
                       {"attention", lm.cfg.attention.kind},
-                      {"seconds", secs}};
+                      {"seconds", secs},
+                      {"device", dev.device},
+                      {"dtype", dev.dtype}};
   if (summary) {
     j["rouge1"] = res.scores.rouge1;
     j["rouge2"] = res.scores.rouge2;

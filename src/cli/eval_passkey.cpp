@@ -1,5 +1,6 @@
 // tda eval passkey --checkpoint DIR [--lengths 500,1000,...,4000] [--trials 100] [--needles 1|2|4]
 //                  [--seed S] [--max-context N] [--out FILE] [--quiet]
+//                  [--device cpu|cuda] [--dtype fp32|bf16]
 // Passkey retrieval (src/eval/passkey.h, docs/evaluation.md): per-length accuracy as JSON on
 // stdout (and in --out); scripts/plot_passkey.py plots several result files.
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/device_flags.h"
 #include "cli/eval_command.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
@@ -60,6 +62,7 @@ int cmd_eval_passkey(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value(Gpt2Tokenizer::default_dir()))(
       "out", "also write the JSON result here", cxxopts::value<std::string>()->default_value(""))(
       "quiet", "no progress bar")("h,help", "show help");
+  add_device_flags(opts);
   auto r = opts.parse(argc, argv);
   if (r.count("help") || !r.count("checkpoint")) {
     std::cout << opts.help() << "\n";
@@ -80,7 +83,8 @@ int cmd_eval_passkey(int argc, char** argv) {
             "eval passkey: --max-context must cover the longest length + --max-new-tokens");
 
   const std::string ckpt = r["checkpoint"].as<std::string>();
-  LoadedModel lm = load_model_for_eval(ckpt);
+  const EvalDevice dev = device_flags(r);
+  LoadedModel lm = load_model_for_eval(ckpt, dev);
   TDA_CHECK(lm.cfg.model.real_vocab_size >= 50257,
             "eval passkey: the model's vocabulary (" +
                 std::to_string(lm.cfg.model.real_vocab_size) + ") is not GPT-2's");
@@ -130,6 +134,8 @@ int cmd_eval_passkey(int argc, char** argv) {
                       {"trials", o.trials},
                       {"seed", o.seed},
                       {"seconds", secs},
+                      {"device", dev.device},
+                      {"dtype", dev.dtype},
                       {"lengths", lens}};
   const std::string out = r["out"].as<std::string>();
   if (!out.empty()) {

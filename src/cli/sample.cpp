@@ -1,9 +1,11 @@
 // tda sample --checkpoint DIR --prompt "..." [--tokens N] [--temperature T] [--top-k K] [--greedy]
-//            [--max-context N]   (KV-cache decoding; model/generator.h)
+//            [--max-context N] [--device cpu|cuda] [--dtype fp32|bf16]
+//            (KV-cache decoding; model/generator.h)
 #include <cxxopts.hpp>
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/device_flags.h"
 #include "eval/loaded_model.h"
 #include "train/sampler.h"
 
@@ -21,12 +23,14 @@ int cmd_sample(int argc, char** argv) {
       "max-context", "KV-cache length in tokens, may exceed the trained length (0 = model's)",
       cxxopts::value<int>()->default_value("0"))(
       "h,help", "show help");
+  add_device_flags(opts);
   auto r = opts.parse(argc, argv);
   if (r.count("help") || !r.count("checkpoint")) {
     std::cout << opts.help() << "\n";
     return r.count("help") ? 0 : 2;
   }
-  LoadedModel lm = load_model_for_eval(r["checkpoint"].as<std::string>());  // sets dex's step
+  // sets dex's step
+  LoadedModel lm = load_model_for_eval(r["checkpoint"].as<std::string>(), device_flags(r));
   SampleOptions so;
   so.max_new_tokens = r["tokens"].as<int>();
   so.temperature = r.count("greedy") ? 0.0 : r["temperature"].as<double>();

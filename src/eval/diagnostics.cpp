@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "attention/policies.h"
+#include "backend/device_array.h"
 #include "core/error.h"
 
 namespace tda {
@@ -171,18 +172,55 @@ LayerMaps materialize_maps(const AttnArgs& a, int b) {
   return L;
 }
 
+namespace {
+// counter += v for a counter in `ops`'s memory.
+void add_counter(Ops& ops, long long* counter, long long v) {
+  if (!counter) return;
+  long long c = 0;
+  ops.download(&c, counter, sizeof c);
+  c += v;
+  ops.upload(counter, &c, sizeof c);
+}
+
+// n floats at p (the backend's memory) on the host, in `keep`.
+const float* host_copy(Ops& ops, const float* p, size_t n, std::vector<float>& keep) {
+  if (!p) return nullptr;
+  keep.resize(n);
+  ops.download(keep.data(), p, n * sizeof(float));
+  return keep.data();
+}
+}  // namespace
+
 void ProbeOps::attention_forward(const AttnArgs& a) {
+  // The kernel's tile counters live in the backend's memory, like everything it writes.
+  DeviceArray<long long> counters(in_, 2);
+  const long long zeros[2] = {0, 0};
+  counters.upload(zeros, 2);
   AttnArgs counted = a;
-  long long skipped = 0, total = 0;
-  counted.tiles_skipped = &skipped;
-  counted.tiles_total = &total;
+  counted.tiles_skipped = counters.data();
+  counted.tiles_total = counters.data() + 1;
   in_.attention_forward(counted);
-  if (a.tiles_skipped) *a.tiles_skipped += skipped;
-  if (a.tiles_total) *a.tiles_total += total;
-  tiles.emplace_back(skipped, total);
+  long long n[2];
+  counters.download(n, 2);
+  add_counter(in_, a.tiles_skipped, n[0]);
+  add_counter(in_, a.tiles_total, n[1]);
+  tiles.emplace_back(n[0], n[1]);
   calls.push_back(a);
-  if (keep_maps) layers.push_back(materialize_maps(a, 0));
-  if (on_attention) on_attention(a);
+  // The maps are built on the host from batch element 0: on a device backend, from copies of its
+  // q, k (q2, k2) and tau. Head h starts h * sqk floats in; the last head's T x Dqk rows end it.
+  AttnArgs h = a;
+  std::vector<float> q, k, q2, k2, tau;
+  if (!in_.host_memory()) {
+    const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(a.T) * a.Dqk;
+    const size_t span = size_t(a.H - 1) * sqk + size_t(a.T) * a.Dqk;
+    h.q = host_copy(in_, a.q, span, q);
+    h.k = host_copy(in_, a.k, span, k);
+    h.q2 = host_copy(in_, a.q2, span, q2);
+    h.k2 = host_copy(in_, a.k2, span, k2);
+    h.tau = host_copy(in_, a.tau, size_t(a.T), tau);
+  }
+  if (keep_maps) layers.push_back(materialize_maps(h, 0));
+  if (on_attention) on_attention(h);
 }
 
 }  // namespace tda

@@ -6,7 +6,9 @@
 // forward on a ProbeOps, an Ops that forwards every call to a real backend and, on each
 // attention_forward, rebuilds A (T x T, causal, zeros above the diagonal) from the kernel's own
 // AttnArgs (q, k after RoPE / L2-normalisation / length scaling, tau_i, p, lambda, scale). This
-// is a non-fused reference path: O(T^2) memory per head, diagnostics only.
+// is a non-fused reference path: O(T^2) memory per head, diagnostics only. The model's forward
+// runs on the wrapped backend (any device); on a device backend the probe downloads batch
+// element 0's q, k (and tau) of each call and builds the maps on the host.
 //
 //   softmax kinds     A_ij = softmax_j(scale q_i.k_j)            (before gate or W_D)
 //   entmax            A_ij = entmax_1.5(scale q_i.k_j)
@@ -114,10 +116,13 @@ class ProbeOps final : public ForwardingOps {
   // Keep every call's maps in `layers` (tests read them). run_diagnostics turns this off and
   // reduces each call's maps head by head in `on_attention` (memory O(T^2), not O(L H T^2)).
   bool keep_maps = true;
-  std::function<void(const AttnArgs&)> on_attention;  // called after the kernel, args valid
+  // Called after the kernel with the call's arguments, their q, k, q2, k2 and tau in host memory
+  // (copies when the backend's memory is not the host's), valid during the call.
+  std::function<void(const AttnArgs&)> on_attention;
   std::vector<LayerMaps> layers;  // one entry per attention_forward call, in call order
-  // The raw arguments of each call: their pointers stay valid until the model's next
-  // set_batch (they point into its activation buffers). Tests recompute entries from them.
+  // The raw arguments of each call: their pointers (the backend's memory) stay valid until the
+  // model's next set_batch (they point into its activation buffers). Tests recompute entries
+  // from them.
   std::vector<AttnArgs> calls;
   // 64 x 64 (query block, key tile) pairs of each call that the kernel skipped because no
   // weight in them survives (threshold kinds; 0 for the others), and all causal pairs.

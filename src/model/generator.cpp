@@ -22,7 +22,7 @@ Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
   cos_.upload(cos.data(), cos.size());
   sin_.upload(sin.data(), sin.size());
 
-  float* P = model.params();
+  float* P = model.params_.data();  // read only (friend of GPT2: the variants take float*)
   const auto at = [&](const std::string& name) { return P + model.tensor(name).offset; };
   wte_ = at("transformer.wte.weight");
   lnf_ = at("transformer.ln_f.weight");

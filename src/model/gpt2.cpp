@@ -8,32 +8,39 @@
 
 namespace tda {
 
-GPT2::GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops) : m_(m), ops_(ops) {
+GPT2::GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops, const std::string& dtype)
+    : m_(m), ops_(ops), dtype_(dtype) {
+  TDA_CHECK(dtype == "fp32" || dtype == "bf16",
+            "model: dtype \"" + dtype + "\" must be \"fp32\" or \"bf16\"");
+  if (dtype == "bf16") {
+    bf16_ = ops.bf16_matmuls();
+    TDA_CHECK(bf16_, "dtype \"bf16\": the " + std::string(ops.name()) +
+                         " backend has no bf16 path (bf16 needs --device cuda)");
+  }
   attn_ = make_attention(m, a);
-  const int64_t C = m.d_model, V = m.vocab_size, W = attn_->proj_width();
-  const float std_res = 0.02f / std::sqrt(2.0f * float(m.n_layer));
-  using I = ParamSpec::Init;
-  wte_ = add_tensor("transformer.wte.weight", {V, C}, I::kNormal, 0.02f, true);
+  tensors_ = layout(m, *attn_);
+  const auto at = [&](const std::string& name) { return tensor(name).offset; };
+  wte_ = at("transformer.wte.weight");
   for (int l = 0; l < m.n_layer; ++l) {
     const std::string p = "transformer.h." + std::to_string(l) + ".";
     Layer L;
-    L.ln1 = add_tensor(p + "ln_1.weight", {C}, I::kOnes, 0, false);
-    L.c_attn = add_tensor(p + "attn.c_attn.weight", {W, C}, I::kNormal, 0.02f, true);
-    for (const auto& s : attn_->extra_params(l))
-      L.extra.push_back(add_tensor(p + "attn." + s.name, s.shape, s.init, s.a, s.decay));
-    L.c_proj = add_tensor(p + "attn.c_proj.weight", {C, C}, I::kNormal, std_res, true);
-    L.ln2 = add_tensor(p + "ln_2.weight", {C}, I::kOnes, 0, false);
-    L.c_fc = add_tensor(p + "mlp.c_fc.weight", {4 * C, C}, I::kNormal, 0.02f, true);
-    L.mlp_proj = add_tensor(p + "mlp.c_proj.weight", {C, 4 * C}, I::kNormal, std_res, true);
+    L.ln1 = at(p + "ln_1.weight");
+    L.c_attn = at(p + "attn.c_attn.weight");
+    for (const auto& s : attn_->extra_params(l)) L.extra.push_back(at(p + "attn." + s.name));
+    L.c_proj = at(p + "attn.c_proj.weight");
+    L.ln2 = at(p + "ln_2.weight");
+    L.c_fc = at(p + "mlp.c_fc.weight");
+    L.mlp_proj = at(p + "mlp.c_proj.weight");
     layers_.push_back(L);
   }
-  lnf_ = add_tensor("transformer.ln_f.weight", {C}, I::kOnes, 0, false);
-  lm_head_ = add_tensor("lm_head.weight", {V, C}, I::kNormal, 0.02f, true);
+  lnf_ = at("transformer.ln_f.weight");
+  lm_head_ = at("lm_head.weight");
   const size_t P = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().numel;
   params_ = DeviceArray<float>(ops_, P);
   grads_ = DeviceArray<float>(ops_, P);
-  ops_.zero(params_.data(), P);
+  ops_.zero(params_.data(), P);  // the alignment gaps stay zero from here on
   ops_.zero(grads_.data(), P);
+  if (bf16_) bf16_->enable_bf16_matmuls(params_.data(), P);
 
   std::vector<float> cos, sin;
   build_rope_tables(m, rope_trained_context(m), cos, sin);
@@ -43,19 +50,51 @@ GPT2::GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops) : m_(m), op
   rope_sin_.upload(sin.data(), sin.size());
 }
 
-size_t GPT2::add_tensor(const std::string& name, std::vector<int64_t> shape, ParamSpec::Init init,
-                        float a, bool decay) {
+GPT2::~GPT2() {
+  if (bf16_) bf16_->disable_bf16_matmuls();  // the backend outlives the buffer it points at
+}
+
+namespace {
+void add_tensor(std::vector<ParamTensor>& ts, const std::string& name, std::vector<int64_t> shape,
+                ParamSpec::Init init, float a, bool decay) {
   ParamTensor t;
   t.name = name;
   t.shape = std::move(shape);
   t.numel = 1;
   for (auto d : t.shape) t.numel *= size_t(d);
-  t.offset = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().numel;
+  const size_t end = ts.empty() ? 0 : ts.back().offset + ts.back().numel;
+  t.offset = (end + GPT2::kParamAlign - 1) / GPT2::kParamAlign * GPT2::kParamAlign;
   t.init = init;
   t.init_a = a;
   t.decay = decay;
-  tensors_.push_back(t);
-  return t.offset;
+  ts.push_back(t);
+}
+}  // namespace
+
+std::vector<ParamTensor> GPT2::layout(const ModelConfig& m, const AttentionConfig& a) {
+  return layout(m, *make_attention(m, a));
+}
+
+std::vector<ParamTensor> GPT2::layout(const ModelConfig& m, const AttentionVariant& attn) {
+  const int64_t C = m.d_model, V = m.vocab_size, W = attn.proj_width();
+  const float std_res = 0.02f / std::sqrt(2.0f * float(m.n_layer));
+  using I = ParamSpec::Init;
+  std::vector<ParamTensor> ts;
+  add_tensor(ts, "transformer.wte.weight", {V, C}, I::kNormal, 0.02f, true);
+  for (int l = 0; l < m.n_layer; ++l) {
+    const std::string p = "transformer.h." + std::to_string(l) + ".";
+    add_tensor(ts, p + "ln_1.weight", {C}, I::kOnes, 0, false);
+    add_tensor(ts, p + "attn.c_attn.weight", {W, C}, I::kNormal, 0.02f, true);
+    for (const auto& s : attn.extra_params(l))
+      add_tensor(ts, p + "attn." + s.name, s.shape, s.init, s.a, s.decay);
+    add_tensor(ts, p + "attn.c_proj.weight", {C, C}, I::kNormal, std_res, true);
+    add_tensor(ts, p + "ln_2.weight", {C}, I::kOnes, 0, false);
+    add_tensor(ts, p + "mlp.c_fc.weight", {4 * C, C}, I::kNormal, 0.02f, true);
+    add_tensor(ts, p + "mlp.c_proj.weight", {C, 4 * C}, I::kNormal, std_res, true);
+  }
+  add_tensor(ts, "transformer.ln_f.weight", {C}, I::kOnes, 0, false);
+  add_tensor(ts, "lm_head.weight", {V, C}, I::kNormal, 0.02f, true);
+  return ts;
 }
 
 const ParamTensor& GPT2::tensor(const std::string& name) const {
@@ -64,11 +103,26 @@ const ParamTensor& GPT2::tensor(const std::string& name) const {
   throw Error("model: no parameter named '" + name + "'");
 }
 
+size_t GPT2::param_count() const {
+  size_t n = 0;
+  for (const auto& t : tensors_) n += t.numel;
+  return n;
+}
+
 void GPT2::init_weights(uint64_t seed) {
   Rng rng(seed);
-  std::vector<float> host(params_.size());
+  std::vector<float> host(params_.size(), 0.f);  // gaps zero
   for (const auto& t : tensors_) init_param(host.data() + t.offset, t.numel, t.init, t.init_a, rng);
   params_from_host(host.data());
+}
+
+void GPT2::params_from_host(const float* host) {
+  params_.upload(host, params_.size());
+  params_written();
+}
+
+void GPT2::params_written() {
+  if (bf16_) bf16_->weights_changed();
 }
 
 void GPT2::set_batch(int B, int T) {
@@ -232,7 +286,7 @@ void GPT2::zero_grad() {
 // weight except the embedding (a lookup), i.e. 2 (N_params - wte). Attention adds the score and
 // value products, 2 * 2 * T/2 * d_model per layer per token on average under the causal mask.
 double GPT2::train_flops_per_token(int T) const {
-  double matmul_params = double(num_params()) - double(tensor("transformer.wte.weight").numel);
+  double matmul_params = double(param_count()) - double(tensor("transformer.wte.weight").numel);
   double attn = 2.0 * 2.0 * (T / 2.0) * m_.d_model * m_.n_layer;
   return 3.0 * (2.0 * matmul_params + attn);
 }

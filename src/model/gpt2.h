@@ -4,6 +4,16 @@
 //
 // All parameters live in one contiguous buffer (as llm.c): the optimizer, grad norm, all-reduce
 // and checkpoints see one array. Tensor names are those of the HF export (docs/checkpoints.md).
+// Every tensor starts on a kParamAlign-float (256-byte) boundary of that buffer, so a GEMM
+// operand (fp32 master or its bf16 copy) is 16-byte aligned for vector loads and cuBLASLt
+// whatever the odd-sized tensors before it (TDA's lambda, ssmax's s/b). The gaps are zero in
+// the parameters, gradients and moments and belong to no tensor: AdamW, weight decay and
+// checkpoints work per tensor, and zeros add nothing to the gradient norm or the all-reduce.
+//
+// Mixed precision (dtype "bf16"): the backend keeps a bf16 copy of the master weights for its
+// GEMMs (backend/mixed_precision.h). The model is the only writer of the master weights and
+// refreshes that copy after every write (init_weights, params_from_host, update_params), so no
+// caller can forget it; params() is read-only.
 //
 // Every buffer lives in the backend's memory (Ops::alloc_bytes): parameters, gradients and RoPE
 // tables from the constructor, activations, scratch and token buffers in one arena allocated by
@@ -17,6 +27,7 @@
 
 #include "attention/variant.h"
 #include "backend/device_array.h"
+#include "backend/mixed_precision.h"
 #include "backend/ops.h"
 #include "core/config.h"
 
@@ -33,11 +44,22 @@ struct ParamTensor {
 
 class GPT2 {
  public:
-  GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops);
+  static constexpr size_t kParamAlign = 64;  // floats: 256 bytes
+
+  // dtype "fp32", or "bf16" (bf16 GEMM inputs over fp32 master weights; the backend must have
+  // the capability: a one-line error otherwise).
+  GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops, const std::string& dtype = "fp32");
+  ~GPT2();
+  GPT2(const GPT2&) = delete;
+  GPT2& operator=(const GPT2&) = delete;
 
   // GPT-2 init: N(0, 0.02); residual output projections N(0, 0.02/sqrt(2 n_layer)); norm gains 1;
   // attention extras as their variant declares. Deterministic in `seed`.
   void init_weights(uint64_t seed);
+
+  // The tensors of a model of this config, in buffer order with their offsets (what the
+  // constructor lays out), without allocating anything.
+  static std::vector<ParamTensor> layout(const ModelConfig& m, const AttentionConfig& a);
 
   // Sizes activations for micro-batches of B x T (T <= seq_len). Allocates once; no allocation
   // happens in forward/backward afterwards.
@@ -55,13 +77,25 @@ class GPT2 {
   void forward_logits(const int32_t* inputs, int T, float* logits);
 
   void zero_grad();
-  // The flat parameter / gradient buffers in the backend's memory (device pointers on CUDA).
-  float* params() { return params_.data(); }
+  // The flat parameter / gradient buffers in the backend's memory (device pointers on CUDA),
+  // flat_size() floats each, alignment gaps included. Parameters are read-only here: writes go
+  // through params_from_host() or update_params().
+  const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
-  size_t num_params() const { return params_.size(); }
-  // Host copies of the parameters (checkpoints, export), and the way back.
+  size_t flat_size() const { return params_.size(); }
+  size_t param_count() const;  // learnable parameters (sum of the tensors' numel), no gaps
+  const std::string& dtype() const { return dtype_; }
+  // Host copies of the parameters (checkpoints, export), and the way back (flat_size() floats).
   std::vector<float> params_to_host() const { return params_.to_host(); }
-  void params_from_host(const float* host) { params_.upload(host, params_.size()); }
+  void params_from_host(const float* host);
+  // An in-place write of the master weights on the backend (the optimizer step, a
+  // communicator's broadcast or all-gather): write(p) gets the flat buffer, then the backend's
+  // low-precision copy is refreshed.
+  template <class F>
+  void update_params(F&& write) {
+    write(params_.data());
+    params_written();
+  }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const ParamTensor& tensor(const std::string& name) const;
   const ModelConfig& config() const { return m_; }
@@ -78,8 +112,7 @@ class GPT2 {
     size_t ln1, c_attn, c_proj, ln2, c_fc, mlp_proj;  // offsets into params_/grads_
     std::vector<size_t> extra;
   };
-  size_t add_tensor(const std::string& name, std::vector<int64_t> shape, ParamSpec::Init init,
-                    float a, bool decay);
+  static std::vector<ParamTensor> layout(const ModelConfig& m, const AttentionVariant& attn);
   // Layer l's slices of the activation arena, saved by forward for backward.
   struct Acts {
     float *x, *ln1, *rstd1, *proj, *attn, *atty, *xmid, *ln2, *rstd2, *fc, *fcg;
@@ -87,9 +120,15 @@ class GPT2 {
   Acts acts(int l) const;
   void forward_trunk(const int32_t* inputs);
   std::vector<float*> extras(float* base, const Layer& L);
+  void params_written();  // refreshes the backend's bf16 copy (dtype bf16)
+
+  // The decoder runs the model's layers on its own buffers: it reads the weights in place.
+  friend class Generator;
 
   ModelConfig m_;
   Ops& ops_;
+  std::string dtype_;
+  Bf16Matmuls* bf16_ = nullptr;  // the backend's capability, dtype bf16 only
   std::unique_ptr<AttentionVariant> attn_;
   std::vector<ParamTensor> tensors_;
   size_t wte_ = 0, lnf_ = 0, lm_head_ = 0;

@@ -155,7 +155,7 @@ TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float*
   SafetensorsFile mf(mfile);
   check_tensor_set(mf, mfile, names_of(model, {""}), "");
   note_unverified(mf, mfile);
-  std::vector<float> params(model.num_params());
+  std::vector<float> params(model.flat_size(), 0.f);
   for (const auto& t : model.tensors()) mf.read_into(t.name, t.shape, params.data() + t.offset);
   if (m && v) {
     const std::string ofile = dir + "/optimizer.safetensors";
@@ -181,7 +181,7 @@ std::string load_weights_strict(const std::string& path, GPT2& model) {
   SafetensorsFile mf(file);
   check_tensor_set(mf, file, names_of(model, {""}), "train.init_from: ");
   note_unverified(mf, file);
-  std::vector<float> params(model.num_params());  // host copy, uploaded to the backend
+  std::vector<float> params(model.flat_size(), 0.f);  // host copy, uploaded to the backend
   for (const auto& t : model.tensors()) {
     try {
       mf.read_into(t.name, t.shape, params.data() + t.offset);

@@ -26,13 +26,15 @@ struct TrainState {
   json config;
 };
 
-// m, v: host copies of the AdamW moments (P floats each); the parameters are downloaded from
-// the model's backend. Re-saving an existing step replaces it atomically.
+// m, v: host copies of the AdamW moments (model.flat_size() floats each, saved per tensor: the
+// alignment gaps are not in the files); the parameters are downloaded from the model's backend.
+// Re-saving an existing step replaces it atomically.
 void save_checkpoint(const std::string& dir, const GPT2& model, const float* m, const float* v,
                      const TrainState& st);
 // Loads parameters into `model` (exactly its tensors, same shapes, checksums verified; uploaded
-// to its backend) and, if m/v (host, P floats each) are non-null, the optimizer moments.
-// Returns the saved state. A damaged file throws CorruptFile, a mismatch Error.
+// to its backend) and, if m/v (host, flat_size() floats each; gaps left as they are) are
+// non-null, the optimizer moments. Returns the saved state. A damaged file throws CorruptFile,
+// a mismatch Error.
 TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float* v);
 // train.init_from: loads only the parameters of `path` (a checkpoint directory, or a run
 // directory whose newest checkpoint is taken) into `model`. Strict: the file must hold exactly

@@ -12,7 +12,6 @@
 #include <csignal>
 
 #include "backend/make_ops.h"
-#include "backend/mixed_precision.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "dist/grad_reducer.h"
@@ -58,11 +57,6 @@ std::string fmt_duration(double s) {
 void check_grad_norm(double norm, int step) {
   TDA_CHECK(std::isfinite(norm), "training diverged: gradient norm is not finite at step " +
                                      std::to_string(step));
-}
-
-// The master weights changed: a backend with a bf16 copy of them refreshes it.
-void weights_changed(Ops& ops) {
-  if (auto* mp = dynamic_cast<Bf16Matmuls*>(&ops)) mp->weights_changed();
 }
 
 // Rank 0's value of an integer on every rank (exact below 2^53): the others contribute 0.
@@ -111,16 +105,15 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   const auto& t = cfg_.train;
   accum_ = tda::grad_accum_steps(cfg_, comm_->world());
 
-  model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_);
+  // bf16: fp32 master weights and optimizer state, bf16 matmul inputs; the model keeps the
+  // backend's bf16 copy current through every write below (init, load, broadcast, step).
+  TDA_CHECK(t.dtype != "bf16" || ops_->bf16_matmuls(),
+            "train.dtype \"bf16\": the " + std::string(ops_->name()) +
+                " backend has no bf16 path (bf16 needs --device cuda)");
+  model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_, t.dtype);
   model_->init_weights(t.seed);
-  if (t.dtype == "bf16") {  // fp32 master weights and optimizer state, bf16 matmul inputs
-    Bf16Matmuls* mp = dynamic_cast<Bf16Matmuls*>(ops_.get());
-    TDA_CHECK(mp, "train.dtype \"bf16\": the " + std::string(ops_->name()) +
-                      " backend has no bf16 path (bf16 needs --device cuda)");
-    mp->enable_bf16_matmuls(model_->params(), model_->num_params());
-  }
   model_->set_batch(t.micro_batch, m.seq_len);
-  const size_t P = model_->num_params();
+  const size_t P = model_->flat_size();
   if (zero1()) {
     const size_t W = size_t(comm_->world());
     shard_n_ = (P + W - 1) / W;
@@ -172,7 +165,8 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
     // resumed run skips this: its own checkpoint already holds the weights.
     std::string used;
     if (comm_->rank() == 0) used = load_weights_strict(t.init_from, *model_);
-    if (comm_->world() > 1) comm_->broadcast(model_->params(), model_->num_params(), 0);
+    if (comm_->world() > 1)
+      model_->update_params([&](float* p) { comm_->broadcast(p, model_->flat_size(), 0); });
     if (comm_->rank() == 0)
       spdlog::info("initialised weights from {}; optimizer and step start fresh", used);
   }
@@ -205,13 +199,13 @@ void Trainer::prepare_run_dir() {
 }
 
 void Trainer::share_resumed(std::vector<float>& m, std::vector<float>& v) {
-  const size_t P = model_->num_params();
+  const size_t P = model_->flat_size();
   if (comm_->world() > 1) {
     if (comm_->rank() != 0) {
       m.assign(P, 0.f);
       v.assign(P, 0.f);
     }
-    comm_->broadcast(model_->params(), P, 0);
+    model_->update_params([&](float* p) { comm_->broadcast(p, P, 0); });
     comm_->broadcast(m.data(), P, 0);
     comm_->broadcast(v.data(), P, 0);
     state_.step = int(share_from_rank0(*comm_, state_.step));
@@ -223,7 +217,6 @@ void Trainer::share_resumed(std::vector<float>& m, std::vector<float>& v) {
   const size_t hi = zero1() ? std::max(shard_lo_, std::min(shard_lo_ + shard_n_, P)) : P;
   m_.upload(m.data() + lo, hi - lo);  // past P (ZeRO-1 padding) stays zero
   v_.upload(v.data() + lo, hi - lo);
-  weights_changed(*ops_);
   state_.config = cfg_.raw;
   // The loader position counts global samples, so it is valid for any number of ranks.
   train_loader_->set_position(state_.loader);
@@ -291,25 +284,27 @@ bool Trainer::run_step(StepMetrics* out, bool interruptible) {
 // tensor (weight decay on matrices only), every rank updating all parameters identically.
 void Trainer::optimizer_step(double lr, double* norm) {
   const auto& o = cfg_.optim;
-  const size_t P = model_->num_params();
+  const size_t P = model_->flat_size();
   GradReducer(*comm_, size_t(cfg_.dist.bucket_mb * double(1 << 20))).reduce(model_->grads(), P);
   *norm = std::sqrt(ops_->sum_squares(model_->grads(), P));
   check_grad_norm(*norm, state_.step);
   if (o.grad_clip > 0 && *norm > o.grad_clip)
     ops_->scale(model_->grads(), P, float(o.grad_clip / (*norm + 1e-6)));
-  for (const auto& ten : model_->tensors()) {
-    ops_->adamw(model_->params() + ten.offset, model_->grads() + ten.offset, m_.data() + ten.offset,
-                v_.data() + ten.offset, ten.numel, float(lr), float(o.beta1), float(o.beta2),
-                float(o.eps), ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
-  }
-  weights_changed(*ops_);
+  // Per tensor, so the alignment gaps between tensors are never touched (they stay zero).
+  model_->update_params([&](float* params) {
+    for (const auto& ten : model_->tensors()) {
+      ops_->adamw(params + ten.offset, model_->grads() + ten.offset, m_.data() + ten.offset,
+                  v_.data() + ten.offset, ten.numel, float(lr), float(o.beta1), float(o.beta2),
+                  float(o.eps), ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
+    }
+  });
 }
 
 // ZeRO-1: reduce-scatter the gradients, clip by the global norm (a double all-reduce of the
 // shards' sums of squares), AdamW on this rank's slice only, all-gather the parameters.
 void Trainer::optimizer_step_zero1(double lr, double* norm) {
   const auto& o = cfg_.optim;
-  const size_t P = model_->num_params();
+  const size_t P = model_->flat_size();
   const size_t n = shard_n_ * size_t(comm_->world());
   const size_t lo = shard_lo_, hi = std::max(lo, std::min(lo + shard_n_, P));
   float* g = model_->grads();
@@ -325,22 +320,23 @@ void Trainer::optimizer_step_zero1(double lr, double* norm) {
     ops_->scale(g + lo, shard_n_, float(o.grad_clip / (*norm + 1e-6)));
   // The slice may cut through tensors: each tensor's range is intersected with it, so weight
   // decay is still decided per tensor.
-  for (const auto& ten : model_->tensors()) {
-    const size_t a = std::max(lo, ten.offset), b = std::min(hi, ten.offset + ten.numel);
-    if (a >= b) continue;
-    ops_->adamw(model_->params() + a, g + a, m_.data() + (a - lo), v_.data() + (a - lo), b - a,
-                float(lr), float(o.beta1), float(o.beta2), float(o.eps),
-                ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
-  }
-  if (flat_.empty()) {
-    comm_->all_gather(model_->params(), n);
-  } else {
-    ops_->copy(flat_.data() + lo, model_->params() + lo, (hi - lo) * sizeof(float));
-    ops_->zero(flat_.data() + hi, lo + shard_n_ - hi);
-    comm_->all_gather(flat_.data(), n);
-    ops_->copy(model_->params(), flat_.data(), P * sizeof(float));
-  }
-  weights_changed(*ops_);
+  model_->update_params([&](float* params) {
+    for (const auto& ten : model_->tensors()) {
+      const size_t a = std::max(lo, ten.offset), b = std::min(hi, ten.offset + ten.numel);
+      if (a >= b) continue;
+      ops_->adamw(params + a, g + a, m_.data() + (a - lo), v_.data() + (a - lo), b - a, float(lr),
+                  float(o.beta1), float(o.beta2), float(o.eps),
+                  ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
+    }
+    if (flat_.empty()) {
+      comm_->all_gather(params, n);
+    } else {
+      ops_->copy(flat_.data() + lo, params + lo, (hi - lo) * sizeof(float));
+      ops_->zero(flat_.data() + hi, lo + shard_n_ - hi);
+      comm_->all_gather(flat_.data(), n);
+      ops_->copy(params, flat_.data(), P * sizeof(float));
+    }
+  });
 }
 
 double Trainer::evaluate() {
@@ -415,7 +411,7 @@ int Trainer::run() {
   auto old_term = std::signal(SIGTERM, on_stop_signal);
   if (comm_->rank() == 0)
     spdlog::info("model {} params | attention {} | {} grad-accum steps x {} ranks x {}x{} tokens",
-                 model_->num_params(), cfg_.attention.kind, accum_, comm_->world(), t.micro_batch,
+                 model_->param_count(), cfg_.attention.kind, accum_, comm_->world(), t.micro_batch,
                  cfg_.model.seq_len);
   auto start = std::chrono::steady_clock::now();
   const int first = state_.step;

@@ -15,6 +15,7 @@
 
 #include "attention/policies.h"
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/grid.h"
 #include "backend/cuda/mma.h"
 #include "backend/ops.h"
 
@@ -202,6 +203,17 @@ inline int max_head_dim(const AttnArgs& a) {
 
 inline size_t qk_stride(const AttnArgs& a) {
   return a.qk_bh_stride ? a.qk_bh_stride : size_t(a.T) * a.Dqk;
+}
+
+// The tiled kernels' grid: x = tiles of kTile rows, (y, z) = b*H + h (grid.h).
+inline dim3 tile_grid(const AttnArgs& a, const char* what) {
+  return attention_tile_grid(a.T, size_t(a.B) * size_t(a.H), kTile, what);
+}
+// This block's b*H + h; false for the few blocks past B*H when (y, z) round it up. Read from the
+// special registers, not kept in one (the 2-D grid's blockIdx.y cost none either).
+__device__ inline bool block_bh(const AttnArgs& a, size_t* bh) {
+  *bh = size_t(blockIdx.z) * gridDim.y + blockIdx.y;
+  return *bh < size_t(a.B) * size_t(a.H);
 }
 
 }  // namespace tda::cuda::fa

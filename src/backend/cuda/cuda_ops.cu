@@ -41,6 +41,12 @@ void CudaOps::enable_bf16_matmuls(const float* master, size_t n) {
   weights_changed();
 }
 
+void CudaOps::disable_bf16_matmuls() {
+  bf16_ = false;
+  master_ = nullptr;
+  master_n_ = 0;
+}
+
 void CudaOps::weights_changed() {
   if (bf16_) cuda::cast_to_bf16(static_cast<__nv_bfloat16*>(wbf16_), master_, master_n_);
 }

@@ -31,9 +31,14 @@ void zero(float* x, size_t n);
 
 void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
                      float eps);
-size_t rmsnorm_backward_scratch(int N, int C);  // floats
+constexpr int kRmsnormDwRows = 32;
+size_t rmsnorm_backward_scratch(int N, int C, int chunk_rows = kRmsnormDwRows);  // floats
 void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
                       const float* rstd, int N, int C, float* scratch);
+// Its dw stage: dw += sum over chunks of chunk_rows rows of the chunk's partial, both sums in
+// order. Tests pass a small chunk_rows to reach many chunks at an emulated size.
+void rmsnorm_backward_dw(float* dw, const float* dy, const float* x, const float* rstd, int N,
+                         int C, float* scratch, int chunk_rows = kRmsnormDwRows);
 
 void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C);
 size_t embedding_backward_scratch(int N);  // int32 elements
@@ -61,10 +66,15 @@ void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, 
                            const float* z, int z_stride, int N, int C, int group);
 void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
                        const float* w, int N, int C, float eps, bool center);
-size_t rela_norm_backward_scratch(int N, int C);  // floats
+constexpr int kRelaNormChunkRows = 32;
+size_t rela_norm_backward_scratch(int N, int C, int chunk_rows = kRelaNormChunkRows);  // floats
 void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,
                         const float* r, const float* mu, const float* gamma, const float* w, int N,
                         int C, bool center, float* scratch);
+// Its dgamma/dw stage (dw null: not gated), over chunks of chunk_rows tokens as rmsnorm's dw.
+void rela_norm_backward_dparams(float* dgamma, float* dw, const float* dy, const float* u,
+                                const float* r, const float* mu, const float* gamma, const float* w,
+                                int N, int C, float* scratch, int chunk_rows = kRelaNormChunkRows);
 
 constexpr int kLmHeadChunkRows = 1024;
 size_t lm_head_scratch(int N, int V_padded);  // floats: one chunk of logits
@@ -180,6 +190,8 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   // buffer, refreshed by weights_changed(); activations are cast at each GEMM input.
   void enable_bf16_matmuls(const float* master, size_t n) override;
   void weights_changed() override;
+  void disable_bf16_matmuls() override;
+  Bf16Matmuls* bf16_matmuls() override { return this; }
 
  private:
   // A bf16 view of x (n floats): the master copy if x lies in the master buffer, else x cast
