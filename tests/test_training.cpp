@@ -145,7 +145,7 @@ TEST_CASE("bad input: one-line errors and non-zero exit", "[training][badinput]"
     keep.push_back({n, shp, store.back().data()});
   }
   write_safetensors(ck + "/model.safetensors", keep);
-  one_line_error("sample --checkpoint " + ck + " --tokens 2", "missing tensor 'transformer.h.1.mlp.c_fc.weight'");
+  one_line_error("sample --checkpoint " + ck + " --tokens 2", "has no tensor 'transformer.h.1.mlp.c_fc.weight'");
   keep.push_back({"transformer.h.1.mlp.c_fc.weight", {7, 7}, store[0].data()});
   write_safetensors(ck + "/model.safetensors", keep);
   one_line_error("sample --checkpoint " + ck + " --tokens 2", "has shape [7,7], expected [512,128]");

@@ -15,12 +15,15 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention_work.h"
 #include "cli/command.h"
+#include "cli/config_flags.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "train/trainer.h"
 
 namespace tda {
+int bench_checkpoint(int argc, char** argv);  // bench_checkpoint.cpp
+
 namespace {
 
 double sgemm_gflops(int M, int N, int K, int reps) {
@@ -44,16 +47,13 @@ int bench_train(int argc, char** argv) {
   opts.add_options()("c,config", "JSON config", cxxopts::value<std::string>())(
       "steps", "timed steps", cxxopts::value<int>()->default_value("5"))(
       "set", "override a config key", cxxopts::value<std::vector<std::string>>())("h,help", "help");
-  auto r = opts.parse(argc, argv);
-  if (r.count("help") || !r.count("config")) {
-    std::cout << opts.help() << "\n";
-    return r.count("help") ? 0 : 2;
-  }
-  std::vector<std::string> sets;
-  if (r.count("set")) sets = r["set"].as<std::vector<std::string>>();
-  Config cfg = load_config(r["config"].as<std::string>(), sets);
+  cxxopts::ParseResult r;
+  int code = 0;
+  if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
+  Config cfg = load_config(r["config"].as<std::string>(), set_flags(r));
   TrainOptions to;
   to.out_dir = "/tmp/tda_bench_run";
+  to.overwrite = true;  // a scratch directory: the previous benchmark's run is not worth keeping
   Trainer trainer(cfg, to);
   trainer.train_step();  // warm-up: first-touch of buffers, BLAS thread start
   const int steps = r["steps"].as<int>();
@@ -248,7 +248,8 @@ int cmd_bench(int argc, char** argv) {
   const char* usage =
       "usage: tda bench <benchmark> [options]   (tda bench <benchmark> --help)\n\n"
       "  train      ms/step, tokens/s and GFLOP/s of a config's training step (JSON line)\n"
-      "  attention  forward+backward time and memory of one attention kind over T\n";
+      "  attention  forward+backward time and memory of one attention kind over T\n"
+      "  checkpoint time to write one checkpoint of a config's model, and its CRC32C share\n";
   if (argc < 2) {
     std::cerr << usage;
     return 2;
@@ -262,10 +263,11 @@ int cmd_bench(int argc, char** argv) {
   argv[1] = const_cast<char*>(prog.c_str());
   if (what == "train") return bench_train(argc - 1, argv + 1);
   if (what == "attention") return bench_attention(argc - 1, argv + 1);
-  throw Error("bench: unknown benchmark '" + what + "' (train, attention; tda bench --help)");
+  if (what == "checkpoint") return bench_checkpoint(argc - 1, argv + 1);
+  throw Error("bench: unknown benchmark '" + what + "' (train, attention, checkpoint; tda bench --help)");
 }
 
-RegisterCommand reg("bench", "benchmarks (train, attention)", cmd_bench);
+RegisterCommand reg("bench", "benchmarks (train, attention, checkpoint)", cmd_bench);
 
 }  // namespace
 }  // namespace tda

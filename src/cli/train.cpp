@@ -1,5 +1,5 @@
-// tda train --config FILE [--out DIR] [--resume auto|DIR] [--set key=value ...] [--procs N]
-//           [--gpus N]
+// tda train --config FILE [--out DIR] [--resume auto|DIR | --overwrite] [--set key=value ...]
+//           [--procs N] [--gpus N]
 //
 // Data parallel: `--procs N` starts N CPU ranks itself (under the system mpirun), `--gpus N`
 // forks N NCCL workers itself (no mpirun; dist/launch.h); a process started by a user-typed
@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/config_flags.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "dist/communicator.h"
@@ -70,6 +71,7 @@ int cmd_train(int argc, char** argv) {
       "o,out", "run directory (config, metrics, checkpoints)", cxxopts::value<std::string>())(
       "resume", "'auto' (newest checkpoint in --out) or a checkpoint directory",
       cxxopts::value<std::string>()->default_value(""))(
+      "overwrite", "replace the run already in --out (its metrics, config and checkpoints)")(
       "set", "override a config key: --set optim.lr=3e-4 (repeatable)",
       cxxopts::value<std::vector<std::string>>())(
       "steps", "stop after this many steps (default: train.max_steps)",
@@ -84,13 +86,10 @@ int cmd_train(int argc, char** argv) {
       "gpus", "data-parallel GPU ranks (NCCL), one worker process per GPU started by tda",
       cxxopts::value<int>()->default_value("0"))(
       "h,help", "show help");
-  auto r = opts.parse(argc, argv);
-  if (r.count("help") || !r.count("config")) {
-    std::cout << opts.help() << "\n";
-    return r.count("help") ? 0 : 2;
-  }
-  std::vector<std::string> sets;
-  if (r.count("set")) sets = r["set"].as<std::vector<std::string>>();
+  cxxopts::ParseResult r;
+  int code = 0;
+  if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
+  std::vector<std::string> sets = set_flags(r);
   if (r.count("device")) sets.push_back("train.device=" + r["device"].as<std::string>());
   if (r.count("dtype")) sets.push_back("train.dtype=" + r["dtype"].as<std::string>());
   Config cfg = load_config(r["config"].as<std::string>(), sets);
@@ -104,6 +103,7 @@ int cmd_train(int argc, char** argv) {
     to.out_dir = "runs/" + base.substr(0, base.rfind('.'));
   }
   to.resume = r["resume"].as<std::string>();
+  to.overwrite = r.count("overwrite") > 0;
   to.max_steps_override = r["steps"].as<int>();
 
   const int procs = r["procs"].as<int>(), gpus = r["gpus"].as<int>();

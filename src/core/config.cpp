@@ -1,6 +1,9 @@
 #include "core/config.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "core/error.h"
@@ -68,8 +71,11 @@ json load_with_bases(const std::string& path, int depth) {
   TDA_CHECK(j.is_object(), "config: '" + path + "' must hold a JSON object");
   if (!j.contains("base")) return j;
   TDA_CHECK(j["base"].is_string(), "config: '" + path + "': key 'base' must be a string");
-  std::string base = j["base"].get<std::string>();
+  const std::string named = j["base"].get<std::string>();
+  std::string base = named;
   if (base.empty() || base[0] != '/') base = dir_of(path) + "/" + base;
+  TDA_CHECK(std::ifstream(base).good(),
+            "config: '" + path + "': its base '" + named + "' (" + base + ") cannot be opened");
   json merged = load_with_bases(base, depth + 1);
   j.erase("base");
   merge_into(merged, j);
@@ -127,6 +133,18 @@ void apply_override(json& j, const std::string& kv) {
     TDA_CHECK(node->is_object() || node->is_null(), "--set '" + kv + "': '" + part + "' is not an object");
     start = dot + 1;
   }
+}
+
+// Shortest round-trip text of a bound or value: 1e-05, 0.95, 12.
+std::string fmt_num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int prec = 1; prec < 17; ++prec) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.*g", prec, v);
+    if (std::strtod(b, nullptr) == v) return b;
+  }
+  return buf;
 }
 
 template <class T>
@@ -202,17 +220,72 @@ Config config_from_json(const json& user, const std::string& origin) {
   c.dist.bucket_mb = get<double>(r, "dist", "bucket_mb");
   c.dist.timeout_s = get<double>(r, "dist", "timeout_s");
 
-  // Semantic checks: values that parse but cannot run.
-  auto positive = [&](long v, const char* key) {
-    TDA_CHECK(v > 0, origin + ": config key '" + key + "' must be > 0, got " + std::to_string(v));
+  // Semantic checks: values that parse but cannot run, or run silently wrong (a zero lr trains
+  // nothing, val_batches 0 logs a val loss of 0, norm_eps 0 divides by zero). One row per key:
+  // the bounds, and whether each is inclusive.
+  struct Bound {
+    const char* key;
+    double value, lo, hi;
+    bool lo_incl, hi_incl;
+    const char* hint;
   };
-  positive(m.n_layer, "model.n_layer");
-  positive(m.d_model, "model.d_model");
-  positive(m.n_head, "model.n_head");
-  positive(m.seq_len, "model.seq_len");
-  positive(t.micro_batch, "train.micro_batch");
-  positive(t.total_batch_tokens, "train.total_batch_tokens");
-  TDA_CHECK(m.d_model % m.n_head == 0, origin + ": model.d_model must be divisible by model.n_head");
+  const double inf = std::numeric_limits<double>::infinity();
+  const Bound bounds[] = {
+      {"model.n_layer", double(m.n_layer), 0, inf, false, false, ""},
+      {"model.d_model", double(m.d_model), 0, inf, false, false, ""},
+      {"model.n_head", double(m.n_head), 0, inf, false, false, ""},
+      {"model.seq_len", double(m.seq_len), 0, inf, false, false, ""},
+      {"model.vocab_size", double(m.vocab_size), 0, inf, false, false, ""},
+      // Token shards hold uint16 ids.
+      {"model.real_vocab_size", double(m.real_vocab_size), 0, 65536, false, true, ""},
+      {"model.rope_theta", m.rope_theta, 0, inf, false, false, ""},
+      {"model.rope_ntk_factor", m.rope_ntk_factor, 0, inf, false, false, ""},
+      {"model.norm_eps", m.norm_eps, 0, inf, false, false, ""},
+      {"attention.kappa", a.kappa, 0, inf, false, false, ""},  // log((i+1)/kappa)
+      {"attention.power", double(a.power), 1, inf, true, false, ""},
+      {"attention.entmax_iters", double(a.entmax_iters), 0, inf, false, false, ""},
+      {"attention.rela_eps", a.rela_eps, 0, inf, false, false, ""},
+      {"attention.head_norm_eps", a.head_norm_eps, 0, inf, false, false, ""},
+      {"attention.dex_anneal_steps", double(a.dex_anneal_steps), 0, inf, true, false, ""},
+      {"train.total_batch_tokens", double(t.total_batch_tokens), 0, inf, false, false, ""},
+      {"train.micro_batch", double(t.micro_batch), 0, inf, false, false, ""},
+      {"train.max_steps", double(t.max_steps), 0, inf, false, false, ""},
+      {"train.val_every", double(t.val_every), 0, inf, true, false, " (0: no validation)"},
+      {"train.val_batches", double(t.val_batches), 1, inf, true, false,
+       " (train.val_every=0 turns validation off)"},
+      {"train.checkpoint_every", double(t.checkpoint_every), 0, inf, true, false,
+       " (0: only at the end)"},
+      {"train.keep_checkpoints", double(t.keep_checkpoints), 0, inf, true, false, " (0: keep all)"},
+      {"train.sample_every", double(t.sample_every), 0, inf, true, false, " (0: no samples)"},
+      {"train.sample_tokens", double(t.sample_tokens), 1, inf, true, false, ""},
+      {"train.log_every", double(t.log_every), 1, inf, true, false, ""},
+      {"train.threads", double(t.threads), 0, inf, true, false, " (0: all cores)"},
+      {"optim.lr", o.lr, 0, inf, false, false, ""},
+      {"optim.min_lr", o.min_lr, 0, o.lr, true, true, " (and <= optim.lr)"},
+      {"optim.warmup_steps", double(o.warmup_steps), 0, inf, true, false, ""},
+      {"optim.weight_decay", o.weight_decay, 0, inf, true, false, ""},
+      {"optim.beta1", o.beta1, 0, 1, true, false, ""},
+      {"optim.beta2", o.beta2, 0, 1, true, false, ""},
+      {"optim.eps", o.eps, 0, inf, false, false, ""},
+      {"optim.grad_clip", o.grad_clip, 0, inf, true, false, " (0: no clipping)"},
+      {"dist.bucket_mb", c.dist.bucket_mb, 0, inf, true, false, " (0: one bucket)"},
+      {"dist.timeout_s", c.dist.timeout_s, 0, inf, false, false, " (seconds)"},
+  };
+  for (const auto& b : bounds) {
+    const bool ok = (b.lo_incl ? b.value >= b.lo : b.value > b.lo) &&
+                    (b.hi_incl ? b.value <= b.hi : b.value < b.hi);
+    if (ok) continue;
+    std::string range = std::string(b.lo_incl ? ">= " : "> ") + fmt_num(b.lo);
+    if (b.hi != inf)
+      range = std::string("in ") + (b.lo_incl ? "[" : "(") + fmt_num(b.lo) + ", " + fmt_num(b.hi) +
+              (b.hi_incl ? "]" : ")");
+    throw Error(origin + ": config key '" + b.key + "' must be " + range + b.hint + ", got " +
+                fmt_num(b.value));
+  }
+  TDA_CHECK(r["train"]["seed"].is_number_unsigned(),
+            origin + ": config key 'train.seed' must be >= 0, got " + r["train"]["seed"].dump());
+  TDA_CHECK(m.d_model % m.n_head == 0,
+            origin + ": model.d_model must be divisible by model.n_head");
   TDA_CHECK(m.head_dim() % 2 == 0, origin + ": head dim (d_model/n_head) must be even for RoPE");
   TDA_CHECK(m.vocab_size >= m.real_vocab_size,
             origin + ": model.vocab_size must be >= model.real_vocab_size");
@@ -225,8 +298,6 @@ Config config_from_json(const json& user, const std::string& origin) {
   TDA_CHECK(t.device == "cpu" || t.device == "cuda",
             origin + ": train.device must be \"cpu\" or \"cuda\", got \"" + t.device + "\"");
   TDA_CHECK(c.dist.zero_stage == 0 || c.dist.zero_stage == 1, origin + ": dist.zero_stage must be 0 or 1");
-  TDA_CHECK(c.dist.bucket_mb >= 0, origin + ": dist.bucket_mb must be >= 0 (0: one bucket)");
-  TDA_CHECK(c.dist.timeout_s > 0, origin + ": dist.timeout_s must be > 0 (seconds)");
   return c;
 }
 

@@ -3,8 +3,11 @@
 // A shard of n tokens holds floor((n-1)/T) samples; sample s covers tokens [s*T, s*T+T] (T+1
 // tokens: T inputs and T shifted targets). Training order is reproducible: epoch e visits the
 // shards in a permutation seeded by (seed, e) and the samples of each shard in a permutation
-// seeded by (seed, e, shard). Rank r of W takes every W-th group of B samples, so W ranks with
-// micro-batch B see exactly the samples one rank with micro-batch W*B would, in the same order.
+// seeded by (seed, e, shard). These orders, epoch after epoch, make one stream of samples; a
+// global batch is the next W*B samples of the stream, so it may span shards and epochs (shards
+// smaller than a batch work, and no sample is skipped). Rank r of W takes samples [r*B, r*B+B)
+// of each global batch, so W ranks with micro-batch B see exactly the samples one rank with
+// micro-batch W*B would, in the same order; a rank reads only the shards holding its samples.
 // The position (epoch, shard, sample cursor) is all a checkpoint needs to resume exactly.
 #pragma once
 #include <cstdint>
@@ -30,14 +33,16 @@ class DataLoader {
   const std::vector<std::string>& files() const { return files_; }
 
  private:
-  void load_shard();  // (re)builds tokens_ and order_ for pos_.epoch / pos_.shard
+  void order_shards();  // shard_order_ for pos_.epoch
+  void load_shard();    // tokens_ and order_ for pos_.epoch / pos_.shard, if not loaded yet
+  int64_t shard_file() const { return shard_order_[size_t(pos_.shard)]; }
   std::vector<std::string> files_;
   int B_, T_, vocab_, rank_, world_;
   bool shuffle_;
   uint64_t seed_;
   LoaderPosition pos_;
   std::vector<int64_t> shard_order_;
-  int64_t loaded_epoch_ = -1, loaded_shard_ = -1;
+  int64_t ordered_epoch_ = -1, loaded_epoch_ = -1, loaded_shard_ = -1;
   std::vector<uint16_t> tokens_;
   std::vector<int64_t> order_;
   std::vector<int64_t> shard_samples_;

@@ -2,8 +2,13 @@
 //   model.safetensors      fp32 parameters, tensor names as in the HF export
 //   optimizer.safetensors  AdamW moments, "<param>.exp_avg" / "<param>.exp_avg_sq"
 //   state.json             step, resolved config, loader position, metrics tail
-// Written into a hidden temp directory, every file fsynced, then renamed into place; state.json
-// is written last, so a directory without it is incomplete and never picked for resume.
+// Both safetensors files carry a CRC32C per tensor (core/safetensors.h), verified on load.
+//
+// Crash safety (docs/checkpoints.md): a checkpoint is written into a hidden `.step_N.tmp/`,
+// every file fsynced, state.json last, then renamed into place; a directory is removed only
+// after being renamed to a hidden `.step_N.trash/`. So at any kill point `step_N/` is either
+// complete or absent, and cleanup_checkpoints() (run at start-up) finishes or removes whatever
+// a killed writer or pruner left.
 #pragma once
 #include <string>
 #include <vector>
@@ -23,11 +28,13 @@ struct TrainState {
 
 // m, v: host copies of the AdamW moments (model.flat_size() floats each, saved per tensor: the
 // alignment gaps are not in the files); the parameters are downloaded from the model's backend.
+// Re-saving an existing step replaces it atomically.
 void save_checkpoint(const std::string& dir, const GPT2& model, const float* m, const float* v,
                      const TrainState& st);
-// Loads parameters into `model` (names and shapes must match; uploaded to its backend) and, if
-// m/v (host, flat_size() floats each; gaps left as they are) are non-null, the optimizer
-// moments. Returns the saved state.
+// Loads parameters into `model` (exactly its tensors, same shapes, checksums verified; uploaded
+// to its backend) and, if m/v (host, flat_size() floats each; gaps left as they are) are
+// non-null, the optimizer moments. Returns the saved state. A damaged file throws CorruptFile,
+// a mismatch Error.
 TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float* v);
 // train.init_from: loads only the parameters of `path` (a checkpoint directory, or a run
 // directory whose newest checkpoint is taken) into `model`. Strict: the file must hold exactly
@@ -36,10 +43,36 @@ TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float*
 std::string load_weights_strict(const std::string& path, GPT2& model);
 // Reads only state.json (e.g. to rebuild the model config from a checkpoint).
 TrainState read_checkpoint_state(const std::string& dir);
+// Complete checkpoints under run_dir/checkpoints (step_NNNNNNNN with state.json), oldest first.
+std::vector<std::string> complete_checkpoints(const std::string& run_dir);
 // Newest complete checkpoint under run_dir/checkpoints, or "" if none.
 std::string latest_checkpoint(const std::string& run_dir);
 std::string checkpoint_dir_name(int step);
-// Removes all but the newest `keep` complete checkpoints (keep <= 0: keep all).
+// Removes all but the newest `keep` complete checkpoints (keep <= 0: keep all), each renamed
+// to a hidden trash name before it is deleted.
 void prune_checkpoints(const std::string& run_dir, int keep);
+// Start-up repair of run_dir/checkpoints after a kill: a complete `.step_N.tmp` whose step_N is
+// missing (killed while replacing it) is renamed into place, other `.tmp` and all `.trash`
+// directories are removed, and so is a `step_N/` without state.json (half-deleted by a tda that
+// pruned in place). Returns one line per action, for the log.
+std::vector<std::string> cleanup_checkpoints(const std::string& run_dir);
+
+// Resume checks the checkpoint's saved config against this run's: every model.* and
+// attention.* key that changes the math must be equal. Returns "" when compatible, else the
+// differing keys with both values ("attention.kind: checkpoint \"ssmax\", this run \"softmax\"").
+std::string model_config_differences(const json& saved, const json& current);
+
+// What --resume found: the directory used ("" for a fresh start) and its state.
+struct ResumeResult {
+  std::string dir;
+  TrainState state;
+};
+// Loads `resume` ("auto": the newest intact checkpoint of run_dir, or none; else a checkpoint
+// directory) into model/m/v after checking model_config_differences against `config`.
+// With "auto", a checkpoint that fails its integrity check is skipped with a warning, moved
+// aside to `<name>.corrupt` (kept, never deleted, no longer pruned or picked), and the previous
+// one is tried; if every checkpoint is corrupt that is an error.
+ResumeResult resume_checkpoint(const std::string& resume, const std::string& run_dir,
+                               const json& config, GPT2& model, float* m, float* v);
 
 }  // namespace tda

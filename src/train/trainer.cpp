@@ -26,8 +26,9 @@ namespace tda {
 namespace {
 std::atomic<int> g_stop_signal{0};
 std::atomic<bool> g_announce{false};  // rank 0 says what an interrupt does
-// The first SIGINT/SIGTERM lets the step finish and checkpoint (run() polls the flag); a second
-// one means "now": exit at once, non-zero, saying so (write and _exit are async-signal-safe).
+// The first SIGINT/SIGTERM stops the run before the next micro-batch and checkpoints the last
+// finished step (run() and the step poll the flag); a second one means "now": exit at once,
+// non-zero, saying so (write and _exit are async-signal-safe).
 extern "C" void on_stop_signal(int sig) {
   if (g_stop_signal.exchange(sig) != 0) {
     static const char msg[] =
@@ -39,8 +40,8 @@ extern "C" void on_stop_signal(int sig) {
   }
   if (g_announce.load()) {
     static const char msg[] =
-        "\ntda: interrupt: finishing this step, then writing a checkpoint (interrupt again to "
-        "exit at once)\n";
+        "\ntda: interrupt: stopping before the next micro-batch, then checkpointing the last "
+        "finished step (interrupt again to exit at once)\n";
     ssize_t r = ::write(2, msg, sizeof msg - 1);
     (void)r;
   }
@@ -138,11 +139,26 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
 
   // Rank 0 alone looks at the disk (checkpoints live where rank 0 wrote them, which need not be
   // a shared file system); the other ranks receive what it read.
-  std::string resume = opt_.resume;
-  if (resume == "auto") resume = latest_checkpoint(opt_.out_dir);
-  if (share_from_rank0(*comm_, resume.empty() ? 0 : 1)) {
-    resume_from(resume);
-    if (comm_->rank() == 0) spdlog::info("resumed from {} at step {}", resume, state_.step);
+  if (comm_->rank() == 0) prepare_run_dir();
+  // Checkpoints hold all P moments: rank 0 reads them into host buffers, they are shared, and
+  // each rank uploads its slice (all of it without ZeRO-1).
+  std::vector<float> mh, vh;
+  std::string resumed;
+  if (comm_->rank() == 0 && !opt_.resume.empty()) {
+    mh.assign(P, 0.f);
+    vh.assign(P, 0.f);
+    ResumeResult rr =
+        resume_checkpoint(opt_.resume, opt_.out_dir, cfg_.raw, *model_, mh.data(), vh.data());
+    resumed = rr.dir;
+    if (!resumed.empty()) state_ = rr.state;
+    // A run killed between writing a checkpoint and pruning leaves one too many. Only now that
+    // the checkpoint to resume from has passed its checks (corrupt ones are moved aside): a
+    // prune before could delete the fallback of a corrupt newest one.
+    prune_checkpoints(opt_.out_dir, t.keep_checkpoints);
+  }
+  if (share_from_rank0(*comm_, resumed.empty() ? 0 : 1)) {
+    share_resumed(mh, vh);
+    if (comm_->rank() == 0) spdlog::info("resumed from {} at step {}", resumed, state_.step);
   } else if (!t.init_from.empty()) {
     // A fresh run on another run's weights (context extension, fine-tuning): the moments, the
     // step (so warmup/cosine and dex's anneal), and the data position all start from zero. A
@@ -157,17 +173,38 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   if (comm_->rank() == 0) {
     make_dirs(opt_.out_dir);
     write_file_durable(opt_.out_dir + "/config.json", cfg_.raw.dump(2));
-    metrics_ = open_metrics(opt_.out_dir, resume.empty() ? -1 : state_.step, resume);
+    metrics_ = open_metrics(opt_.out_dir, resumed.empty() ? -1 : state_.step, resumed);
   }
 }
 
-void Trainer::resume_from(const std::string& dir) {
+void Trainer::prepare_run_dir() {
+  const std::string& out = opt_.out_dir;
+  TDA_CHECK(!(opt_.overwrite && !opt_.resume.empty()),
+            "--overwrite replaces the run in " + out + " and --resume continues it: pick one");
+  // What a run leaves in its directory; anything else there (the launcher's .workers, a user's
+  // files) is neither a reason to refuse nor deleted by --overwrite.
+  const std::vector<std::string> ours = {"metrics.jsonl", "metrics.superseded.jsonl", "config.json",
+                                         "checkpoints"};
+  std::string found;
+  for (const auto& name : ours)
+    if (path_exists(out + "/" + name)) found += (found.empty() ? "" : ", ") + name;
+  if (!found.empty() && opt_.resume.empty()) {
+    TDA_CHECK(opt_.overwrite, out + " already holds a run (" + found +
+                                  "): continue it with --resume auto, train into a fresh --out, "
+                                  "or pass --overwrite to replace it");
+    spdlog::warn("--overwrite: deleting the run in {} ({})", out, found);
+    for (const auto& name : ours) remove_tree(out + "/" + name);
+  }
+  for (const auto& line : cleanup_checkpoints(out)) spdlog::warn("{}", line);
+}
+
+void Trainer::share_resumed(std::vector<float>& m, std::vector<float>& v) {
   const size_t P = model_->flat_size();
-  // Checkpoints hold all P moments: they are read into host buffers, shared, and each rank
-  // uploads its slice (all of it without ZeRO-1).
-  std::vector<float> m(P, 0.f), v(P, 0.f);
-  if (comm_->rank() == 0) state_ = load_checkpoint(dir, *model_, m.data(), v.data());
   if (comm_->world() > 1) {
+    if (comm_->rank() != 0) {
+      m.assign(P, 0.f);
+      v.assign(P, 0.f);
+    }
     model_->update_params([&](float* p) { comm_->broadcast(p, P, 0); });
     comm_->broadcast(m.data(), P, 0);
     comm_->broadcast(v.data(), P, 0);
@@ -196,6 +233,17 @@ void Trainer::log_json(const json& j) {
 }
 
 StepMetrics Trainer::train_step() {
+  StepMetrics sm{};
+  run_step(&sm, false);
+  return sm;
+}
+
+bool Trainer::stop_requested() {
+  const bool mine = g_stop_signal.load() != 0;
+  return comm_->world() > 1 ? comm_->all_reduce_sum(mine ? 1.0 : 0.0) > 0 : mine;
+}
+
+bool Trainer::run_step(StepMetrics* out, bool interruptible) {
   auto t0 = std::chrono::steady_clock::now();
   const auto& t = cfg_.train;
   const auto& o = cfg_.optim;
@@ -206,6 +254,9 @@ StepMetrics Trainer::train_step() {
   double loss = 0.0;
   const float grad_scale = 1.0f / float(N * accum_ * comm_->world());
   for (int micro = 0; micro < accum_; ++micro) {
+    // A 162M step on the CPU is minutes of micro-batches: a stop must not wait for all of them.
+    // Nothing is updated before the optimizer, so dropping the step loses only its work.
+    if (interruptible && stop_requested()) return false;
     train_loader_->next(inputs_.data(), targets_.data());
     loss += model_->forward(inputs_.data(), targets_.data(), true, grad_scale);
     model_->backward();
@@ -223,8 +274,10 @@ StepMetrics Trainer::train_step() {
   state_.step += 1;
   state_.last_train_loss = loss;
   state_.loader = train_loader_->position();
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return StepMetrics{state_.step, loss, lr, norm, ms, double(t.total_batch_tokens) / (ms / 1000.0)};
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  *out = StepMetrics{state_.step, loss, lr, norm, ms, double(t.total_batch_tokens) / (ms / 1000.0)};
+  return true;
 }
 
 // All-reduce the gradients (in dist.bucket_mb buckets), then global-norm clipping and AdamW per
@@ -287,6 +340,12 @@ void Trainer::optimizer_step_zero1(double lr, double* norm) {
 }
 
 double Trainer::evaluate() {
+  double vl = 0.0;
+  run_evaluate(&vl, false);
+  return vl;
+}
+
+bool Trainer::run_evaluate(double* out, bool interruptible) {
   const auto& t = cfg_.train;
   model_->set_batch(t.micro_batch, cfg_.model.seq_len);
   // Validation at step s sees the weights after s updates, so it runs the mechanism at step s
@@ -296,10 +355,12 @@ double Trainer::evaluate() {
   val_loader_->reset();
   double sum = 0.0;
   for (int i = 0; i < t.val_batches; ++i) {
+    if (interruptible && stop_requested()) return false;
     val_loader_->next(inputs_.data(), targets_.data());
     sum += model_->forward(inputs_.data(), targets_.data(), false, 0.f);
   }
-  return comm_->all_reduce_sum(sum / std::max(1, t.val_batches)) / comm_->world();
+  *out = comm_->all_reduce_sum(sum / t.val_batches) / comm_->world();
+  return true;
 }
 
 void Trainer::save(bool final_save) {
@@ -318,6 +379,7 @@ void Trainer::save(bool final_save) {
     m = m_.to_host();
     v = v_.to_host();
   }
+  saved_step_ = state_.step;
   if (comm_->rank() != 0) return;
   std::string dir = opt_.out_dir + "/checkpoints/" + checkpoint_dir_name(state_.step);
   save_checkpoint(dir, *model_, m.data(), v.data(), state_);
@@ -353,50 +415,64 @@ int Trainer::run() {
                  cfg_.model.seq_len);
   auto start = std::chrono::steady_clock::now();
   const int first = state_.step;
-  int code = 0;
-  while (state_.step < last) {
-    if (t.val_every > 0 && state_.step % t.val_every == 0) {
-      double vl = evaluate();
-      val_history_.push_back(vl);
-      state_.last_val_loss = vl;
-      log_json({{"type", "val"}, {"step", state_.step}, {"val_loss", vl}});
-      if (comm_->rank() == 0) spdlog::info("step {:6d} | val loss {:.4f}", state_.step, vl);
-    }
-    StepMetrics sm = train_step();
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    double eta = elapsed / (state_.step - first) * (last - state_.step);
-    log_json({{"type", "train"}, {"step", sm.step}, {"loss", sm.loss}, {"lr", sm.lr},
-              {"grad_norm", sm.grad_norm}, {"ms", sm.ms}, {"tokens_per_s", sm.tokens_per_s}});
-    if (comm_->rank() == 0 && (sm.step % std::max(1, t.log_every) == 0 || sm.step == last))
-      spdlog::info("step {:6d}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | eta {}",
-                   sm.step, last, sm.loss, sm.lr, sm.grad_norm, sm.ms, sm.tokens_per_s,
-                   fmt_duration(eta));
-    maybe_sample();
-    // Ranks must agree on stopping (a signal may reach them at different steps), or one would
-    // leave while the others wait for it in the next collective.
-    const int sig = g_stop_signal.load();
-    const bool stop = comm_->world() > 1 ? comm_->all_reduce_sum(sig != 0 ? 1.0 : 0.0) > 0 : sig != 0;
-    if (stop) {
-      if (comm_->rank() == 0) spdlog::warn("stop signal {} received: checkpointing at step {}", sig, state_.step);
-      log_json({{"type", "event"}, {"event", "interrupted"}, {"step", state_.step}});
-      save(true);
-      std::signal(SIGINT, old_int);
-      std::signal(SIGTERM, old_term);
-      return 0;
-    }
-    if (t.checkpoint_every > 0 && state_.step % t.checkpoint_every == 0 && state_.step < last) save(false);
-  }
-  if (t.val_every > 0 && state_.step > first) {
-    double vl = evaluate();
+  auto validate = [&]() {
+    double vl = 0.0;
+    if (!run_evaluate(&vl, true)) return false;
     val_history_.push_back(vl);
     state_.last_val_loss = vl;
     log_json({{"type", "val"}, {"step", state_.step}, {"val_loss", vl}});
     if (comm_->rank() == 0) spdlog::info("step {:6d} | val loss {:.4f}", state_.step, vl);
+    return true;
+  };
+  bool stopped = false;
+  while (state_.step < last && !stopped) {
+    if (t.val_every > 0 && state_.step % t.val_every == 0 && !validate()) {
+      stopped = true;
+      break;
+    }
+    StepMetrics sm;
+    if (!run_step(&sm, true)) {
+      stopped = true;
+      break;
+    }
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double eta = elapsed / (state_.step - first) * (last - state_.step);
+    log_json({{"type", "train"},
+              {"step", sm.step},
+              {"loss", sm.loss},
+              {"lr", sm.lr},
+              {"grad_norm", sm.grad_norm},
+              {"ms", sm.ms},
+              {"tokens_per_s", sm.tokens_per_s}});
+    if (comm_->rank() == 0 && (sm.step % std::max(1, t.log_every) == 0 || sm.step == last))
+      spdlog::info(
+          "step {:6d}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | eta "
+          "{}",
+          sm.step, last, sm.loss, sm.lr, sm.grad_norm, sm.ms, sm.tokens_per_s, fmt_duration(eta));
+    maybe_sample();
+    // Ranks must agree on stopping (a signal may reach them at different steps), or one would
+    // leave while the others wait for it in the next collective.
+    stopped = stop_requested();
+    if (!stopped && t.checkpoint_every > 0 && state_.step % t.checkpoint_every == 0 &&
+        state_.step < last)
+      save(false);
   }
-  if (state_.step > first) save(true);
+  if (stopped) {
+    if (comm_->rank() == 0)
+      spdlog::warn("stop signal {} received: {} step {}", g_stop_signal.load(),
+                   state_.step > first ? "checkpointing at" : "nothing new to save at",
+                   state_.step);
+    log_json({{"type", "event"}, {"event", "interrupted"}, {"step", state_.step}});
+  } else if (t.val_every > 0 && state_.step > first) {
+    validate();
+  }
+  // Nothing new to save when no step finished here (the checkpoint resumed from, if any, holds
+  // this state) or when a periodic checkpoint of this very step was just written.
+  if (state_.step > first && state_.step != saved_step_) save(true);
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
-  return code;
+  return 0;
 }
 
 }  // namespace tda

@@ -24,7 +24,10 @@ namespace tda {
 
 struct TrainOptions {
   std::string out_dir = "runs/default";
-  std::string resume;            // "" (fresh), "auto" (newest in out_dir, if any), or a directory
+  std::string resume;  // "" (fresh), "auto" (newest in out_dir, if any), or a directory
+  // A fresh run (no resume) refuses an out_dir that already holds a run, unless this is set:
+  // then that run's metrics.jsonl, config.json and checkpoints/ are deleted first.
+  bool overwrite = false;
   int max_steps_override = -1;   // stop after this many steps (tests: N then resume to 2N)
   Communicator* comm = nullptr;  // null: single process
 };
@@ -53,12 +56,20 @@ class Trainer {
   const std::vector<double>& val_history() const { return val_history_; }
 
  private:
+  // The step and the validation pass check for SIGINT/SIGTERM before every micro-batch when
+  // `interruptible`: a stop drops the unfinished step (or validation) and returns false. The
+  // parameters, moments and state_ then still describe the last finished step.
+  bool run_step(StepMetrics* out, bool interruptible);
+  bool run_evaluate(double* out, bool interruptible);
+  bool stop_requested();   // agreed by all ranks (a collective when there are several)
+  void prepare_run_dir();  // rank 0: refuse/overwrite an existing run, repair checkpoints/
   void save(bool final_save);
   void log_json(const json& j);
   void maybe_sample();
   void optimizer_step(double lr, double* norm);       // replicated moments
   void optimizer_step_zero1(double lr, double* norm);  // sharded moments (ZeRO-1)
-  void resume_from(const std::string& dir);  // rank 0 reads, every rank gets its share
+  // Rank 0 read a checkpoint into the model and m/v (host, P floats): every rank gets its share.
+  void share_resumed(std::vector<float>& m, std::vector<float>& v);
   bool zero1() const { return cfg_.dist.zero_stage == 1; }
 
   Config cfg_;
@@ -75,6 +86,7 @@ class Trainer {
   std::vector<int32_t> inputs_, targets_;
   TrainState state_;
   int accum_ = 1;
+  int saved_step_ = -1;  // step of the last checkpoint this process wrote
   std::vector<double> val_history_;
   FILE* metrics_ = nullptr;
 };
