@@ -180,10 +180,14 @@ TEST_CASE("cuda eval: the CLI runs sample, diag and eval mc on --device cuda",
   std::string cpu, gpu;
   REQUIRE(run_tda(sample, &cpu) == 0);
   REQUIRE(run_tda(sample + " --device cuda", &gpu) == 0);
-  // The emulated build says it runs on the emulator (one line on stderr): so it ran on cuda.
-  const size_t warning = gpu.find("warning: device cuda runs on the CPU SIMT emulator");
-  REQUIRE(warning != std::string::npos);
-  gpu.erase(warning, gpu.find('\n', warning) + 1 - warning);
+  // The CUDA backend says which device, driver and runtime it got, and the emulated build that
+  // it runs on the emulator (one line each on stderr): so it ran on cuda.
+  for (const char* line :
+       {"cuda: device 0 = SIMT emulator", "warning: device cuda runs on the CPU SIMT emulator"}) {
+    const size_t at = gpu.find(line);
+    REQUIRE(at != std::string::npos);
+    gpu.erase(at, gpu.find('\n', at) + 1 - at);
+  }
   CHECK(gpu == cpu);  // the same greedy text
   const std::string out = dir.path + "/diag.json";
   REQUIRE(
