@@ -127,21 +127,23 @@ def main():
     mode.add_argument("--write", action="store_true", help="regenerate the header")
     mode.add_argument("--check", action="store_true", help="fail if the header is stale")
     ap.add_argument("log", nargs="?", default=str(ROOT / "build-cuda/ptxas.log"))
+    ap.add_argument("--header", default=str(HEADER), help="the table (default: %(default)s)")
     args = ap.parse_args()
+    header = Path(args.header)
     text, toolkit = render(Path(args.log).read_text())
     if args.write:
-        HEADER.write_text(text)
+        header.write_text(text)
         count = sum(1 for line in text.splitlines() if line.startswith('    {"'))
-        print(f"launch_resources: wrote {HEADER.relative_to(ROOT)} ({count} kernels)")
+        print(f"launch_resources: wrote {header} ({count} kernels)")
         return
-    committed = HEADER.read_text() if HEADER.exists() else ""
+    committed = header.read_text() if header.exists() else ""
     if committed == text:
-        print(f"launch_resources: {HEADER.relative_to(ROOT)} matches {args.log}")
+        print(f"launch_resources: {header} matches {args.log}")
         return
     want = f'kLaunchResourcesToolkit[] = "{toolkit}"'
     if committed and toolkit and want not in committed:
         # Another toolkit allocates registers differently; the table describes the main one.
-        print(f"launch_resources: not compared: {HEADER.relative_to(ROOT)} was made with another "
+        print(f"launch_resources: not compared: {header} was made with another "
               f"CUDA toolkit than this build's {toolkit}")
         return
     old, new = set(committed.splitlines()), set(text.splitlines())
@@ -149,9 +151,9 @@ def main():
         print(f"  committed: {line.strip()}", file=sys.stderr)
     for line in sorted(new - old):
         print(f"  ptxas.log: {line.strip()}", file=sys.stderr)
-    sys.exit(f"launch_resources: {HEADER.relative_to(ROOT)} is stale (kernels or their registers, "
-             f"shared memory or launch bounds changed): run `python3 scripts/launch_resources.py "
-             f"--write {args.log}` and commit it")
+    sys.exit(f"launch_resources: {header} is stale (kernels or their registers, shared memory or "
+             f"launch bounds changed): run `python3 scripts/launch_resources.py --write {args.log}` "
+             "and commit it")
 
 
 if __name__ == "__main__":

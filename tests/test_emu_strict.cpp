@@ -11,6 +11,8 @@
 #define TDA_CUDA_EMU 1
 #endif
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -91,6 +93,64 @@ TEST_CASE("strict: kernel names are c++filt's names of the nvcc entries", "[emu]
         "tda::cuda::(anonymous namespace)::plain");
 }
 
+TEST_CASE("strict: launch_resources.py makes the table from ptxas's report, and finds it stale",
+          "[emu][strict]") {
+  // Two kernels as build_cuda.sh logs them: a template in an anonymous namespace with static
+  // shared memory on sm_90 only, and one with __launch_bounds__(256) (the PTX's .maxntid).
+  const std::string rope =
+      "_ZN3tda4cuda39_GLOBAL__N__d181ebb8_7_rope_cu_69e204fe11rope_kernelILb1EEEvPfS3_iiPKfS5_"
+      "iiiii";
+  const std::string sum = "_ZN3tda4cuda8selftest16block_sum_kernelEPKfPfi";
+  auto report = [&](int rope_regs_sm90) {
+    return "nvcc: Cuda compilation tools, release 13.0, V13.0.88\n"
+           "ptxas info    : Compiling entry function '" +
+           rope +
+           "' for 'sm_80'\n"
+           "ptxas info    : Used 28 registers, used 0 barriers, 412 bytes cmem[0]\n"
+           "ptxas info    : Compiling entry function '" +
+           rope +
+           "' for 'sm_90'\n"
+           "ptxas info    : Used " +
+           std::to_string(rope_regs_sm90) +
+           " registers, used 1 barriers, 256 bytes smem, 412 bytes cmem[0]\n"
+           "ptxas info    : Compiling entry function '" +
+           sum +
+           "' for 'sm_80'\n"
+           "ptxas info    : Used 12 registers, used 1 barriers, 372 bytes cmem[0]\n"
+           "ptxas info    : Compiling entry function '" +
+           sum +
+           "' for 'sm_90'\n"
+           "ptxas info    : Used 14 registers, used 1 barriers\n"
+           "ptx: sm_80 maxntid 256 1 1 " +
+           sum +
+           "\n"
+           "ptx: sm_90 maxntid 256 1 1 " +
+           sum + "\n";
+  };
+  tda::TempDir dir;
+  const std::string log = dir.path + "/ptxas.log", table = dir.path + "/table.h";
+  const std::string script = "python3 " + tda::source_dir() + "/scripts/launch_resources.py ";
+  tda::write_text(log, report(30));
+  std::string out;
+  REQUIRE(tda::run_command(script + "--write " + log + " --header " + table, &out) == 0);
+  std::ifstream in(table);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(
+      text,
+      Catch::Contains(
+          R"({"tda::cuda::(anonymous namespace)::rope_kernel<true>", 28, 0, 30, 256, 1024},)"));
+  CHECK_THAT(text,
+             Catch::Contains(R"({"tda::cuda::selftest::block_sum_kernel", 12, 0, 14, 0, 256},)"));
+  // The emulator names the kernel the same way from its own (host) symbol.
+  CHECK(tda::emu::detail::kernel_key(tda::emu::detail::demangle(rope.c_str())) ==
+        "tda::cuda::(anonymous namespace)::rope_kernel<true>");
+  CHECK(tda::run_command(script + "--check " + log + " --header " + table, &out) == 0);
+  tda::write_text(log, report(40));  // a kernel changed: the committed table is stale
+  CHECK(tda::run_command(script + "--check " + log + " --header " + table, &out) == 1);
+  CHECK_THAT(out, Catch::Contains("is stale") && Catch::Contains("--write") &&
+                      Catch::Contains("rope_kernel<true>\", 28, 0, 40, 256, 1024"));
+}
+
 TEST_CASE("strict: shared memory over 48 KiB without opt-in, and over the arch's opt-in limit",
           "[emu][strict]") {
   StrictMode strict;
@@ -133,6 +193,10 @@ TEST_CASE("strict: registers x threads over the register file, launch bounds, mi
   CHECK_THAT(last(), Catch::Contains("register_hungry_kernel") && Catch::Contains("512 threads") &&
                          Catch::Contains("255 registers") && Catch::Contains("sm_90") &&
                          Catch::Contains("131,072") && Catch::Contains("65,536"));
+  {
+    StrictMode off(false);  // the bare emulator runs it
+    CHECK(launch<register_hungry_kernel>(dim3(1), dim3(512), 0, nullptr, out.get()) == cudaSuccess);
+  }
   // 256 threads x 255 (rounded to 256 per thread) fill the file exactly.
   CHECK(launch<register_hungry_kernel>(dim3(1), dim3(256), 0, nullptr, out.get()) == cudaSuccess);
   // __launch_bounds__(128) (the PTX's .maxntid): 256 threads are refused.
@@ -161,6 +225,11 @@ TEST_CASE("strict: a host pointer passed to a kernel, directly and inside an arg
     CHECK_THAT(last(), Catch::Contains("scale_kernel") && Catch::Contains("argument 0 (float*)") &&
                            Catch::Contains("not device memory"));
     CHECK(host[0] == 1.0f);  // refused before it ran
+  }
+  {
+    StrictMode off(false);  // the bare emulator runs it on host memory, as no GPU would
+    CHECK(launch<scale_kernel>(dim3(1), dim3(64), 0, nullptr, host.data(), 64) == cudaSuccess);
+    CHECK(host[0] == 2.0f);
   }
   {
     ResetDeviceAtExit reset;
@@ -204,6 +273,11 @@ TEST_CASE("strict: a bf16 GEMM operand that is not 16-byte aligned", "[emu][stri
       tda::cuda::gemm(false, true, M, N, K, 1.0f, a.get() + 1, K, b.get(), K, 0.0f, c.get(), N),
       Catch::Contains("gemm") && Catch::Contains("operand A (bf16, 8x16, ld 16)") &&
           Catch::Contains("2-byte aligned") && Catch::Contains("needs 16"));
+  {
+    StrictMode off(false);
+    CHECK_NOTHROW(
+        tda::cuda::gemm(false, true, M, N, K, 1.0f, a.get() + 1, K, b.get(), K, 0.0f, c.get(), N));
+  }
   // Past the end of its allocation: a fault, as a GPU's out-of-bounds read would be.
   CHECK_THROWS_WITH(tda::cuda::gemm(false, true, M, N, K + 8, 1.0f, b.get(), K + 8, b.get(), K + 8,
                                     0.0f, c.get(), N),
@@ -244,6 +318,11 @@ TEST_CASE("strict: writes into an allocation's tail and past the dynamic shared 
   }
   {
     DeviceBuffer<float> x(101);
+    CHECK(launch<off_by_one_kernel>(dim3(1), dim3(32), 0, nullptr, x.get(), 100) == cudaSuccess);
+  }
+  {
+    StrictMode off(false);  // unseen by the bare emulator
+    DeviceBuffer<float> x(100);
     CHECK(launch<off_by_one_kernel>(dim3(1), dim3(32), 0, nullptr, x.get(), 100) == cudaSuccess);
   }
   {
