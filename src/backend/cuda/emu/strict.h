@@ -198,21 +198,27 @@ struct lists_pointers<
     T, std::void_t<decltype(device_pointers(std::declval<const T&>(), IgnorePointer{}))>>
     : std::true_type {};
 
+template <class T>
+const std::string& type_name() {
+  static const std::string name = demangle(typeid(T).name());
+  return name;
+}
+
+// The messages are built only for a finding: this runs at every launch.
 struct ArgCheck {
   const std::string* kernel;
   std::string error;
 
-  std::string where(size_t index, const char* type) const {
-    return "kernel " + *kernel + ": argument " + std::to_string(index) + " (" + type + ")";
-  }
-  void pointer(const void* p, const std::string& where) {
+  template <class Where>
+  void pointer(const void* p, const Where& where) {
     if (!p || !error.empty()) return;
     const std::string why = describe_range(p, 0);
-    if (!why.empty()) error = where + " = " + why;
+    if (!why.empty()) error = where() + " = " + why;
   }
   // A word of a struct that holds a device address but is not a listed pointer member.
+  template <class Where>
   void unlisted(const unsigned char* bytes, size_t size, const std::vector<size_t>& listed,
-                const std::string& where, bool has_list) {
+                const Where& where, bool has_list) {
     for (size_t off = 0; off + sizeof(void*) <= size && error.empty(); off += alignof(void*)) {
       bool skip = false;
       for (size_t l : listed) skip = skip || l == off;
@@ -220,7 +226,7 @@ struct ArgCheck {
       uintptr_t word = 0;
       std::memcpy(&word, bytes + off, sizeof word);
       if (word && device_address(reinterpret_cast<const void*>(word)))
-        error = where + " holds a device pointer at byte offset " + std::to_string(off) +
+        error = where() + " holds a device pointer at byte offset " + std::to_string(off) +
                 (has_list ? " that its device_pointers() overload does not list"
                           : ": list its pointer members in a device_pointers() overload");
     }
@@ -228,9 +234,12 @@ struct ArgCheck {
   template <class T>
   void arg(size_t index, const T& a) {
     if (!error.empty()) return;
-    const std::string type = demangle(typeid(T).name());
+    auto where = [&] {
+      return "kernel " + *kernel + ": argument " + std::to_string(index) + " (" + type_name<T>() +
+             ")";
+    };
     if constexpr (std::is_pointer_v<T>) {
-      pointer(reinterpret_cast<const void*>(a), where(index, type.c_str()));
+      pointer(reinterpret_cast<const void*>(a), where);
     } else if constexpr (std::is_class_v<T>) {
       std::vector<size_t> listed;
       const auto* bytes = reinterpret_cast<const unsigned char*>(&a);
@@ -238,10 +247,10 @@ struct ArgCheck {
         device_pointers(a, [&](const auto& member, const char* member_name) {
           listed.push_back(size_t(reinterpret_cast<const unsigned char*>(&member) - bytes));
           pointer(reinterpret_cast<const void*>(member),
-                  where(index, type.c_str()) + " member " + member_name);
+                  [&] { return where() + " member " + member_name; });
         });
       }
-      unlisted(bytes, sizeof(T), listed, where(index, type.c_str()), lists_pointers<T>::value);
+      unlisted(bytes, sizeof(T), listed, where, lists_pointers<T>::value);
     }
   }
 };
