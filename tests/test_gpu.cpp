@@ -161,7 +161,8 @@ TEST_CASE("gpu: a d12-shaped step (12 layers, d 768, T 1024) matches the CPU bin
     INFO(kind);
     TempDir dir;
     const std::string config = std::string("gpt2_162m/") + kind;
-    const Run cpu = train_run(TDA_BINARY, dir.path + "/cpu", config, sets + "--device cpu");
+    const Run cpu =
+        train_run(TDA_BINARY, dir.path + "/cpu", config, sets + "--device cpu --dtype fp32");
     for (const char* dtype : {"fp32", "bf16"}) {
       INFO(dtype);
       const Run gpu = train_run(gpu_tda, dir.path + "/gpu_" + dtype, config,
