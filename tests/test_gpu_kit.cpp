@@ -284,6 +284,47 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   CHECK(n == 4);
 }
 
+// sanitize.sh with a stand-in compute-sanitizer (prints what the real one prints; finds an error
+// in tda's run): every (tool, kind, dtype) once, its output kept, the exit code saying whether
+// any run had errors; past its deadline, runs are recorded as not run. report.py then reads it.
+TEST_CASE("gpu kit: sanitize.sh runs every (tool, kind, dtype) and report.py counts its findings",
+          "[gpukit]") {
+  if (sh("command -v python3") != 0) {
+    TDA_SKIP("needs python3");
+  }
+  TempDir dir;
+  std::filesystem::create_directories(dir.path + "/bin");
+  write_text(dir.path + "/bin/compute-sanitizer",
+             "#!/bin/sh\necho '========= COMPUTE-SANITIZER'\ncase \"$*\" in *tiny/tda.json*)\n"
+             "  echo '========= Invalid __global__ write of size 4 bytes'\n"
+             "  echo '========= ERROR SUMMARY: 1 error'; exit 0 ;;\nesac\n"
+             "echo '========= ERROR SUMMARY: 0 errors'\n");
+  std::filesystem::permissions(dir.path + "/bin/compute-sanitizer",
+                               std::filesystem::perms::owner_all);
+  const std::string run = "PATH=" + dir.path + "/bin:$PATH bash " + kScripts + "sanitize.sh ";
+  const std::string now = "$(date +%s)";
+  std::string out;
+  CHECK(sh(run + dir.path + "/w $((" + now + " + 120)) 2 'memcheck racecheck' bf16 'softmax tda'",
+           &out) == 1);
+  CHECK(has(out, "sanitize: 4 runs recorded, 2 with errors"));
+  CHECK(sh("python3 " + kScripts + "report.py --work " + dir.path + "/w --out " + dir.path +
+           "/r") == 0);
+  const json r = json::parse(read_file(dir.path + "/r/report.json"));
+  REQUIRE(r.at("sanitizer").size() == 4);
+  for (const auto& s : r.at("sanitizer")) {
+    INFO(s.dump());
+    CHECK(s.at("status") == (s.at("kind") == "tda" ? "errors" : "clean"));
+  }
+  CHECK(has(read_file(dir.path + "/r/report.md"),
+            "- racecheck tda bf16: errors (1 errors) Invalid __global__ write of size 4 bytes"));
+  // Past the deadline nothing starts: all recorded as not run, and no error claimed.
+  CHECK(sh(run + dir.path + "/late $((" + now + " - 1)) 2 memcheck 'bf16 fp32' softmax", &out) ==
+        0);
+  const std::string late = read_file(dir.path + "/late/sanitizer.jsonl");
+  CHECK(has(late, "\"dtype\": \"bf16\", \"status\": \"not run\""));
+  CHECK(has(late, "\"dtype\": \"fp32\", \"status\": \"not run\""));
+}
+
 TEST_CASE("gpu kit: torch_ref.py's GPT-2 is tda's softmax model (names, shapes, FLOPs, losses)",
           "[gpukit]") {
   const std::string py = source_dir() + "/.venv/bin/python";

@@ -109,7 +109,11 @@ done
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (+ local changes)')"
 } >"$WORK/env.txt"
 nvidia-smi >"$WORK/logs/nvidia-smi.txt" 2>&1
-log "$(grep '^gpu:' "$WORK/env.txt")"
+if grep -q '^gpu: *$' "$WORK/env.txt"; then
+  log "no NVIDIA GPU visible (nvidia-smi): the GPU stages will fail or be skipped; run this on a GPU node"
+else
+  log "$(grep '^gpu:' "$WORK/env.txt")"
+fi
 report
 
 # --- b. build, with PyTorch's references on the idle GPU meanwhile ------------------------------

@@ -12,6 +12,11 @@ as tda:
                 softmax checkpoint: parameter count, FLOPs per token and per-token losses, which
                 the test compares with tda's (proof that the reference is tda's model)
 
+The model keeps python/tda_hf/modeling_tda.py's module and tensor names (so a tda export loads
+into it) but not its code: that one is the dense float64 oracle of every kind and imports
+transformers; this one is a speed baseline (SDPA, fused RMSNorm where torch has it) that imports
+torch alone.
+
 Each prints one JSON line per result. Reads no network. Times are CUDA events, median of `reps`
 after `warmup` untimed repetitions. FLOPs per token: tda's count (docs/perf.md),
 3 (2 (P - P_wte) + 4 (T/2) d n_layer).

@@ -135,6 +135,7 @@ int bench_train(int argc, char** argv) {
 // counters give the FLOPs a dense tiled kernel does vs the work done. --mode time (the default
 // of a GPU build): CUDA-event times of the layer and its kernels (bench_gpu.cpp).
 int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vector<int>& Ts) {
+  cuda::startup();  // the start-up line, or one line saying why there is no usable GPU
   for (const auto& kind : kinds) {
     for (int T : Ts) {
       json j = {{"attention", {{"kind", kind}}},
