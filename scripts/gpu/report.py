@@ -243,7 +243,7 @@ def markdown(rep):
     md += [""]
 
     san = rep["sanitizer"]
-    md += ["## compute-sanitizer (tiny configs, every kind, fp32 and bf16)", ""]
+    md += ["## compute-sanitizer (`tda train` of the tiny configs, 2 steps)", ""]
     if san:
         tools = list(dict.fromkeys(r["tool"] for r in san))
         rows = []
@@ -273,8 +273,8 @@ def markdown(rep):
         cell = {(r["kind"], r["T"]): r for r in att}
         sd = {r["T"]: r for r in sdpa}
         head = ["", *("T=%d" % T for T in Ts)]
-        md += ["Kernel time, ms (tda: Ops::attention_forward + attention_backward; SDPA: flash, "
-               "causal; median):", ""]
+        md += ["Kernel time, ms (tda: Ops::attention_forward + attention_backward, median of its "
+               "reps; SDPA: flash, causal, median of its reps; synthetic N(0, 1) inputs):", ""]
         rows = [["PyTorch SDPA", *(fmt(sd[T]["fwd_ms"] + sd[T]["bwd_ms"]) if T in sd else "-"
                                    for T in Ts)]]
         rows += [[k, *(fmt(cell[(k, T)]["kernel_ms"]) if (k, T) in cell else "-" for T in Ts)]
@@ -305,8 +305,11 @@ def markdown(rep):
     md += ["## One training step, d12 (12 layers, d 768, 12 heads, vocabulary 50,304)", ""]
     if tr:
         peak = rep["peak_bf16_tflops"]
-        md += ["MFU against %s." % ("%.0f TFLOP/s dense bf16 (from the GPU's name)" % peak
-                                    if peak else "no known peak for this GPU: not computed"), ""]
+        md += ["MFU = FLOPs/token x tokens/s / peak, FLOPs/token = 3 (2 (P - P_wte) + 4 (T/2) d "
+               "n_layer) with each side's own parameter count P (docs/perf.md); peak: %s. "
+               "One optimizer step per B x T tokens on both sides; median step time." % (
+                   "%.0f TFLOP/s dense bf16 (from the GPU's name)" % peak if peak
+                   else "no known peak for this GPU: not computed"), ""]
         md += table(["run", "B x T", "ms/step", "tokens/s", "MFU", "FLOPs/token (M)",
                      "params (M)", "memory (MiB)"],
                     [(r["what"], "%d x %d" % (r["B"], r["T"]), fmt(r["ms"], "%.1f"),
