@@ -8,8 +8,8 @@ as tda:
                 GELU(tanh) MLP, untied head, vocabulary 50,304, AdamW with weight decay on
                 matrices, gradient clipping 1.0, bf16 autocast over fp32 weights), eager or
                 torch.compile, on random tokens
-  check-export  (CPU, tests/test_gpu_kit.cpp) the same model loaded from a `tda export` of a
-                softmax checkpoint: parameter count, FLOPs per token and per-token losses, which
+  check-export  (CPU, tests/test_gpu_kit.cpp) the same model loaded from `tda export`s of
+                softmax checkpoints: parameter count, FLOPs per token and per-token losses, which
                 the test compares with tda's (proof that the reference is tda's model)
 
 The model keeps python/tda_hf/modeling_tda.py's module and tensor names (so a tda export loads
@@ -269,25 +269,26 @@ def cmd_check_export(a):
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(here, "..", "..", "python", "tda_hf"))
     from modeling_tda import read_safetensors  # the export's reader, standard library + torch
-    with open(os.path.join(a.export_dir, "config.json")) as f:
-        raw = json.load(f)
-    assert raw["attention"]["kind"] == "softmax", "check-export needs a softmax export"
-    cfg = Cfg(raw["n_layer"], raw["d_model"], raw["n_head"], raw["seq_len"], raw["vocab_size"],
-              raw["real_vocab_size"], raw["rope_theta"], raw["norm_eps"])
-    model = GPT(cfg)
-    tensors = read_safetensors(os.path.join(a.export_dir, "model.safetensors"))
-    model.load_state_dict(tensors, strict=True)  # same names, same shapes, or an error
-    model = model.double().eval()
     with open(a.tokens) as f:
         toks = [int(t) for t in f.read().split()]
     idx = torch.tensor([toks], dtype=torch.long)
-    with torch.no_grad():
-        logits = model(idx[:, :-1])[..., :cfg.real_vocab_size]
-        losses = F.cross_entropy(logits[0], idx[0, 1:], reduction="none")
-    emit({"params": sum(p.numel() for p in model.parameters()),
-          "flops_per_token": flops_per_token(model, cfg.seq_len),
-          "attention": "sdpa" if SDPA is not None else "dense (torch without SDPA)",
-          "losses": losses.tolist()})
+    for export_dir in a.export_dirs:
+        with open(os.path.join(export_dir, "config.json")) as f:
+            raw = json.load(f)
+        assert raw["attention"]["kind"] == "softmax", "check-export needs a softmax export"
+        cfg = Cfg(raw["n_layer"], raw["d_model"], raw["n_head"], raw["seq_len"],
+                  raw["vocab_size"], raw["real_vocab_size"], raw["rope_theta"], raw["norm_eps"])
+        model = GPT(cfg)
+        tensors = read_safetensors(os.path.join(export_dir, "model.safetensors"))
+        model.load_state_dict(tensors, strict=True)  # same names, same shapes, or an error
+        model = model.double().eval()
+        with torch.no_grad():
+            logits = model(idx[:, :-1])[..., :cfg.real_vocab_size]
+            losses = F.cross_entropy(logits[0], idx[0, 1:], reduction="none")
+        emit({"export": export_dir, "params": sum(p.numel() for p in model.parameters()),
+              "flops_per_token": flops_per_token(model, cfg.seq_len),
+              "attention": "sdpa" if SDPA is not None else "dense (torch without SDPA)",
+              "losses": losses.tolist()})
 
 
 def main():
@@ -310,8 +311,8 @@ def main():
     tr.add_argument("--steps", type=int, default=10)
     tr.add_argument("--warmup", type=int, default=3)
     ce = sub.add_parser("check-export")
-    ce.add_argument("export_dir")
     ce.add_argument("tokens", help="a file of whitespace-separated token ids")
+    ce.add_argument("export_dirs", nargs="+", help="`tda export --format hf` directories")
     a = p.parse_args()
     {"attention": cmd_attention, "train": cmd_train, "check-export": cmd_check_export}[a.cmd](a)
 
