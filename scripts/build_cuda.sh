@@ -27,11 +27,13 @@ mkdir -p "$BUILD_DIR"
 LOG="$BUILD_DIR/ptxas.log"
 : >"$LOG"
 
+# The defaults are explicit, so a build directory the GPU kit configured (one architecture, no
+# -Werror: scripts/gpu/build.sh) is set back; CMAKE_ARGS, later on the line, overrides them.
 link_tda() {
   echo "[build_cuda] linking $BUILD_DIR/tda (cmake -DTDA_CUDA=ON)"
   cmake -S . -B "$BUILD_DIR/cmake" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_COMPILER="$NVCC" -DCUDAToolkit_ROOT="$CUDA_HOME" \
-    -DTDA_NATIVE="${TDA_NATIVE:-OFF}" \
+    -DTDA_NATIVE="${TDA_NATIVE:-OFF}" -DTDA_CUDA_ARCHS="80;90" -DTDA_WERROR=ON \
     -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake.log" 2>&1 ||
     { cat "$BUILD_DIR/cmake.log" >&2; exit 1; }
   cmake --build "$BUILD_DIR/cmake" -j"${JOBS:-2}" --target tda >>"$BUILD_DIR/cmake.log" 2>&1 ||
