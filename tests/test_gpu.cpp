@@ -19,7 +19,16 @@
 using namespace tda;
 
 namespace {
+// TDA_GPU_TEST_ON_EMULATOR=1 runs these tests without a GPU, with the emulated build's `tda` as the
+// "GPU" binary (slow: about 20 minutes on 2 cores): how their bounds were checked before any GPU
+// ran them. A GPU's kernels differ from the emulator by a few ulps per operation
+// (docs/emulator.md), so the bounds leave room above what the emulator shows.
+bool on_emulator() {
+  return std::getenv("TDA_GPU_TEST_ON_EMULATOR") != nullptr;
+}
+
 bool gpu_present() {
+  if (on_emulator()) return true;
   std::error_code ec;
   const std::filesystem::path p("/proc/driver/nvidia/gpus");
   return std::filesystem::is_directory(p, ec) &&
@@ -31,6 +40,7 @@ struct Run {
 };
 
 int gpu_count() {
+  if (on_emulator()) return 2;  // the emulated build runs --gpus N with its NCCL stand-in
   std::error_code ec;
   int n = 0;
   for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
@@ -68,12 +78,41 @@ std::vector<double> train_losses(const std::string& binary, const std::string& d
       .loss;
 }
 
+// Bound on |gradient norm / CPU's - 1| at step 1: 2e-2 (x5 in bf16, whose GEMM inputs add their
+// rounding), 5e-2 for tra/tda and 0.1 for the p = 1 rectifiers rela/diff_rela, whose derivatives
+// jump where a score sits within rounding of the threshold (test_cuda_variants.cpp's reasons;
+// on the emulator rela fp32 was 2.5e-2 off, tda 1.8e-2 at T 96).
+double grad_norm_bound(const std::string& kind, bool bf16) {
+  double b = bf16 ? 0.1 : 2e-2;
+  if (kind == "tra" || kind == "tda") b = std::max(b, 5e-2);
+  if (kind == "rela" || kind == "diff_rela") b = std::max(b, 0.1);
+  return b;
+}
+
+// Step 1 of two runs from the same weights (both binaries initialise on the host from the same
+// seed): loss within 1e-3 (5e-3 in bf16) and the gradient norm within grad_norm_bound.
+void check_step1(const Run& gpu, const Run& cpu, const std::string& kind, bool bf16) {
+  REQUIRE(!gpu.loss.empty());
+  REQUIRE(gpu.loss.size() == cpu.loss.size());
+  WARN(kind << (bf16 ? " bf16" : " fp32") << " step 1: cpu loss " << cpu.loss[0] << " norm "
+            << cpu.grad_norm[0] << ", gpu loss " << gpu.loss[0] << " norm " << gpu.grad_norm[0]);
+  CHECK(std::fabs(gpu.loss[0] - cpu.loss[0]) < (bf16 ? 5e-3 : 1e-3));
+  CHECK(std::fabs(gpu.grad_norm[0] / cpu.grad_norm[0] - 1) < grad_norm_bound(kind, bf16));
+}
+
 std::string gpu_binary() {
   const char* env = std::getenv("TDA_CUDA_BINARY");
-  return env ? env : source_dir() + "/build-cuda/tda";
+  if (env) return env;
+  return on_emulator() ? std::string(TDA_BINARY) : source_dir() + "/build-cuda/tda";
 }
 }  // namespace
 
+// The shrunk tiny softmax config (BPE vocabulary, d 64, 2 x 32 tokens per step, lr 3e-3) for 20
+// steps. The attention kernels take bf16 products in fp32 runs too (docs/cuda.md), so both GPU
+// curves leave the CPU's by bf16 rounding that training amplifies: on the emulator (this test
+// with TDA_GPU_TEST_ON_EMULATOR=1) |loss - CPU| is 1.1e-5 (fp32) / 7.2e-6 (bf16) at step 1,
+// <= 6.2e-4 / 3.9e-4 over steps 2-10, then grows to 3.3e-2 / 1.9e-2 at step 20. Bounds: step 1
+// 1e-3, steps 2-10 5e-3, the mean of steps 11-20 0.05; and the curve learns (CPU: 10.85 -> 9.01).
 TEST_CASE("gpu: build-cuda/tda trains like the CPU backend on a real GPU", "[gpu]") {
   const std::string gpu_tda = gpu_binary();
   if (!gpu_present() || !path_exists(gpu_tda)) {
@@ -81,22 +120,26 @@ TEST_CASE("gpu: build-cuda/tda trains like the CPU backend on a real GPU", "[gpu
   }
   TempDir dir;
   const auto cpu = train_losses(TDA_BINARY, dir.path + "/cpu", "--device cpu");
-  const auto f32 = train_losses(gpu_tda, dir.path + "/f32", "--device cuda --dtype fp32");
-  const auto b16 = train_losses(gpu_tda, dir.path + "/b16", "--device cuda --dtype bf16");
   REQUIRE(cpu.size() == 20);
-  REQUIRE(f32.size() == cpu.size());
-  REQUIRE(b16.size() == cpu.size());
-  for (size_t s = 0; s < cpu.size(); ++s) {
-    INFO("step " << s + 1 << " cpu " << cpu[s] << " gpu fp32 " << f32[s] << " bf16 " << b16[s]);
-    CHECK(std::fabs(f32[s] - cpu[s]) < 1e-3);
-    CHECK(std::fabs(b16[s] - cpu[s]) < 0.05);
+  for (const char* dtype : {"fp32", "bf16"}) {
+    INFO(dtype);
+    const auto gpu = train_losses(gpu_tda, dir.path + "/" + dtype,
+                                  std::string("--device cuda --dtype ") + dtype);
+    REQUIRE(gpu.size() == cpu.size());
+    double mean = 0;
+    for (size_t s = 0; s < cpu.size(); ++s) {
+      INFO("step " << s + 1 << " cpu " << cpu[s] << " gpu " << gpu[s]);
+      if (s < 10) CHECK(std::fabs(gpu[s] - cpu[s]) < (s == 0 ? 1e-3 : 5e-3));
+      if (s >= 10) mean += (gpu[s] - cpu[s]) / 10;
+    }
+    CHECK(std::fabs(mean) < 0.05);
+    CHECK(gpu.back() < gpu.front() - 1.0);
   }
 }
 
-// Every attention kind on the GPU, as tests/test_cuda_train.cpp does on the emulator (same
-// bounds, same reasons): step 1 from the same weights, loss within 1e-3 and gradient norm within
-// 2e-2 relative; the mean loss of steps 5-8 within 0.15 (one-sequence training is chaotic for
-// the sparse kinds after a few steps).
+// Every attention kind on the GPU, as tests/test_cuda_train.cpp does on the emulator: step 1 from
+// the same weights as check_step1; the mean loss of steps 5-8 within 0.15 (one-sequence training
+// is chaotic for the sparse kinds after a few steps).
 TEST_CASE("gpu: every attention kind's tiny config trains like the CPU backend", "[gpu]") {
   const std::string gpu_tda = gpu_binary();
   if (!gpu_present() || !path_exists(gpu_tda)) {
@@ -105,47 +148,31 @@ TEST_CASE("gpu: every attention kind's tiny config trains like the CPU backend",
   const std::string sets =
       "--steps 8 --set model.seq_len=32 --set train.micro_batch=1 "
       "--set train.total_batch_tokens=32 --set train.val_every=0 --set optim.warmup_steps=4 ";
+  auto tail = [](const Run& r) { return (r.loss[4] + r.loss[5] + r.loss[6] + r.loss[7]) / 4; };
   for (const char* kind : {"softmax", "gated_softmax", "ssmax", "entmax", "lssa", "rela",
                            "diff_softmax", "dex", "diff_rela", "tra", "tda"}) {
     INFO(kind);
     TempDir dir;
+    const std::string config = std::string("tiny/") + kind;
+    const Run cpu = train_run(TDA_BINARY, dir.path + "/cpu", config, sets + "--device cpu");
+    REQUIRE(cpu.loss.size() == 8);
     for (const char* dtype : {"fp32", "bf16"}) {
       INFO(dtype);
-      const std::string config = std::string("tiny/") + kind;
-      const Run cpu = train_run(TDA_BINARY, dir.path + "/cpu", config, sets + "--device cpu");
       const Run gpu = train_run(gpu_tda, dir.path + "/gpu_" + dtype, config,
                                 sets + "--device cuda --dtype " + dtype);
-      REQUIRE(cpu.loss.size() == 8);
       REQUIRE(gpu.loss.size() == 8);
-      auto tail = [](const Run& r) { return (r.loss[4] + r.loss[5] + r.loss[6] + r.loss[7]) / 4; };
-      // bf16 GEMM inputs add ~1e-3 to the step-1 loss (test_cuda_train.cpp): 5x looser there.
-      const double k = std::string(dtype) == "bf16" ? 5.0 : 1.0;
-      CHECK(std::fabs(gpu.loss[0] - cpu.loss[0]) < 1e-3 * k);
-      CHECK(std::fabs(gpu.grad_norm[0] / cpu.grad_norm[0] - 1) < 2e-2 * k);
+      check_step1(gpu, cpu, kind, std::string(dtype) == "bf16");
+      WARN(kind << " " << dtype << ": steps 5-8 mean dloss " << tail(gpu) - tail(cpu));
       CHECK(std::fabs(tail(gpu) - tail(cpu)) < 0.15);
-      std::filesystem::remove_all(dir.path + "/cpu");
     }
   }
 }
 
-// Step 1 of two runs from the same weights (both binaries initialise on the host from the same
-// seed): loss within 1e-3 and gradient norm within 2e-2 relative, 5x looser in bf16 (the bounds
-// of the every-kind test above).
-void check_step1(const Run& gpu, const Run& cpu, bool bf16) {
-  REQUIRE(!gpu.loss.empty());
-  REQUIRE(gpu.loss.size() == cpu.loss.size());
-  const double k = bf16 ? 5.0 : 1.0;
-  INFO("step 1: cpu loss " << cpu.loss[0] << " norm " << cpu.grad_norm[0] << ", gpu loss "
-                           << gpu.loss[0] << " norm " << gpu.grad_norm[0]);
-  CHECK(std::fabs(gpu.loss[0] - cpu.loss[0]) < 1e-3 * k);
-  CHECK(std::fabs(gpu.grad_norm[0] / cpu.grad_norm[0] - 1) < 2e-2 * k);
-}
-
 // The paper's geometry (configs/gpt2_162m: 12 layers, d 768, 12 heads of 64, vocabulary 50,304,
 // T 1024) for softmax and tda, one sequence per step, two steps on tiny shakespeare: everything
-// at full size (the 50,304-wide LM head in chunks, every d12 GEMM shape through cuBLASLt, the
-// (64, 128) tda kernels, AdamW over 176M parameters). Step 1 as check_step1; step 2 (after one
-// AdamW step at warmup's learning rate) within twice those.
+// at full size (the 50,304-wide LM head in chunks, every d12 GEMM shape through cuBLASLt, tda's
+// two-view kernels on 12 heads, AdamW over 176M parameters). Step 1 as check_step1; step 2 (after
+// one AdamW step at warmup's learning rate) within twice those.
 TEST_CASE("gpu: a d12-shaped step (12 layers, d 768, T 1024) matches the CPU binary", "[gpu]") {
   const std::string gpu_tda = gpu_binary();
   if (!gpu_present() || !path_exists(gpu_tda)) {
@@ -168,7 +195,7 @@ TEST_CASE("gpu: a d12-shaped step (12 layers, d 768, T 1024) matches the CPU bin
       const Run gpu = train_run(gpu_tda, dir.path + "/gpu_" + dtype, config,
                                 sets + "--device cuda --dtype " + dtype);
       REQUIRE(cpu.loss.size() == 2);
-      check_step1(gpu, cpu, std::string(dtype) == "bf16");
+      check_step1(gpu, cpu, kind, std::string(dtype) == "bf16");
       const double k = std::string(dtype) == "bf16" ? 5.0 : 1.0;
       CHECK(std::fabs(gpu.loss[1] - cpu.loss[1]) < 2e-3 * k);
       std::filesystem::remove_all(dir.path + "/gpu_" + dtype);
@@ -262,7 +289,7 @@ TEST_CASE("gpu: attention launches above 48 KB of shared memory match the CPU bi
     const Run gpu =
         train_run(gpu_tda, dir.path + "/gpu", config, sets + extra + "--device cuda --dtype fp32");
     REQUIRE(cpu.loss.size() == 8);
-    check_step1(gpu, cpu, false);
+    check_step1(gpu, cpu, config.substr(5), false);
     auto tail = [](const Run& r) { return (r.loss[4] + r.loss[5] + r.loss[6] + r.loss[7]) / 4; };
     CHECK(std::fabs(tail(gpu) - tail(cpu)) < 0.15);
   }
