@@ -20,8 +20,8 @@ using namespace tda;
 
 namespace {
 // TDA_GPU_TEST_ON_EMULATOR=1 runs these tests without a GPU, with the emulated build's `tda` as the
-// "GPU" binary (slow: about 20 minutes on 2 cores): how their bounds were checked before any GPU
-// ran them. A GPU's kernels differ from the emulator by a few ulps per operation
+// "GPU" binary (slow: about 15 minutes on 2 cores, d12 aside): how their bounds were checked before
+// any GPU ran them. A GPU's kernels differ from the emulator by a few ulps per operation
 // (docs/emulator.md), so the bounds leave room above what the emulator shows.
 bool on_emulator() {
   return std::getenv("TDA_GPU_TEST_ON_EMULATOR") != nullptr;

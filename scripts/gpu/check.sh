@@ -150,8 +150,8 @@ STAGES_AFTER=3
 EXCLUDE=()
 [ "$QUICK" = 1 ] && EXCLUDE=(-E "d12")
 if [ -x build/tda_tests ] && [ -x build-cuda/tda ]; then
-  stage gpu-tests 180 "ctest -L gpu -j 4" \
-    ctest --test-dir build -L gpu -j 4 --timeout 170 "${EXCLUDE[@]}" --output-on-failure \
+  stage gpu-tests 200 "ctest -L gpu -j 4" \
+    ctest --test-dir build -L gpu -j 4 --timeout 190 "${EXCLUDE[@]}" --output-on-failure \
     --output-junit "$PWD/$WORK/ctest.xml"
 else
   printf '{"stage": "gpu-tests", "status": "skipped", "seconds": 0, "note": "no build"}\n' \
