@@ -32,8 +32,8 @@ void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, flo
   if (n == 0) return;
   const float bc1 = 1.0f - std::pow(beta1, float(t));
   const float bc2 = 1.0f - std::pow(beta2, float(t));
-  check(launch(adamw_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), p, g, m, v,
-               n, lr, beta1, beta2, eps, wd, bc1, bc2),
+  check(launch<adamw_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), p, g, m, v,
+                             n, lr, beta1, beta2, eps, wd, bc1, bc2),
         "adamw");
 }
 

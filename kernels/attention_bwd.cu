@@ -298,16 +298,16 @@ void launch_backward(const AttnArgs& a, float* Dbuf) {
   const dim3 grid = tile_grid(a, "attention_backward");
   const size_t tiles =
       (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + 2 * tile_elems<kDv>()) * sizeof(uint16_t);
-  auto* dq = fa_dq_kernel<P, kTwo, kDk, kDv>;
+  constexpr auto* dq = fa_dq_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tiles)),
         "attention_backward smem");
-  check(launch(dq, grid, dim3(kThreads), tiles, stream(), a, sqk, static_cast<const float*>(Dbuf)),
+  check(launch<dq>(grid, dim3(kThreads), tiles, stream(), a, sqk, static_cast<const float*>(Dbuf)),
         "attention_backward dq");
   const size_t smem = tiles + 5 * kTile * sizeof(float);
-  auto* dkdv = fa_dkdv_kernel<P, kTwo, kDk, kDv>;
+  constexpr auto* dkdv = fa_dkdv_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_backward smem");
-  check(launch(dkdv, grid, dim3(kThreads), smem, stream(), a, sqk, static_cast<const float*>(Dbuf)),
+  check(launch<dkdv>(grid, dim3(kThreads), smem, stream(), a, sqk, static_cast<const float*>(Dbuf)),
         "attention_backward dkdv");
 }
 
@@ -318,8 +318,8 @@ void launch_backward(const AttnArgs& a, float* Dbuf) {
     attention_entmax_rowc(a, Dbuf);  // D_i = c_i, a pass over the keys
   } else if (P::kNormalized) {
     const size_t rows = size_t(a.B) * a.H * a.T;
-    check(launch(fa_rowdot_kernel<kTwo>, dim3(unsigned((rows + kWarps - 1) / kWarps)),
-                 dim3(kThreads), 0, stream(), a, Dbuf),
+    check(launch<fa_rowdot_kernel<kTwo>>(dim3(unsigned((rows + kWarps - 1) / kWarps)),
+                                         dim3(kThreads), 0, stream(), a, Dbuf),
           "attention_backward rowdot");
   }
   if (a.Dqk <= 64 && a.Dv <= 64)

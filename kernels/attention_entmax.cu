@@ -181,22 +181,22 @@ __global__ void __launch_bounds__(kThreads)
 template <int kDk>
 void launch_threshold(const AttnArgs& a) {
   const size_t smem = 2 * tile_elems<kDk>() * sizeof(uint16_t);
-  auto* kernel = entmax_threshold_kernel<kDk>;
+  constexpr auto* kernel = entmax_threshold_kernel<kDk>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_entmax_threshold smem");
-  check(launch(kernel, tile_grid(a, "attention_entmax_threshold"), dim3(kThreads), smem, stream(),
-               a, qk_stride(a)),
+  check(launch<kernel>(tile_grid(a, "attention_entmax_threshold"), dim3(kThreads), smem, stream(),
+                       a, qk_stride(a)),
         "attention_entmax_threshold");
 }
 
 template <int kDk, int kDv>
 void launch_rowc(const AttnArgs& a, float* Dbuf) {
   const size_t smem = 2 * (tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
-  auto* kernel = entmax_rowc_kernel<kDk, kDv>;
+  constexpr auto* kernel = entmax_rowc_kernel<kDk, kDv>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_entmax_rowc smem");
-  check(launch(kernel, tile_grid(a, "attention_entmax_rowc"), dim3(kThreads), smem, stream(), a,
-               qk_stride(a), Dbuf),
+  check(launch<kernel>(tile_grid(a, "attention_entmax_rowc"), dim3(kThreads), smem, stream(), a,
+                       qk_stride(a), Dbuf),
         "attention_entmax_rowc");
 }
 }  // namespace

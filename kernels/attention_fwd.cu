@@ -240,11 +240,11 @@ template <class P, bool kTwo, int kDk, int kDv>
 void launch_forward(const AttnArgs& a) {
   const size_t smem =
       (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
-  auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv>;
+  constexpr auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_forward smem");
-  check(launch(kernel, tile_grid(a, "attention_forward"), dim3(kThreads), smem, stream(), a,
-               qk_stride(a)),
+  check(launch<kernel>(tile_grid(a, "attention_forward"), dim3(kThreads), smem, stream(), a,
+                       qk_stride(a)),
         "attention_forward");
 }
 

@@ -251,37 +251,37 @@ int chunks_of(int N, int chunk_rows) {
 
 void l2norm_forward(float* x, float* norm, size_t N, int D) {
   if (N == 0) return;
-  check(launch(l2norm_forward_kernel, dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0, stream(),
-               x, norm, N, D),
+  check(launch<l2norm_forward_kernel>(dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0, stream(),
+                                      x, norm, N, D),
         "l2norm_forward");
 }
 
 void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D) {
   if (N == 0) return;
-  check(launch(l2norm_backward_kernel, dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0,
-               stream(), dx, xhat, norm, N, D),
+  check(launch<l2norm_backward_kernel>(dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0,
+                                       stream(), dx, xhat, norm, N, D),
         "l2norm_backward");
 }
 
 void row_dot(float* out, const float* a, const float* b, size_t N, int D) {
   if (N == 0) return;
-  check(launch(row_dot_kernel, dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0, stream(), out,
-               a, b, N, D),
+  check(launch<row_dot_kernel>(dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0, stream(), out,
+                               a, b, N, D),
         "row_dot");
 }
 
 void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H, int T) {
   if (H == 0) return;
-  check(launch(head_row_sum_kernel, dim3(unsigned(H)), dim3(kThreads), 0, stream(), dst, x, w,
-               scale, B, H, T),
+  check(launch<head_row_sum_kernel>(dim3(unsigned(H)), dim3(kThreads), 0, stream(), dst, x, w,
+                                    scale, B, H, T),
         "head_row_sum");
 }
 
 void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
                    double kappa, int d) {
   if (T <= 0) return;
-  check(launch(threshold_tau_kernel, dim3(grid_for(size_t(T), kThreads)), dim3(kThreads), 0,
-               stream(), out, beta, beta_fixed, derivative, T, kappa, d),
+  check(launch<threshold_tau_kernel>(dim3(grid_for(size_t(T), kThreads)), dim3(kThreads), 0,
+                                     stream(), out, beta, beta_fixed, derivative, T, kappa, d),
         "threshold_tau");
 }
 
@@ -289,16 +289,16 @@ void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int
                 int D) {
   const size_t n = size_t(B) * H * T * D;
   if (n == 0) return;
-  check(launch(scale_rows_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, x, f,
-               f_head_stride, B, H, T, D),
+  check(launch<scale_rows_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, x, f,
+                                  f_head_stride, B, H, T, D),
         "scale_rows");
 }
 
 void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group) {
   const size_t n = size_t(N) * C;
   if (n == 0) return;
-  check(launch(sigmoid_gate_forward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0,
-               stream(), y, z, z_stride, N, C, group),
+  check(launch<sigmoid_gate_forward_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0,
+                                            stream(), y, z, z_stride, N, C, group),
         "sigmoid_gate_forward");
 }
 
@@ -307,22 +307,23 @@ void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, 
   const size_t n = size_t(N) * C;
   if (n == 0) return;
   if (group == 1) {
-    check(launch(sigmoid_gate_backward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0,
-                 stream(), g, dz, dz_stride, dy, o, z, z_stride, N, C),
-          "sigmoid_gate_backward");
+    check(
+        launch<sigmoid_gate_backward_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0,
+                                             stream(), g, dz, dz_stride, dy, o, z, z_stride, N, C),
+        "sigmoid_gate_backward");
     return;
   }
-  check(launch(sigmoid_gate_backward_grouped_kernel, dim3(row_blocks(size_t(N) * (C / group))),
-               dim3(kRowsPerBlock * kWarp), 0, stream(), g, dz, dz_stride, dy, o, z, z_stride, N, C,
-               group),
+  check(launch<sigmoid_gate_backward_grouped_kernel>(
+            dim3(row_blocks(size_t(N) * (C / group))), dim3(kRowsPerBlock * kWarp), 0, stream(), g,
+            dz, dz_stride, dy, o, z, z_stride, N, C, group),
         "sigmoid_gate_backward_grouped");
 }
 
 void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
                        const float* w, int N, int C, float eps, bool center) {
   if (N == 0) return;
-  check(launch(rela_norm_forward_kernel, dim3(unsigned(N)), dim3(kNormThreads), 0, stream(), y, r,
-               mu, u, gamma, w, C, eps, center),
+  check(launch<rela_norm_forward_kernel>(dim3(unsigned(N)), dim3(kNormThreads), 0, stream(), y, r,
+                                         mu, u, gamma, w, C, eps, center),
         "rela_norm_forward");
 }
 
@@ -334,8 +335,8 @@ void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, co
                         const float* r, const float* mu, const float* gamma, const float* w, int N,
                         int C, bool center, float* scratch) {
   if (N == 0) return;
-  check(launch(rela_norm_backward_du_kernel, dim3(unsigned(N)), dim3(kNormThreads), 0, stream(), du,
-               dy, u, r, mu, gamma, w, C, center),
+  check(launch<rela_norm_backward_du_kernel>(dim3(unsigned(N)), dim3(kNormThreads), 0, stream(), du,
+                                             dy, u, r, mu, gamma, w, C, center),
         "rela_norm_backward_du");
   rela_norm_backward_dparams(dgamma, dw, dy, u, r, mu, gamma, w, N, C, scratch);
 }
@@ -349,11 +350,11 @@ void rela_norm_backward_dparams(float* dgamma, float* dw, const float* dy, const
   const int threads = column_threads(size_t(C), kNormThreads);
   const dim3 grid =
       chunk_column_grid(size_t(chunks), size_t(C), threads, "rela_norm_dparam_partial");
-  check(launch(rela_norm_dparam_partial_kernel, grid, dim3(threads), 0, stream(), scratch, dy, u, r,
-               mu, gamma, w, N, C, chunk_rows),
+  check(launch<rela_norm_dparam_partial_kernel>(grid, dim3(threads), 0, stream(), scratch, dy, u, r,
+                                                mu, gamma, w, N, C, chunk_rows),
         "rela_norm_dparam_partial");
-  check(launch(rela_norm_dparam_sum_kernel, dim3(grid.y), dim3(threads), 0, stream(), dgamma, dw,
-               static_cast<const float*>(scratch), chunks, C),
+  check(launch<rela_norm_dparam_sum_kernel>(dim3(grid.y), dim3(threads), 0, stream(), dgamma, dw,
+                                            static_cast<const float*>(scratch), chunks, C),
         "rela_norm_dparam_sum");
 }
 

@@ -21,13 +21,13 @@ __global__ void to_float_kernel(float* x, const __nv_bfloat16* y, size_t n) {
 
 void cast_to_bf16(__nv_bfloat16* y, const float* x, size_t n) {
   if (n == 0) return;
-  check(launch(to_bf16_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, x, n),
+  check(launch<to_bf16_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, x, n),
         "cast_to_bf16");
 }
 
 void cast_to_float(float* x, const __nv_bfloat16* y, size_t n) {
   if (n == 0) return;
-  check(launch(to_float_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), x, y, n),
+  check(launch<to_float_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), x, y, n),
         "cast_to_float");
 }
 

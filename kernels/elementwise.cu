@@ -72,47 +72,47 @@ __global__ void zero_kernel(float* x, size_t n) {
 
 void gelu_forward(float* y, const float* x, size_t n) {
   if (n == 0) return;
-  check(launch(gelu_forward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, x,
-               n),
+  check(launch<gelu_forward_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, x,
+                                    n),
         "gelu_forward");
 }
 
 void gelu_backward(float* dx, const float* x, const float* dy, size_t n) {
   if (n == 0) return;
-  check(launch(gelu_backward_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), dx,
-               x, dy, n),
+  check(launch<gelu_backward_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), dx,
+                                     x, dy, n),
         "gelu_backward");
 }
 
 void add(float* y, const float* a, const float* b, size_t n) {
   if (n == 0) return;
-  check(launch(add_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, b, n),
+  check(launch<add_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, b, n),
         "add");
 }
 
 void add_inplace(float* y, const float* a, size_t n) {
   if (n == 0) return;
   check(
-      launch(add_inplace_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, n),
+      launch<add_inplace_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, n),
       "add_inplace");
 }
 
 void scale(float* x, size_t n, float s) {
   if (n == 0) return;
-  check(launch(scale_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), x, n, s),
+  check(launch<scale_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), x, n, s),
         "scale");
 }
 
 void axpby(float* y, float a, const float* x, float b, size_t n) {
   if (n == 0) return;
   check(
-      launch(axpby_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, x, b, n),
+      launch<axpby_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, x, b, n),
       "axpby");
 }
 
 void zero(float* x, size_t n) {
   if (n == 0) return;
-  check(launch(zero_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), x, n),
+  check(launch<zero_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), x, n),
         "zero");
 }
 

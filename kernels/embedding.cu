@@ -44,8 +44,8 @@ __global__ void embedding_backward_kernel(float* dwte, const float* dy, const in
 
 void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) {
   if (N == 0) return;
-  check(launch(embedding_forward_kernel, dim3(grid_for(size_t(N) * C, kThreads)), dim3(kThreads), 0,
-               stream(), y, tokens, wte, N, C),
+  check(launch<embedding_forward_kernel>(dim3(grid_for(size_t(N) * C, kThreads)), dim3(kThreads), 0,
+                                         stream(), y, tokens, wte, N, C),
         "embedding_forward");
 }
 
@@ -78,9 +78,10 @@ void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int
   plan.insert(plan.end(), seg_start.begin(), seg_start.end());
   check(cudaMemcpy(scratch, plan.data(), plan.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
         "embedding_backward plan");
-  check(launch(embedding_backward_kernel, dim3(unsigned(S)), dim3(kThreads), 0, stream(), dwte, dy,
-               static_cast<const int32_t*>(scratch), static_cast<const int32_t*>(scratch + N),
-               static_cast<const int32_t*>(scratch + N + S), C),
+  check(launch<embedding_backward_kernel>(dim3(unsigned(S)), dim3(kThreads), 0, stream(), dwte, dy,
+                                          static_cast<const int32_t*>(scratch),
+                                          static_cast<const int32_t*>(scratch + N),
+                                          static_cast<const int32_t*>(scratch + N + S), C),
         "embedding_backward");
 }
 

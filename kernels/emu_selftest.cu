@@ -72,12 +72,12 @@ __global__ void __launch_bounds__(32)
 
 inline cudaError_t block_sum(const float* x, float* out, int n, int blocks, cudaStream_t stream) {
   const size_t shmem = (kSumThreads / 32) * sizeof(float);
-  return launch(block_sum_kernel, dim3(blocks), dim3(kSumThreads), shmem, stream, x, out, n);
+  return launch<block_sum_kernel>(dim3(blocks), dim3(kSumThreads), shmem, stream, x, out, n);
 }
 
 inline cudaError_t gemm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* w, float* c, int m, int n,
                              int k, cudaStream_t stream) {
-  return launch(gemm_bf16_kernel, dim3(n / 8, m / 16), dim3(32), 0, stream, a, w, c, m, n, k);
+  return launch<gemm_bf16_kernel>(dim3(n / 8, m / 16), dim3(32), 0, stream, a, w, c, m, n, k);
 }
 
 }  // namespace tda::cuda::selftest

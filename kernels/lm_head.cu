@@ -60,9 +60,9 @@ void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const flo
     else
       gemm(false, true, rows, V_padded, C, 1.0f, x + size_t(n0) * C, C, W, C, 0.0f, scratch,
            V_padded);
-    check(launch(softmax_xent_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, stream(), scratch,
-                 dx && bf ? bf->dlogits : nullptr, losses + n0, targets + n0, V_padded, V_real,
-                 grad_scale, dx != nullptr),
+    check(launch<softmax_xent_kernel>(dim3(unsigned(rows)), dim3(kThreads), 0, stream(), scratch,
+                                      dx && bf ? bf->dlogits : nullptr, losses + n0, targets + n0,
+                                      V_padded, V_real, grad_scale, dx != nullptr),
           "softmax_xent");
     if (!dx) continue;
     float* dxc = dx + size_t(n0) * C;

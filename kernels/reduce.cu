@@ -41,10 +41,11 @@ double sum_squares(const float* x, size_t n, double* scratch) {
   if (n == 0) return 0.0;
   const unsigned blocks = grid_for(n, kThreads, kBlocks);
   check(
-      launch(sum_squares_partial_kernel, dim3(blocks), dim3(kThreads), 0, stream(), x, n, scratch),
+      launch<sum_squares_partial_kernel>(dim3(blocks), dim3(kThreads), 0, stream(), x, n, scratch),
       "sum_squares_partial");
-  check(launch(sum_partials_kernel, dim3(1), dim3(kThreads), 0, stream(),
-               static_cast<const double*>(scratch), int(blocks), scratch + kBlocks),
+  check(launch<sum_partials_kernel>(dim3(1), dim3(kThreads), 0, stream(),
+                                    static_cast<const double*>(scratch), int(blocks),
+                                    scratch + kBlocks),
         "sum_partials");
   double out = 0.0;
   check(cudaMemcpy(&out, scratch + kBlocks, sizeof(double), cudaMemcpyDeviceToHost),

@@ -79,8 +79,8 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int 
                      float eps) {
   if (N == 0) return;
   const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  check(launch(rmsnorm_forward_kernel, dim3(blocks), dim3(kRowsPerBlock * kWarp), 0, stream(), y,
-               rstd, x, w, N, C, eps),
+  check(launch<rmsnorm_forward_kernel>(dim3(blocks), dim3(kRowsPerBlock * kWarp), 0, stream(), y,
+                                       rstd, x, w, N, C, eps),
         "rmsnorm_forward");
 }
 
@@ -92,8 +92,8 @@ void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, con
                       const float* rstd, int N, int C, float* scratch) {
   if (N == 0) return;
   const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  check(launch(rmsnorm_backward_dx_kernel, dim3(blocks), dim3(kRowsPerBlock * kWarp), 0, stream(),
-               dx, dy, x, w, rstd, N, C),
+  check(launch<rmsnorm_backward_dx_kernel>(dim3(blocks), dim3(kRowsPerBlock * kWarp), 0, stream(),
+                                           dx, dy, x, w, rstd, N, C),
         "rmsnorm_backward_dx");
   rmsnorm_backward_dw(dw, dy, x, rstd, N, C, scratch);
 }
@@ -104,11 +104,11 @@ void rmsnorm_backward_dw(float* dw, const float* dy, const float* x, const float
   const int chunks = chunks_of(N, chunk_rows);
   const int threads = column_threads(size_t(C), kDwThreads);
   const dim3 grid = chunk_column_grid(size_t(chunks), size_t(C), threads, "rmsnorm_dw_partial");
-  check(launch(rmsnorm_dw_partial_kernel, grid, dim3(threads), 0, stream(), scratch, dy, x, rstd, N,
-               C, chunk_rows),
+  check(launch<rmsnorm_dw_partial_kernel>(grid, dim3(threads), 0, stream(), scratch, dy, x, rstd, N,
+                                          C, chunk_rows),
         "rmsnorm_dw_partial");
-  check(launch(rmsnorm_dw_sum_kernel, dim3(grid.y), dim3(threads), 0, stream(), dw,
-               static_cast<const float*>(scratch), chunks, C),
+  check(launch<rmsnorm_dw_sum_kernel>(dim3(grid.y), dim3(threads), 0, stream(), dw,
+                                      static_cast<const float*>(scratch), chunks, C),
         "rmsnorm_dw_sum");
 }
 

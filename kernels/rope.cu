@@ -66,8 +66,8 @@ void rope_forward(float* out, const float* x, int row, int col0, const float* co
                   int B, int T, int H, int D, int pos0) {
   const size_t n = size_t(B) * T * H * (D / 2);
   if (n == 0) return;
-  check(launch(rope_kernel<false>, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), out,
-               const_cast<float*>(x), row, col0, cos, sin, B, T, H, D, pos0),
+  check(launch<rope_kernel<false>>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), out,
+                                   const_cast<float*>(x), row, col0, cos, sin, B, T, H, D, pos0),
         "rope_forward");
 }
 
@@ -75,24 +75,25 @@ void rope_backward(float* dx, const float* dout, int row, int col0, const float*
                    const float* sin, int B, int T, int H, int D, int pos0) {
   const size_t n = size_t(B) * T * H * (D / 2);
   if (n == 0) return;
-  check(launch(rope_kernel<true>, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
-               const_cast<float*>(dout), dx, row, col0, cos, sin, B, T, H, D, pos0),
+  check(launch<rope_kernel<true>>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
+                                  const_cast<float*>(dout), dx, row, col0, cos, sin, B, T, H, D,
+                                  pos0),
         "rope_backward");
 }
 
 void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H, int D) {
   const size_t n = size_t(B) * H * T * D;
   if (n == 0) return;
-  check(launch(heads_kernel<false>, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), out,
-               const_cast<float*>(x), row, col0, B, T, H, D),
+  check(launch<heads_kernel<false>>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), out,
+                                    const_cast<float*>(x), row, col0, B, T, H, D),
         "split_heads");
 }
 
 void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H, int D) {
   const size_t n = size_t(B) * H * T * D;
   if (n == 0) return;
-  check(launch(heads_kernel<true>, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
-               const_cast<float*>(in), x, row, col0, B, T, H, D),
+  check(launch<heads_kernel<true>>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
+                                   const_cast<float*>(in), x, row, col0, B, T, H, D),
         "merge_heads");
 }
 

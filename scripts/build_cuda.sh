@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compiles every kernels/*.cu and src/backend/cuda/*.cu (the CUDA backend) with nvcc for sm_80 (A100) and sm_90 (H100), warnings as errors,
-# and keeps ptxas's register/spill report in build-cuda/ptxas.log. Also compiles the NCCL
+# and keeps ptxas's register/spill report in build-cuda/ptxas.log (checked against the emulator's
+# launch-resource table, scripts/launch_resources.py). Also compiles the NCCL
 # communicator (src/dist/nccl_communicator.cpp) against the real <nccl.h> and links it into a
 # shared object with -lnccl -lcudart, checking that every NCCL/CUDA function it calls is exported
 # by the installed libraries (scripts/check_nccl_symbols.sh). Then links build-cuda/tda (the real
@@ -59,21 +60,39 @@ FLAGS=(-std=c++17 -O3 -Isrc
        -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
        -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings -Xptxas -v)
 
+echo "nvcc: $("$NVCC" --version | grep release)" >>"$LOG"
 status=0
 for src in "${sources[@]}"; do
-  obj="$BUILD_DIR/$(basename "${src%.cu}").o"
+  name=$(basename "${src%.cu}")
+  obj="$BUILD_DIR/$name.o"
+  keep="$BUILD_DIR/ptx/$name"
+  rm -rf "$keep" && mkdir -p "$keep"
   echo "[build_cuda] $src"
   echo "=== $src" >>"$LOG"
   # ptxas -v reports on stderr; keep it all in the log and show it only if the build fails.
-  if ! "$NVCC" "${FLAGS[@]}" -c "$src" -o "$obj" >>"$LOG" 2>&1; then
+  if ! "$NVCC" "${FLAGS[@]}" -keep -keep-dir "$keep" -c "$src" -o "$obj" >>"$LOG" 2>&1; then
     echo "[build_cuda] FAILED: $src (see $LOG)" >&2
     status=1
   fi
+  # ptxas -v does not print __launch_bounds__; the PTX does (.maxntid after an .entry's
+  # parameters). One line per bounded kernel and arch, for scripts/launch_resources.py.
+  for ptx in "$keep"/*.ptx; do
+    arch=${ptx##*.compute_}
+    awk -v arch="sm_${arch%.ptx}" '
+      /^(\.visible )?\.entry / { sub(/\($/, "", $NF); entry = $NF }
+      /^\.maxntid / { gsub(",", ""); y = $3 == "" ? 1 : $3; z = $4 == "" ? 1 : $4
+                       print "ptx: " arch " maxntid " $2 " " y " " z " " entry }
+    ' "$ptx" >>"$LOG"
+  done
+  find "$keep" -type f ! -name '*.ptx' -delete
 done
 if [ $status -ne 0 ]; then
   cat "$LOG" >&2
   exit $status
 fi
+# The emulator checks every launch against a committed table of these numbers (CI runs the tests
+# before nvcc): it must say what this build says.
+python3 scripts/launch_resources.py --check "$LOG"
 
 NVCC="$NVCC" BUILD_DIR="$BUILD_DIR" bash scripts/check_nccl_symbols.sh
 CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)

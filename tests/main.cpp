@@ -1,11 +1,15 @@
 // Tests run from the source tree so relative paths in configs (data/...) resolve as they do
 // for a user running ./build/tda from the repository root.
 #define CATCH_CONFIG_RUNNER
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 int main(int argc, char** argv) {
   if (::chdir(TDA_SOURCE_DIR) != 0) return 2;
+  // Every emulated CUDA test runs in the emulator's strict mode (docs/emulator.md), and so does
+  // every tda process a test starts; TDA_EMU_STRICT=0 in the environment turns it off.
+  ::setenv("TDA_EMU_STRICT", "1", 0);
   return Catch::Session().run(argc, argv);
 }

@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include "backend/cuda/gemm.h"
+#include "model/gpt2.h"
 #include "test_cuda_util.h"
 
 using namespace tda;
@@ -137,19 +138,27 @@ TEST_CASE("cuda: fused GELU matmuls match the CPU backend (fp32)", "[cuda][emu]"
 }
 
 TEST_CASE("cuda: fused GELU matmuls on the bf16 path", "[cuda][emu]") {
-  // The weight sits inside the master buffer at an odd float offset (its bf16 view at a 2-byte
-  // boundary, as weights inside the flat parameter buffer do); activations are cast per call.
+  // The weights sit inside the master buffer as in the model's flat parameter buffer: after a
+  // small odd-sized tensor, each at the next GPT2::kParamAlign (256-byte) boundary, so that
+  // their bf16 views are 16-byte aligned, which cuBLASLt's bf16 kernels need (strict mode
+  // refuses less); activations are cast per call.
   const auto x = rnd(size_t(N) * C, 41), W = rnd(size_t(OC) * C, 42);
   const BwdInputs in = backward_inputs();
   const std::vector<float> W2 = rnd(size_t(OC) * C, 43);
+  auto aligned = [](size_t n) {
+    return (n + GPT2::kParamAlign - 1) / GPT2::kParamAlign * GPT2::kParamAlign;
+  };
   std::vector<float> master(3);
+  const size_t w_at = aligned(master.size());
+  master.resize(w_at);
   master.insert(master.end(), W.begin(), W.end());
-  const size_t w2_at = master.size();
+  const size_t w2_at = aligned(master.size());
+  master.resize(w2_at);
   master.insert(master.end(), W2.begin(), W2.end());
   DeviceBuffer<float> gmaster(master);
   CudaOps gpu;
   gpu.enable_bf16_matmuls(gmaster.get(), master.size());
-  const float* gW = gmaster.get() + 3;
+  const float* gW = gmaster.get() + w_at;
   const float* gW2 = gmaster.get() + w2_at;
 
   const Fwd got = gpu_forward(gpu, x, gW);

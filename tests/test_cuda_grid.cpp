@@ -27,6 +27,8 @@ __global__ void tile_decode_kernel(AttnArgs a, int2* out) {
   const size_t block = (size_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
   out[block] = int2{live ? int(bh) : -1, int(blockIdx.x) * cuda::fa::kTile};
 }
+[[maybe_unused]] const bool kTestKernelsDeclared =
+    emu_test::declare_test_kernels<tile_decode_kernel>();
 
 }  // namespace
 
@@ -44,9 +46,8 @@ TEST_CASE("cuda grids: batch-sized launches fit the device limits at 2^22 tokens
     CHECK_FALSE(cuda::grid_fits(dim3(g.y, unsigned(chunks))));
   }
   // Attention: long T with few heads, short T with many sequences (B*H past 65,535).
-  for (const auto& [T, BH] : {std::pair<int, size_t>{int(kTokens), 12},
-                              {64, kTokens / 64 * 12},
-                              {1, kTokens * 12}}) {
+  for (const auto& [T, BH] :
+       {std::pair<int, size_t>{int(kTokens), 12}, {64, kTokens / 64 * 12}, {1, kTokens * 12}}) {
     INFO("T " << T << " B*H " << BH);
     const dim3 g = cuda::attention_tile_grid(T, BH, cuda::fa::kTile, "test");
     CHECK(cuda::grid_fits(g));
@@ -55,7 +56,7 @@ TEST_CASE("cuda grids: batch-sized launches fit the device limits at 2^22 tokens
     CHECK(size_t(g.y) * g.z >= BH);
     CHECK(size_t(g.y) * g.z - BH < g.z);
   }
-  CHECK(cuda::attention_tile_grid(1000, 4000, 64, "test").z == 1);  // small: the plain 2-D grid
+  CHECK(cuda::attention_tile_grid(1000, 4000, 64, "test").z == 1);     // small: the plain 2-D grid
   CHECK_FALSE(cuda::grid_fits(dim3(1, unsigned(kTokens / 64 * 12))));  // the old (tiles, B*H)
   // Past even (y, z): a one-line error naming the kernel, not a failed launch.
   CHECK_THROWS_WITH(cuda::attention_tile_grid(64, size_t(1) << 32, 64, "attention_forward"),
@@ -75,7 +76,7 @@ TEST_CASE("cuda grids: the attention kernels' grid visits every (b*h, tile) once
   REQUIRE((g.x == 2 && g.y == 35001 && g.z == 2));
   const size_t blocks = size_t(g.x) * g.y * g.z;
   DeviceBuffer<int2> out(blocks);
-  REQUIRE(cuda::launch(tile_decode_kernel, g, dim3(1), 0, nullptr, a, out.get()) == cudaSuccess);
+  REQUIRE(cuda::launch<tile_decode_kernel>(g, dim3(1), 0, nullptr, a, out.get()) == cudaSuccess);
   const std::vector<int2> got = out.to_host();
   std::set<std::pair<int, int>> seen;
   size_t padding = 0;

@@ -56,7 +56,7 @@ bool tree_sum_is_right(uint64_t input_seed) {
   std::vector<int> x(128);
   for (int i = 0; i < 128; ++i) x[i] = static_cast<int>((input_seed * 131 + i * 7919) % 1000);
   DeviceBuffer<int> dx(x), dout(1);
-  REQUIRE(launch(tree_sum_kernel<kBarrier>, dim3(1), dim3(128), 0, nullptr, dx.get(), dout.get()) ==
+  REQUIRE(launch<tree_sum_kernel<kBarrier>>(dim3(1), dim3(128), 0, nullptr, dx.get(), dout.get()) ==
           cudaSuccess);
   return dout.to_host()[0] == std::accumulate(x.begin(), x.end(), 0);
 }
@@ -67,7 +67,7 @@ bool shift_is_right(uint64_t input_seed) {
   std::vector<int> x(n);
   for (int i = 0; i < n; ++i) x[i] = static_cast<int>(input_seed * 1000 + i);
   DeviceBuffer<int> dx(x), dy(n);
-  REQUIRE(launch(shift_kernel<kBarrier>, dim3(1), dim3(n), 0, nullptr, dx.get(), dy.get()) ==
+  REQUIRE(launch<shift_kernel<kBarrier>>(dim3(1), dim3(n), 0, nullptr, dx.get(), dy.get()) ==
           cudaSuccess);
   std::vector<int> y = dy.to_host();
   for (int i = 0; i < n; ++i)
@@ -118,7 +118,7 @@ TEST_CASE("emu: __syncthreads_count/_and/_or over a 2D block", "[emu]") {
     ScheduleSeed guard(seed);
     const int n = 32 * 3;  // dim3(32, 3): three warps
     DeviceBuffer<int> out(n * 6);
-    REQUIRE(launch(sync_reduce_kernel, dim3(1), dim3(32, 3), 0, nullptr, out.get()) == cudaSuccess);
+    REQUIRE(launch<sync_reduce_kernel>(dim3(1), dim3(32, 3), 0, nullptr, out.get()) == cudaSuccess);
     std::vector<int> h = out.to_host();
     for (int t = 0; t < n; ++t) {
       CHECK(h[t * 6 + 0] == 32);
@@ -182,7 +182,7 @@ TEST_CASE("emu: shuffles match their scalar definitions for every width and offs
     ScheduleSeed guard(seed);
     const int count = 6 * kShflArgs * 4;
     DeviceBuffer<int> out(count * 32);
-    REQUIRE(launch(shuffle_all_kernel, dim3(1), dim3(32), 0, nullptr, out.get()) == cudaSuccess);
+    REQUIRE(launch<shuffle_all_kernel>(dim3(1), dim3(32), 0, nullptr, out.get()) == cudaSuccess);
     std::vector<int> h = out.to_host();
     int idx = 0, mismatches = 0;
     for (int w : kWidths)
@@ -201,8 +201,8 @@ TEST_CASE("emu: shuffles match their scalar definitions for every width and offs
   DeviceBuffer<float> f(32);
   DeviceBuffer<unsigned long long> u(32);
   DeviceBuffer<__nv_bfloat16> bf(32);
-  REQUIRE(launch(shuffle_types_kernel, dim3(1), dim3(32), 0, nullptr, d.get(), f.get(), u.get(),
-                 bf.get()) == cudaSuccess);
+  REQUIRE(launch<shuffle_types_kernel>(dim3(1), dim3(32), 0, nullptr, d.get(), f.get(), u.get(),
+                                       bf.get()) == cudaSuccess);
   auto hd = d.to_host();
   auto hf = f.to_host();
   auto hu = u.to_host();
@@ -247,7 +247,7 @@ TEST_CASE("emu: votes and partial-mask collectives match scalar definitions", "[
   for (uint64_t seed : {0, 9}) {
     ScheduleSeed guard(seed);
     DeviceBuffer<unsigned> out(64 * 8);
-    REQUIRE(launch(vote_kernel, dim3(1), dim3(64), 0, nullptr, out.get()) == cudaSuccess);
+    REQUIRE(launch<vote_kernel>(dim3(1), dim3(64), 0, nullptr, out.get()) == cudaSuccess);
     auto h = out.to_host();
     unsigned every_third = 0, odd = 0;
     for (int l = 0; l < 32; ++l) every_third |= (l % 3 == 0 ? 1u : 0u) << l;
@@ -325,7 +325,7 @@ TEST_CASE("emu: atomics from many threads and blocks", "[emu]") {
     init.exch_slot = -7;
     DeviceBuffer<Counters> c(std::vector<Counters>{init});
     DeviceBuffer<int> old(n);
-    REQUIRE(launch(atomics_kernel, dim3(blocks), dim3(threads), 0, nullptr, c.get(), old.get()) ==
+    REQUIRE(launch<atomics_kernel>(dim3(blocks), dim3(threads), 0, nullptr, c.get(), old.get()) ==
             cudaSuccess);
     const Counters r = c.to_host()[0];
     CHECK(r.add_int == 2 * n);
@@ -386,8 +386,8 @@ TEST_CASE("emu: dynamic shared memory is per block, sized by the launch, poisone
   std::vector<float> x(blocks * n);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
   DeviceBuffer<float> dx(x), dy(blocks * n), unwritten(blocks);
-  REQUIRE(launch(reverse_kernel, dim3(blocks), dim3(n), (n + 1) * sizeof(float), nullptr, dx.get(),
-                 dy.get(), unwritten.get()) == cudaSuccess);
+  REQUIRE(launch<reverse_kernel>(dim3(blocks), dim3(n), (n + 1) * sizeof(float), nullptr, dx.get(),
+                                 dy.get(), unwritten.get()) == cudaSuccess);
   auto y = dy.to_host();
   for (int b = 0; b < blocks; ++b)
     for (int t = 0; t < n; ++t) CHECK(y[b * n + t] == x[b * n + n - 1 - t]);
@@ -396,11 +396,11 @@ TEST_CASE("emu: dynamic shared memory is per block, sized by the launch, poisone
   // Over 48 KiB needs the opt-in attribute, as on the GPU.
   DeviceBuffer<int> out(1);
   const size_t big = 64 * 1024;
-  CHECK(launch(big_smem_kernel, dim3(1), dim3(32), big, nullptr, out.get()) ==
+  CHECK(launch<big_smem_kernel>(dim3(1), dim3(32), big, nullptr, out.get()) ==
         cudaErrorInvalidValue);
   CHECK(cudaFuncSetAttribute(big_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(big)) == cudaSuccess);
-  CHECK(launch(big_smem_kernel, dim3(1), dim3(32), big, nullptr, out.get()) == cudaSuccess);
+  CHECK(launch<big_smem_kernel>(dim3(1), dim3(32), big, nullptr, out.get()) == cudaSuccess);
   CHECK(out.to_host()[0] == 1);
 }
 
@@ -408,7 +408,7 @@ TEST_CASE("emu: a 3D grid of 3D blocks visits every coordinate once", "[emu]") {
   const dim3 grid(3, 2, 2), block(4, 3, 2);
   const int nb = 12, nt = 24;
   DeviceBuffer<int> out(nb * nt * 6);
-  REQUIRE(launch(coords_kernel, grid, block, 0, nullptr, out.get()) == cudaSuccess);
+  REQUIRE(launch<coords_kernel>(grid, block, 0, nullptr, out.get()) == cudaSuccess);
   auto h = out.to_host();
   std::set<std::vector<int>> seen;
   for (int i = 0; i < nb * nt; ++i) seen.insert(std::vector<int>(&h[i * 6], &h[i * 6 + 6]));
@@ -452,7 +452,7 @@ TEST_CASE("emu: runtime API round trips", "[emu]") {
   CHECK(cudaMemcpy(b.data(), d1, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
   CHECK(std::isnan(b[0]));
 
-  // Errors: reported, sticky until read, then cleared, with a name and a message.
+  // Errors other than kernel faults: kept until read, then cleared, with a name and a message.
   int not_device = 0;
   CHECK(cudaFree(&not_device) == cudaErrorInvalidValue);
   CHECK(cudaPeekAtLastError() == cudaErrorInvalidValue);
@@ -495,25 +495,46 @@ __global__ void noop_kernel(int* out) {
 }  // namespace
 
 TEST_CASE("emu: deadlocks, bad warp masks and bad configurations fail the launch", "[emu]") {
+  {
+    // A fault in a kernel loses the context: every call fails until cudaDeviceReset.
+    tda::emu_test::ResetDeviceAtExit reset;
+    DeviceBuffer<int> out(64);
+    CHECK(launch<deadlock_kernel>(dim3(1), dim3(32), 0, nullptr, out.get()) ==
+          cudaErrorLaunchFailure);
+    CHECK_THAT(tda::emu::last_error_message(),
+               Catch::Contains("deadlock_kernel") && Catch::Contains("deadlock"));
+    CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  }
+  {
+    tda::emu_test::ResetDeviceAtExit reset;
+    DeviceBuffer<int> out(64);
+    CHECK(launch<exited_lane_kernel>(dim3(1), dim3(32), 0, nullptr, out.get()) ==
+          cudaErrorLaunchFailure);
+    CHECK_THAT(tda::emu::last_error_message(), Catch::Contains("exit"));
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  }
+  // A bad configuration only fails its launch.
   DeviceBuffer<int> out(64);
-  CHECK(launch(deadlock_kernel, dim3(1), dim3(32), 0, nullptr, out.get()) ==
-        cudaErrorLaunchFailure);
-  CHECK_THAT(tda::emu::last_error_message(), Catch::Contains("deadlock"));
-  CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
-  CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
-  CHECK(launch(exited_lane_kernel, dim3(1), dim3(32), 0, nullptr, out.get()) ==
-        cudaErrorLaunchFailure);
-  CHECK_THAT(tda::emu::last_error_message(), Catch::Contains("exit"));
-  CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
-  CHECK(launch(noop_kernel, dim3(1), dim3(2048), 0, nullptr, out.get()) ==
+  CHECK(launch<noop_kernel>(dim3(1), dim3(2048), 0, nullptr, out.get()) ==
         cudaErrorInvalidConfiguration);
-  CHECK(launch(noop_kernel, dim3(0), dim3(32), 0, nullptr, out.get()) ==
+  CHECK(launch<noop_kernel>(dim3(0), dim3(32), 0, nullptr, out.get()) ==
         cudaErrorInvalidConfiguration);
+  CHECK_THAT(tda::emu::last_error_message(),
+             Catch::Contains("noop_kernel") && Catch::Contains("grid (0,1,1)"));
   CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
-  // The emulator recovers: the next launch runs normally.
-  CHECK(launch(noop_kernel, dim3(1), dim3(64), 0, nullptr, out.get()) == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(launch<noop_kernel>(dim3(1), dim3(64), 0, nullptr, out.get()) == cudaSuccess);
   CHECK(out.to_host()[63] == 1);
 }
+
+namespace {
+[[maybe_unused]] const bool kTestKernelsDeclared = tda::emu_test::declare_test_kernels<
+    tree_sum_kernel<true>, tree_sum_kernel<false>, shift_kernel<true>, shift_kernel<false>,
+    sync_reduce_kernel, shuffle_all_kernel, shuffle_types_kernel, vote_kernel, atomics_kernel,
+    reverse_kernel, coords_kernel, big_smem_kernel, deadlock_kernel, exited_lane_kernel,
+    noop_kernel>();
+}  // namespace
 
 #else
 TEST_CASE("emu: skipped, the CUDA toolkit headers are not on the include path", "[emu]") {

@@ -129,6 +129,10 @@ __global__ void mma_ldmatrix_kernel(const __nv_bfloat16* a, const __nv_bfloat16*
   d[(g + 8) * 8 + 2 * t + 1] = acc[3];
 }
 
+[[maybe_unused]] const bool kTestKernelsDeclared =
+    tda::emu_test::declare_test_kernels<ldmatrix_kernel, mma_fragments_kernel,
+                                        mma_ldmatrix_kernel>();
+
 struct Problem {
   std::vector<__nv_bfloat16> a, b;  // a: 16x16 row-major, b: 16x8 row-major (k-major)
   std::vector<float> c;             // 16x8
@@ -198,7 +202,7 @@ void check_against_reference(const Problem& p, const std::vector<float>& d, bool
 
 TEST_CASE("emu: ldmatrix x4/x2 (.trans) deliver the documented fragment of every lane", "[emu]") {
   DeviceBuffer<uint32_t> out(64 * 12);
-  REQUIRE(launch(ldmatrix_kernel, dim3(1), dim3(64), 0, nullptr, out.get()) == cudaSuccess);
+  REQUIRE(launch<ldmatrix_kernel>(dim3(1), dim3(64), 0, nullptr, out.get()) == cudaSuccess);
   auto h = out.to_host();
   for (int warp = 0; warp < 2; ++warp)
     for (int lane = 0; lane < 32; ++lane) {
@@ -224,7 +228,7 @@ TEST_CASE("emu: mma.m16n8k16 bf16 matches a naive GEMM on every lane and registe
                                    make_fragments(p1.a, p1.b, p1.c)};
     DeviceBuffer<MmaFragments> df(f);
     DeviceBuffer<float> d(64 * 4);
-    REQUIRE(launch(mma_fragments_kernel, dim3(1), dim3(64), 0, nullptr, df.get(), d.get()) ==
+    REQUIRE(launch<mma_fragments_kernel>(dim3(1), dim3(64), 0, nullptr, df.get(), d.get()) ==
             cudaSuccess);
     auto h = d.to_host();
     check_against_reference(p0, unpack_d(h.data()), exact);
@@ -240,8 +244,8 @@ TEST_CASE("emu: ldmatrix feeding mma computes A*B+C", "[emu]") {
       Problem p = make_problem(rng, exact);
       DeviceBuffer<__nv_bfloat16> a(p.a), b(p.b);
       DeviceBuffer<float> c(p.c), d(128);
-      REQUIRE(launch(mma_ldmatrix_kernel, dim3(1), dim3(32), 0, nullptr, a.get(), b.get(), c.get(),
-                     d.get()) == cudaSuccess);
+      REQUIRE(launch<mma_ldmatrix_kernel>(dim3(1), dim3(32), 0, nullptr, a.get(), b.get(), c.get(),
+                                          d.get()) == cudaSuccess);
       check_against_reference(p, d.to_host(), exact);
     }
   }

@@ -31,6 +31,15 @@ class DeviceBuffer {
   T* p_ = nullptr;
 };
 
+// The tests' own kernels are compiled by the host compiler only, never by nvcc, so the
+// emulator's launch-resource table (strict mode) has no ptxas numbers for them: they declare
+// modest ones (32 registers, no static shared memory, no launch bounds).
+template <auto... Kernels>
+bool declare_test_kernels() {
+  (tda::emu::set_launch_resources<Kernels>(tda::emu::LaunchResources{{32, 32}, {0, 0}, 1024}), ...);
+  return true;
+}
+
 // Sets the emulator's schedule seed for a scope, restoring the previous one.
 class ScheduleSeed {
  public:
@@ -43,6 +52,30 @@ class ScheduleSeed {
 
  private:
   uint64_t saved_;
+};
+
+// Strict mode on (or off) for a scope, restoring the previous setting.
+class StrictMode {
+ public:
+  explicit StrictMode(bool on = true) : saved_(tda::emu::strict()) { tda::emu::set_strict(on); }
+  StrictMode(const StrictMode&) = delete;
+  StrictMode& operator=(const StrictMode&) = delete;
+  ~StrictMode() { tda::emu::set_strict(saved_); }
+
+ private:
+  bool saved_;
+};
+
+// For a test that provokes a kernel fault: the context stays lost (every call fails with the
+// sticky error) until cudaDeviceReset, which this calls at the end of its scope. Declare it
+// before the scope's device buffers: their frees fail harmlessly first, then the reset frees
+// everything and clears the error.
+class ResetDeviceAtExit {
+ public:
+  ResetDeviceAtExit() = default;
+  ResetDeviceAtExit(const ResetDeviceAtExit&) = delete;
+  ResetDeviceAtExit& operator=(const ResetDeviceAtExit&) = delete;
+  ~ResetDeviceAtExit() { cudaDeviceReset(); }
 };
 
 // Turns the emulator's host-access guard on for a scope (allocations made inside it are

@@ -32,7 +32,9 @@ std::vector<char> bytes(const std::string& s) {
 TEST_CASE("fuzz regressions: safetensors headers of the wrong shape", "[fuzz][badinput]") {
   // fuzz_safetensors, 10-byte header {"": ""}: was json type_error 306 (value() on a string).
   CHECK(error_of([] {
-          SafetensorsFile f(bytes(std::string("\x0a\0\0\0\0\0\0\0{\"\": \"\"}\0\0", 20)), "f.st");
+          // 8-byte length, then the 10-byte header (sizeof - 1: the literal's own NUL is not data).
+          static const char file[] = "\x0a\0\0\0\0\0\0\0{\"\": \"\"}\0\0";
+          SafetensorsFile f(bytes(std::string(file, sizeof file - 1)), "f.st");
         }) == "f.st: tensor '': entry is not an object");
   // was json out_of_range 403 (a missing data_offsets).
   const std::string h = R"({"a": {"dtype": "F32", "shape": [1]}})";

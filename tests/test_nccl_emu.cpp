@@ -21,6 +21,7 @@
 #include <fstream>
 #include <optional>
 
+#include "backend/device_array.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "dist/grad_reducer.h"
@@ -324,7 +325,11 @@ Trained train_tiny(Communicator& comm, size_t bucket_bytes) {
   const int B = kBatch / comm.world();
   model.set_batch(B, kT);
   const size_t P = model.flat_size();
-  std::vector<float> m(P, 0.f), v(P, 0.f);
+  // AdamW's moments live on the device, as the Trainer keeps them (host vectors here were a
+  // host pointer handed to a kernel, which strict mode refuses and a GPU would fault on).
+  DeviceArray<float> m(ops, P), v(ops, P);
+  ops.zero(m.data(), P);
+  ops.zero(v.data(), P);
   const auto all_in = cuda_test::tokens(size_t(kBatch) * kT, cfg.model.real_vocab_size, 100);
   const auto all_tg = cuda_test::tokens(size_t(kBatch) * kT, cfg.model.real_vocab_size, 200);
   const size_t lo = size_t(comm.rank()) * size_t(B) * kT;
@@ -347,7 +352,7 @@ Trained train_tiny(Communicator& comm, size_t bucket_bytes) {
                   float(o.eps), t.decay ? float(o.weight_decay) : 0.f, step + 1);
     });
   }
-  r.params.assign(model.params(), model.params() + P);
+  r.params = model.params_to_host();
   return r;
 }
 

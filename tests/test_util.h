@@ -32,7 +32,9 @@ inline void write_text(const std::string& path, const std::string& s) {
   std::ofstream(path) << s;
 }
 
-inline std::string source_dir() { return TDA_SOURCE_DIR; }
+inline std::string source_dir() {
+  return TDA_SOURCE_DIR;
+}
 
 // Sets (value non-null) or unsets an environment variable for a scope, then puts it back.
 class ScopedEnv {
@@ -61,9 +63,9 @@ class ScopedEnv {
   bool had_ = false;
 };
 
-// Runs the tda binary with arguments; returns the exit code, stdout+stderr in *out.
-inline int run_tda(const std::string& args, std::string* out = nullptr) {
-  std::string cmd = std::string(TDA_BINARY) + " " + args + " 2>&1";
+// Runs a shell command; returns the exit code, stdout+stderr in *out.
+inline int run_command(const std::string& command, std::string* out = nullptr) {
+  std::string cmd = command + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string o;
   char buf[4096];
@@ -72,6 +74,11 @@ inline int run_tda(const std::string& args, std::string* out = nullptr) {
   int st = ::pclose(p);
   if (out) *out = o;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+// Runs the tda binary with arguments; returns the exit code, stdout+stderr in *out.
+inline int run_tda(const std::string& args, std::string* out = nullptr) {
+  return run_command(std::string(TDA_BINARY) + " " + args, out);
 }
 
 }  // namespace tda

@@ -101,6 +101,32 @@ struct AttnArgs {
   bool debug_drop_term = false;
 };
 
+// Every pointer member of AttnArgs, for the emulator's strict mode, which checks that each one a
+// kernel receives is device memory (docs/emulator.md); a member missing here is reported there.
+template <class F>
+void device_pointers(const AttnArgs& a, F&& f) {
+  f(a.q, "q");
+  f(a.k, "k");
+  f(a.v, "v");
+  f(a.q2, "q2");
+  f(a.k2, "k2");
+  f(a.tau, "tau");
+  f(a.out, "out");
+  f(a.out2, "out2");
+  f(a.stats, "stats");
+  f(a.survivors, "survivors");
+  f(a.tiles_skipped, "tiles_skipped");
+  f(a.tiles_total, "tiles_total");
+  f(a.dout, "dout");
+  f(a.dq, "dq");
+  f(a.dk, "dk");
+  f(a.dv, "dv");
+  f(a.dq2, "dq2");
+  f(a.dk2, "dk2");
+  f(a.drow_tau, "drow_tau");
+  f(a.drow_lambda, "drow_lambda");
+}
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -234,6 +260,8 @@ class Ops {
   // host memory (the CPU backend); the CUDA backend overrides them with device memory.
   virtual bool host_memory() const { return true; }
   virtual void* alloc_bytes(size_t bytes);  // 64-byte aligned, contents unspecified
+  // Throws only for a pointer alloc_bytes() did not return (a bug); after a device fault it
+  // returns quietly: DeviceArray destructors free while the fault's error unwinds the stack.
   virtual void free_bytes(void* p);
   virtual void upload(void* dst, const void* host_src, size_t bytes);
   virtual void download(void* host_dst, const void* src, size_t bytes);

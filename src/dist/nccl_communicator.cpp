@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -22,11 +21,7 @@ void check_cuda(cudaError_t e, const char* what) {
 // table, so that a host buffer takes the same staging path here as on a GPU.
 bool is_device_pointer(const void* p) {
 #if defined(TDA_CUDA_EMU)
-  auto& rt = tda::emu::detail::runtime();
-  std::lock_guard<std::mutex> lock(rt.mu);
-  for (const auto& [base, bytes] : rt.device_allocs)
-    if (p >= base && p < static_cast<const char*>(base) + bytes) return true;
-  return false;
+  return bool(tda::emu::find_allocation(p));
 #else
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {

@@ -267,7 +267,11 @@ void* CudaOps::alloc_bytes(size_t bytes) {
   return p;
 }
 void CudaOps::free_bytes(void* p) {
-  cuda::check(cudaFree(p), "cudaFree");
+  const cudaError_t err = cudaFree(p);
+  // After a kernel fault the context is gone and its memory with it; the call that surfaced the
+  // fault has thrown (and every later call says so), so a free must not throw on top of it:
+  // frees run in destructors while that error unwinds the stack.
+  if (err != cudaSuccess && !cuda::context_lost(err)) cuda::check(err, "cudaFree");
 }
 void CudaOps::upload(void* dst, const void* host_src, size_t bytes) {
   cuda::check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy upload");

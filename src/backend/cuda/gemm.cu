@@ -9,20 +9,47 @@
 #else
 #include <cblas.h>
 
+#include <type_traits>
 #include <vector>
 #endif
 
 #include <cstdint>
 
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/launch.h"
 #include "core/error.h"
 
 namespace tda::cuda {
 
+bool context_lost(cudaError_t err) {
+  switch (err) {
+    case cudaErrorLaunchFailure:
+    case cudaErrorIllegalAddress:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void check(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return;
-  throw Error(std::string("cuda: ") + what + ": " + cudaGetErrorName(err) + ": " +
-              cudaGetErrorString(err));
+  std::string m =
+      std::string("cuda: ") + what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+#if defined(__CUDACC__)
+  if (context_lost(err) && !sync_launches())
+    m += " (kernel faults surface at a later call: rerun with TDA_CUDA_SYNC=1 or "
+         "CUDA_LAUNCH_BLOCKING=1 to stop at the kernel that failed)";
+#else
+  if (const std::string detail = emu::error_detail(err); !detail.empty()) m += " (" + detail + ")";
+#endif
+  throw Error(m);
 }
 
 namespace {
@@ -58,6 +85,41 @@ void epilogue_kernels(Epilogue ep, int M, int N, float* C, int ldc, const float*
 }
 
 #if !defined(__CUDACC__)
+// Strict mode (docs/emulator.md): an operand of the emulated cuBLASLt call, the stored (rows,
+// cols) matrix with row stride ld, must lie inside one live allocation (a host or freed pointer
+// would fault on a GPU: sticky, as there) and be aligned as cuBLASLt needs: the element size for
+// fp32, 16 bytes for bf16 (its tensor-core kernels load 8 elements per instruction; gemm_lt.cu
+// states each pointer's alignment, and below 16 there may be no bf16 algorithm at all).
+template <class T>
+void check_operand(const char* name, const T* p, int rows, int cols, int ld) {
+  if (!emu::strict() || rows == 0 || cols == 0) return;
+  constexpr bool fp32 = std::is_same<T, float>::value;
+  const std::string what = std::string("operand ") + name + " (" + (fp32 ? "fp32" : "bf16") + ", " +
+                           std::to_string(rows) + "x" + std::to_string(cols) + ", ld " +
+                           std::to_string(ld) + ")";
+  TDA_CHECK(ld >= cols, "cuda: gemm: " + what + ": the row stride is shorter than a row");
+  const size_t bytes = (size_t(rows - 1) * size_t(ld) + size_t(cols)) * sizeof(T);
+  const std::string why = emu::describe_range(p, bytes);
+  if (!why.empty())
+    check(emu::detail::fault(cudaErrorIllegalAddress, "gemm: " + what + ": " + why), "gemm");
+  const size_t need = fp32 ? sizeof(float) : 16;
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  size_t have = 1;
+  while (have < need && addr % (2 * have) == 0) have *= 2;
+  TDA_CHECK(have >= need, "cuda: gemm: " + what + " at " + emu::detail::hex(addr) + " is " +
+                              std::to_string(have) + "-byte aligned; cuBLASLt needs " +
+                              std::to_string(need) + " for " + (fp32 ? "fp32" : "bf16"));
+}
+
+template <class T>
+void check_operands(bool trans_a, bool trans_b, int M, int N, int K, const T* A, int lda,
+                    const T* B, int ldb, const float* C, int ldc, const float* aux, int ld_aux) {
+  check_operand("A", A, trans_a ? K : M, trans_a ? M : K, lda);
+  check_operand("B", B, trans_b ? N : K, trans_b ? K : N, ldb);
+  check_operand("C", C, M, N, ldc);
+  if (aux) check_operand("aux", aux, M, N, ld_aux);
+}
+
 void host_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   emu::DeviceAccess access;  // emulated cuBLAS reads device memory on the host
@@ -96,12 +158,21 @@ void gemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   const int ld_out = ep == Epilogue::kGeluAux ? ld_aux : ldc;
 #if defined(__CUDACC__)
   constexpr cudaDataType_t in = std::is_same<T, float>::value ? CUDA_R_32F : CUDA_R_16BF;
-  if (lt_gemm(in, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, aux, ld_aux))
-    return;
-  lt_gemm(in, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out, Epilogue::kNone,
-          nullptr, 0);
+  const bool fused =
+      lt_gemm(in, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, aux, ld_aux);
+  if (!fused)
+    lt_gemm(in, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out,
+            Epilogue::kNone, nullptr, 0);
+  if (sync_launches()) check(cudaDeviceSynchronize(), "gemm");
+  if (fused) return;
 #else
-  host_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out);
+  check(emu::detail::fail_if_sticky(), "gemm");  // cuBLASLt fails on a lost context too
+  check_operands(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, aux, ld_aux);
+  {
+    emu::DeviceAccess access;  // one unprotect (host-access guard) for the product and the check
+    host_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out);
+    check(emu::check_tails("gemm"), "gemm");
+  }
 #endif
   epilogue_kernels(ep, M, N, C, ldc, aux, ld_aux);
 }

@@ -13,8 +13,15 @@
 
 namespace tda::cuda {
 
-// Throws tda::Error("cuda: <what>: <error name>: <message>") unless err == cudaSuccess.
+// Throws tda::Error("cuda: <what>: <error name>: <message> (<detail>)") unless err ==
+// cudaSuccess. The detail is the emulator's message (which kernel, which argument, which
+// allocation); on a GPU, for a kernel fault, how to find the kernel (faults surface at a later
+// call unless TDA_CUDA_SYNC=1).
 void check(cudaError_t err, const char* what);
+
+// The errors after which the CUDA context is lost (a kernel fault): every later call returns
+// them, so freeing memory is moot and must not throw (DeviceArray destructors run after them).
+bool context_lost(cudaError_t err);
 
 // What gemm() does to the product P = alpha op(A) op(B) before storing it (gelu: tanh form):
 //   kNone     C = P + beta C

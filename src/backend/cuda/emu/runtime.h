@@ -1,12 +1,11 @@
 // The CUDA runtime API subset the backend uses, served from host memory. Declarations come from
 // the toolkit's cuda_runtime_api.h, so a call that would not compile against the real runtime does
 // not compile here either. Streams execute synchronously: every call completes before it returns.
+// After a kernel fault the context's error is sticky: every call fails with it (and
+// cudaGetLastError does not clear it) until cudaDeviceReset, as on a GPU.
 #pragma once
 
 #include <cuda_runtime_api.h>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -14,7 +13,9 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+
+#include "backend/cuda/emu/memory.h"
+#include "backend/cuda/emu/state.h"
 
 struct CUstream_st {
   unsigned flags = 0;
@@ -24,106 +25,71 @@ struct CUevent_st {
   bool recorded = false;
 };
 
-namespace tda::emu {
+namespace tda::emu::detail {
 
-namespace detail {
-struct RuntimeState {
-  std::mutex mu;
-  std::unordered_map<void*, size_t> device_allocs;        // device pointer -> bytes
-  std::unordered_map<const void*, int> max_dynamic_smem;  // kernel -> opt-in limit
-  size_t device_bytes = 0;
-  // Host-access guard (see DeviceAccess below).
-  bool guard = [] {
-    const char* e = std::getenv("TDA_EMU_GUARD");
-    return e && *e && std::strcmp(e, "0") != 0;
-  }();
-  std::unordered_map<void*, size_t> guarded;  // mmap'd allocations -> mapped bytes
-  int access_depth = 0;                       // > 0 while the emulator touches device memory
-};
-inline RuntimeState& runtime() {
-  static RuntimeState s;
-  return s;
+inline const char* copy_kind_name(cudaMemcpyKind kind) {
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      return "HostToHost";
+    case cudaMemcpyHostToDevice:
+      return "HostToDevice";
+    case cudaMemcpyDeviceToHost:
+      return "DeviceToHost";
+    case cudaMemcpyDeviceToDevice:
+      return "DeviceToDevice";
+    default:
+      return "Default";
+  }
 }
 
-// Caller holds runtime().mu.
-inline void protect_all(int prot) {
-  for (const auto& [p, bytes] : runtime().guarded)
-    if (mprotect(p, bytes, prot) != 0) {
-      std::perror("tda emu: mprotect");
-      std::abort();
+// Strict mode: each side of a copy where its kind says it lives, device sides wholly inside one
+// live allocation. Empty when the copy is fine, else the message.
+inline std::string check_copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  std::lock_guard<std::mutex> lock(runtime().mu);
+  auto on_device = [](const void* p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    return find_in(runtime().live, a) || find_in(runtime().freed, a);
+  };
+  const std::string call = std::string("cudaMemcpy(") + copy_kind_name(kind) + ", " +
+                           std::to_string(count) + " bytes): ";
+  const bool dst_dev = kind == cudaMemcpyDefault
+                           ? on_device(dst)
+                           : kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_dev = kind == cudaMemcpyDefault
+                           ? on_device(src)
+                           : kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  const struct {
+    const char* name;
+    const void* p;
+    bool device;
+  } sides[] = {{"dst", dst, dst_dev}, {"src", src, src_dev}};
+  for (const auto& side : sides) {
+    if (side.device) {
+      const std::string why = describe_range_locked(side.p, count);
+      if (!why.empty()) return call + side.name + " " + why;
+    } else if (on_device(side.p)) {
+      return call + side.name + " " + hex(reinterpret_cast<uintptr_t>(side.p)) +
+             " is device memory, but the kind says host";
     }
-}
-inline thread_local cudaError_t tl_last_error = cudaSuccess;
-// A failed kernel, reported by the synchronising calls as on the GPU (where it would be an
-// asynchronous error). Unlike the GPU's sticky errors, cudaGetLastError clears it, so that a
-// test can provoke a failure and go on.
-inline thread_local cudaError_t tl_kernel_error = cudaSuccess;
-inline thread_local std::string tl_last_message;
-
-inline cudaError_t record(cudaError_t err, const std::string& message = {}) {
-  if (err != cudaSuccess) {
-    tl_last_error = err;
-    tl_last_message = message;
   }
-  return err;
+  return {};
 }
 
-// Real device memory starts with whatever the previous owner left; all-ones bytes read as NaN
-// (float, bf16) or -1 (ints), so a kernel that reads memory nobody wrote shows it in its output.
-constexpr unsigned char kUninitialisedByte = 0xFF;
-constexpr size_t kDeviceAlignment = 256;  // cudaMalloc guarantees at least 256-byte alignment
-constexpr size_t kDefaultDynamicSmem = 48 * 1024;  // larger needs cudaFuncSetAttribute, as on HW
-constexpr size_t kMaxDynamicSmem = 227 * 1024;     // sm_90 opt-in maximum per block
-constexpr size_t kEmulatedDeviceBytes = size_t{80} << 30;
-}  // namespace detail
-
-// Host-access guard. On a GPU, host code that dereferences a cudaMalloc pointer faults; here
-// device memory is host memory, so such a bug would pass silently. With the guard on
-// (set_host_access_guard(true) or TDA_EMU_GUARD=1), cudaMalloc returns page-aligned mappings
-// that stay PROT_NONE except inside a DeviceAccess scope, which the emulator opens around
-// kernel grids, cudaMemcpy/cudaMemset and the emulated cuBLAS calls: any other host access to
-// device memory dies with SIGSEGV at the offending instruction. It applies to allocations made
-// while it is on. Off by default: AddressSanitizer cannot see overflows inside whole pages.
-inline void set_host_access_guard(bool on) {
-  std::lock_guard<std::mutex> lock(detail::runtime().mu);
-  detail::runtime().guard = on;
-}
-inline bool host_access_guard() {
-  std::lock_guard<std::mutex> lock(detail::runtime().mu);
-  return detail::runtime().guard;
-}
-class DeviceAccess {
- public:
-  DeviceAccess() {
-    std::lock_guard<std::mutex> lock(detail::runtime().mu);
-    if (detail::runtime().access_depth++ == 0) detail::protect_all(PROT_READ | PROT_WRITE);
-  }
-  ~DeviceAccess() {
-    std::lock_guard<std::mutex> lock(detail::runtime().mu);
-    if (--detail::runtime().access_depth == 0) detail::protect_all(PROT_NONE);
-  }
-  DeviceAccess(const DeviceAccess&) = delete;
-  DeviceAccess& operator=(const DeviceAccess&) = delete;
-};
-
-// The message of the last failed launch (deadlock, bad warp mask, ...): cudaGetErrorString can
-// only name the code.
-inline const std::string& last_error_message() {
-  return detail::tl_last_message;
-}
-
-}  // namespace tda::emu
+}  // namespace tda::emu::detail
 
 extern "C" {
 
 inline cudaError_t cudaGetLastError(void) {
-  cudaError_t e = tda::emu::detail::tl_last_error;
-  tda::emu::detail::tl_last_error = cudaSuccess;
-  tda::emu::detail::tl_kernel_error = cudaSuccess;
+  using namespace tda::emu::detail;
+  if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;  // sticky: not cleared
+  const cudaError_t e = tl_last_error;
+  tl_last_error = cudaSuccess;
   return e;
 }
 inline cudaError_t cudaPeekAtLastError(void) {
-  return tda::emu::detail::tl_last_error;
+  using namespace tda::emu::detail;
+  if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;
+  return tl_last_error;
 }
 
 inline const char* cudaGetErrorName(cudaError_t error) {
@@ -138,14 +104,24 @@ inline const char* cudaGetErrorName(cudaError_t error) {
       return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidDevice:
       return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidDeviceFunction:
+      return "cudaErrorInvalidDeviceFunction";
     case cudaErrorInvalidResourceHandle:
       return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady:
       return "cudaErrorNotReady";
     case cudaErrorLaunchFailure:
       return "cudaErrorLaunchFailure";
+    case cudaErrorLaunchOutOfResources:
+      return "cudaErrorLaunchOutOfResources";
+    case cudaErrorIllegalAddress:
+      return "cudaErrorIllegalAddress";
     case cudaErrorNotSupported:
       return "cudaErrorNotSupported";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    case cudaErrorInsufficientDriver:
+      return "cudaErrorInsufficientDriver";
     default:
       return "cudaErrorUnknown";
   }
@@ -163,14 +139,24 @@ inline const char* cudaGetErrorString(cudaError_t error) {
       return "invalid configuration argument";
     case cudaErrorInvalidDevice:
       return "invalid device ordinal";
+    case cudaErrorInvalidDeviceFunction:
+      return "invalid device function";
     case cudaErrorInvalidResourceHandle:
       return "invalid resource handle";
     case cudaErrorNotReady:
       return "device not ready";
     case cudaErrorLaunchFailure:
       return "unspecified launch failure";
+    case cudaErrorLaunchOutOfResources:
+      return "too many resources requested for launch";
+    case cudaErrorIllegalAddress:
+      return "an illegal memory access was encountered";
     case cudaErrorNotSupported:
       return "operation not supported";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
+    case cudaErrorInsufficientDriver:
+      return "CUDA driver version is insufficient for CUDA runtime version";
     default:
       return "unknown error (emulated runtime)";
   }
@@ -182,66 +168,58 @@ inline cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceSynchronize(void) {
-  return tda::emu::detail::tl_kernel_error;
+  return tda::emu::detail::fail_if_sticky();
+}
+// Ends the context: frees every allocation, forgets function attributes, clears the sticky error.
+inline cudaError_t cudaDeviceReset(void) {
+  using namespace tda::emu::detail;
+  std::lock_guard<std::mutex> lock(runtime().mu);
+  release_all();
+  runtime().max_dynamic_smem.clear();
+  runtime().sticky.store(0, std::memory_order_release);
+  runtime().sticky_message.clear();
+  tl_last_error = cudaSuccess;
+  return cudaSuccess;
 }
 
 inline cudaError_t cudaMalloc(void** ptr, size_t size) {
   using namespace tda::emu::detail;
   if (!ptr) return record(cudaErrorInvalidValue);
   *ptr = nullptr;
+  if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;
   if (size == 0) return cudaSuccess;
-  size_t rounded = (size + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
   std::lock_guard<std::mutex> lock(runtime().mu);
-  void* p = nullptr;
-  if (runtime().guard) {
-    const size_t page = size_t(sysconf(_SC_PAGESIZE));
-    rounded = (size + page - 1) / page * page;
-    p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return record(cudaErrorMemoryAllocation);
-    std::memset(p, kUninitialisedByte, rounded);
-    if (runtime().access_depth == 0) mprotect(p, rounded, PROT_NONE);
-    runtime().guarded[p] = rounded;
-  } else {
-    p = std::aligned_alloc(kDeviceAlignment, rounded);
-    if (!p) return record(cudaErrorMemoryAllocation);
-    std::memset(p, kUninitialisedByte, rounded);
-  }
-  runtime().device_allocs[p] = rounded;
-  runtime().device_bytes += rounded;
-  *ptr = p;
-  return cudaSuccess;
+  *ptr = allocate(size);
+  return *ptr ? cudaSuccess
+              : record(cudaErrorMemoryAllocation,
+                       "cudaMalloc(" + std::to_string(size) + " bytes): out of host memory");
 }
 
 inline cudaError_t cudaFree(void* ptr) {
   using namespace tda::emu::detail;
+  if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;
   if (!ptr) return cudaSuccess;
+  std::string why;
   std::lock_guard<std::mutex> lock(runtime().mu);
-  auto it = runtime().device_allocs.find(ptr);
-  if (it == runtime().device_allocs.end()) return record(cudaErrorInvalidValue);
-  runtime().device_bytes -= it->second;
-  runtime().device_allocs.erase(it);
-  auto g = runtime().guarded.find(ptr);
-  if (g != runtime().guarded.end()) {
-    munmap(ptr, g->second);
-    runtime().guarded.erase(g);
-  } else {
-    std::free(ptr);
-  }
-  return cudaSuccess;
+  return release(ptr, &why) ? cudaSuccess : record(cudaErrorInvalidValue, why);
 }
 
 inline cudaError_t cudaMallocHost(void** ptr, size_t size) {
-  if (!ptr) return tda::emu::detail::record(cudaErrorInvalidValue);
+  using namespace tda::emu::detail;
+  if (!ptr) return record(cudaErrorInvalidValue);
+  if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;
   *ptr = std::malloc(size ? size : 1);
-  return *ptr ? cudaSuccess : tda::emu::detail::record(cudaErrorMemoryAllocation);
+  return *ptr ? cudaSuccess : record(cudaErrorMemoryAllocation);
 }
 inline cudaError_t cudaFreeHost(void* ptr) {
+  if (cudaError_t e = tda::emu::detail::fail_if_sticky(); e != cudaSuccess) return e;
   std::free(ptr);
   return cudaSuccess;
 }
 
 inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   using namespace tda::emu::detail;
+  if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(runtime().mu);
   if (total_bytes) *total_bytes = kEmulatedDeviceBytes;
   if (free_bytes) *free_bytes = kEmulatedDeviceBytes - runtime().device_bytes;
@@ -249,23 +227,34 @@ inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 }
 
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  using namespace tda::emu::detail;
+  if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;
   if (count == 0) return cudaSuccess;
   if (!dst || !src || static_cast<int>(kind) < 0 || static_cast<int>(kind) > 4)
-    return tda::emu::detail::record(cudaErrorInvalidValue);
+    return record(cudaErrorInvalidValue);
+  if (tda::emu::strict())
+    if (std::string why = check_copy(dst, src, count, kind); !why.empty())
+      return record(cudaErrorInvalidValue, why);
   tda::emu::DeviceAccess access;
   std::memmove(dst, src, count);
-  return cudaSuccess;
+  return tda::emu::check_tails(std::string("cudaMemcpy(") + copy_kind_name(kind) + ")");
 }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count,
                                    enum cudaMemcpyKind kind, cudaStream_t /*stream*/) {
   return cudaMemcpy(dst, src, count, kind);
 }
 inline cudaError_t cudaMemset(void* ptr, int value, size_t count) {
+  using namespace tda::emu::detail;
+  if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;
   if (count == 0) return cudaSuccess;
-  if (!ptr) return tda::emu::detail::record(cudaErrorInvalidValue);
+  if (!ptr) return record(cudaErrorInvalidValue);
+  if (tda::emu::strict())
+    if (std::string why = tda::emu::describe_range(ptr, count); !why.empty())
+      return record(cudaErrorInvalidValue,
+                    "cudaMemset(" + std::to_string(count) + " bytes): " + why);
   tda::emu::DeviceAccess access;
   std::memset(ptr, value, count);
-  return cudaSuccess;
+  return tda::emu::check_tails("cudaMemset");
 }
 inline cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t /*stream*/) {
   return cudaMemset(ptr, value, count);
@@ -273,6 +262,7 @@ inline cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStrea
 
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
   if (!stream) return tda::emu::detail::record(cudaErrorInvalidValue);
+  if (cudaError_t e = tda::emu::detail::fail_if_sticky(); e != cudaSuccess) return e;
   *stream = new CUstream_st{flags};
   return cudaSuccess;
 }
@@ -281,19 +271,21 @@ inline cudaError_t cudaStreamCreate(cudaStream_t* stream) {
 }
 inline cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (!stream) return tda::emu::detail::record(cudaErrorInvalidResourceHandle);
-  delete stream;
-  return cudaSuccess;
+  delete stream;  // the handle goes even when the context is lost
+  return tda::emu::detail::fail_if_sticky();
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t /*stream*/) {
-  return tda::emu::detail::tl_kernel_error;
+  return tda::emu::detail::fail_if_sticky();
 }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t /*stream*/, cudaEvent_t event,
                                        unsigned int /*flags*/) {
+  if (cudaError_t e = tda::emu::detail::fail_if_sticky(); e != cudaSuccess) return e;
   return event ? cudaSuccess : tda::emu::detail::record(cudaErrorInvalidResourceHandle);
 }
 
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/) {
   if (!event) return tda::emu::detail::record(cudaErrorInvalidValue);
+  if (cudaError_t e = tda::emu::detail::fail_if_sticky(); e != cudaSuccess) return e;
   *event = new CUevent_st{};
   return cudaSuccess;
 }
@@ -303,19 +295,21 @@ inline cudaError_t cudaEventCreate(cudaEvent_t* event) {
 inline cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (!event) return tda::emu::detail::record(cudaErrorInvalidResourceHandle);
   delete event;
-  return cudaSuccess;
+  return tda::emu::detail::fail_if_sticky();
 }
 inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t /*stream*/) {
+  if (cudaError_t e = tda::emu::detail::fail_if_sticky(); e != cudaSuccess) return e;
   if (!event) return tda::emu::detail::record(cudaErrorInvalidResourceHandle);
   event->when = std::chrono::steady_clock::now();
   event->recorded = true;
   return cudaSuccess;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  if (!event) return tda::emu::detail::record(cudaErrorInvalidResourceHandle);
-  return tda::emu::detail::tl_kernel_error;
+  if (cudaError_t e = tda::emu::detail::fail_if_sticky(); e != cudaSuccess) return e;
+  return event ? cudaSuccess : tda::emu::detail::record(cudaErrorInvalidResourceHandle);
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (cudaError_t e = tda::emu::detail::fail_if_sticky(); e != cudaSuccess) return e;
   if (!ms) return tda::emu::detail::record(cudaErrorInvalidValue);
   if (!start || !end || !start->recorded || !end->recorded)
     return tda::emu::detail::record(cudaErrorInvalidResourceHandle);
@@ -325,6 +319,7 @@ inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_
 
 inline cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
   using namespace tda::emu::detail;
+  if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;
   if (!func) return record(cudaErrorInvalidValue);
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
     if (value < 0 || static_cast<size_t>(value) > kMaxDynamicSmem)
