@@ -11,7 +11,9 @@
 # The toolkit decides which NVIDIA drivers the binary runs on (docs/cuda.md): CUDA 13 needs
 # driver 580+, CUDA 12.x any 525+: CUDA_HOME=$(scripts/cuda12_toolkit.sh) scripts/build_cuda.sh
 # Usage: scripts/build_cuda.sh   (CUDA_HOME=... or NVCC=/path/to/nvcc, BUILD_DIR=..., NCCL_HOME=...,
-#                                SKIP_LINK=1, CMAKE_ARGS=...)
+#                                SKIP_LINK=1, CMAKE_ARGS=..., JOBS=N, LINK_ONLY=1)
+# LINK_ONLY=1: only the CMake build of $BUILD_DIR/tda, with JOBS jobs (the GPU kit on a node:
+# no per-file ptxas report, no NCCL symbol, portability or MPI-less checks; CI runs those).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +27,26 @@ fi
 mkdir -p "$BUILD_DIR"
 LOG="$BUILD_DIR/ptxas.log"
 : >"$LOG"
+
+# The defaults are explicit, so a build directory the GPU kit configured (one architecture, no
+# -Werror: scripts/gpu/build.sh) is set back; CMAKE_ARGS, later on the line, overrides them.
+link_tda() {
+  echo "[build_cuda] linking $BUILD_DIR/tda (cmake -DTDA_CUDA=ON)"
+  cmake -S . -B "$BUILD_DIR/cmake" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_COMPILER="$NVCC" -DCUDAToolkit_ROOT="$CUDA_HOME" \
+    -DTDA_NATIVE="${TDA_NATIVE:-OFF}" -DTDA_CUDA_ARCHS="80;90" -DTDA_WERROR=ON \
+    -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake.log" 2>&1 ||
+    { cat "$BUILD_DIR/cmake.log" >&2; exit 1; }
+  cmake --build "$BUILD_DIR/cmake" -j"${JOBS:-2}" --target tda >>"$BUILD_DIR/cmake.log" 2>&1 ||
+    { tail -50 "$BUILD_DIR/cmake.log" >&2; exit 1; }
+  cp "$BUILD_DIR/cmake/tda" "$BUILD_DIR/tda"
+  echo "[build_cuda] ok: $BUILD_DIR/tda (links $(ldd "$BUILD_DIR/tda" | grep -oE 'lib(cudart|cublas|nccl)[^ ]*' | sort -u | tr '\n' ' '))"
+}
+if [ "${LINK_ONLY:-0}" = 1 ]; then
+  CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
+  link_tda
+  exit 0
+fi
 
 shopt -s nullglob
 sources=(kernels/*.cu src/backend/cuda/*.cu)
@@ -84,16 +106,7 @@ echo "[build_cuda] ok: ${#sources[@]} file(s), ptxas report in $LOG"
 # the portable baseline (TDA_NATIVE=OFF: the binary runs on the compute nodes, not here); no
 # Catch2 (the CUDA build has no tests).
 if [ "${SKIP_LINK:-0}" != 1 ]; then
-  echo "[build_cuda] linking $BUILD_DIR/tda (cmake -DTDA_CUDA=ON)"
-  cmake -S . -B "$BUILD_DIR/cmake" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_COMPILER="$NVCC" -DCUDAToolkit_ROOT="$CUDA_HOME" \
-    -DTDA_NATIVE="${TDA_NATIVE:-OFF}" \
-    -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake.log" 2>&1 ||
-    { cat "$BUILD_DIR/cmake.log" >&2; exit 1; }
-  cmake --build "$BUILD_DIR/cmake" -j"${JOBS:-2}" --target tda >>"$BUILD_DIR/cmake.log" 2>&1 ||
-    { tail -50 "$BUILD_DIR/cmake.log" >&2; exit 1; }
-  cp "$BUILD_DIR/cmake/tda" "$BUILD_DIR/tda"
-  echo "[build_cuda] ok: $BUILD_DIR/tda (links $(ldd "$BUILD_DIR/tda" | grep -oE 'lib(cudart|cublas|nccl)[^ ]*' | sort -u | tr '\n' ' '))"
+  link_tda
   [ "${TDA_NATIVE:-OFF}" = ON ] || bash scripts/check_portable.sh "$BUILD_DIR/cmake"
 
   # A GPU node may lack MPI's development files: the CUDA build must configure without MPI (and

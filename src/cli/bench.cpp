@@ -1,19 +1,25 @@
 // tda bench train --config FILE [--steps N] [--set k=v]
 // Prints one JSON line: ms/step, tokens/s, achieved GFLOP/s (FLOPs per token counted in
-// docs/perf.md) and the GFLOP/s of a plain OpenBLAS SGEMM with the model's largest matmul
-// shape (the LM head) on this machine, so the two can be compared.
+// docs/perf.md) and, on the CPU, the GFLOP/s of a plain OpenBLAS SGEMM with the model's largest
+// matmul shape (the LM head) on this machine, so the two can be compared. On the CUDA backend
+// each step is timed with CUDA events (backend/cuda/timing.h) and the device memory the run
+// holds is reported.
 #include <cblas.h>
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cxxopts.hpp>
 #include <iostream>
+#include <memory>
 #include <vector>
 
 #include "attention/common.h"
 #include "attention/variant.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention_work.h"
+#include "backend/cuda/startup.h"
+#include "backend/cuda/timing.h"
+#include "cli/bench_gpu.h"
 #include "cli/command.h"
 #include "cli/config_flags.h"
 #include "core/config.h"
@@ -51,32 +57,70 @@ int bench_train(int argc, char** argv) {
   int code = 0;
   if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
   Config cfg = load_config(r["config"].as<std::string>(), set_flags(r));
+  const bool gpu = cfg.train.device == "cuda";
+  size_t mem0 = 0;
+  if (gpu) {
+    cuda::startup();  // the start-up line, or one line saying why there is no usable GPU
+    mem0 = cuda::device_memory().used;
+  }
   TrainOptions to;
   to.out_dir = "/tmp/tda_bench_run";
   to.overwrite = true;  // a scratch directory: the previous benchmark's run is not worth keeping
   Trainer trainer(cfg, to);
-  trainer.train_step();  // warm-up: first-touch of buffers, BLAS thread start
+  trainer.train_step();  // warm-up: first-touch of buffers, BLAS thread start, cuBLASLt plans
   const int steps = r["steps"].as<int>();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) trainer.train_step();
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  TDA_CHECK(steps >= 1, "bench train: --steps must be >= 1");
+  // Each step ends with the loss download (a sync), so the host clock is right on the CPU; on a
+  // GPU the events say the same without the host's share of the last launch.
+  std::vector<double> ms;
+  std::unique_ptr<cuda::GpuTimer> timer;
+  if (gpu) timer = std::make_unique<cuda::GpuTimer>();
+  for (int i = 0; i < steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (timer) timer->start();
+    trainer.train_step();
+    if (timer) timer->stop();
+    ms.push_back(
+        timer ? timer->ms()
+              : std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count());
+  }
+  double s = 0;
+  for (double x : ms) s += x / 1000.0;
   const auto& m = cfg.model;
-  double tokens = double(cfg.train.total_batch_tokens) * steps;
-  double gflops = trainer.model().train_flops_per_token(m.seq_len) * tokens / s / 1e9;
-  int N = cfg.train.micro_batch * m.seq_len;
-  double blas = sgemm_gflops(N, m.vocab_size, m.d_model, 3);
+  const double flops_per_token = trainer.model().train_flops_per_token(m.seq_len);
+  const double step_tokens = double(cfg.train.total_batch_tokens);
+  double tokens = step_tokens * steps;
+  double gflops = flops_per_token * tokens / s / 1e9;
   json out = {{"bench", "train"},
               {"attention", cfg.attention.kind},
+              {"device", cfg.train.device},
+              {"dtype", cfg.train.dtype},
               {"params", trainer.model().param_count()},
               {"B", cfg.train.micro_batch},
               {"T", m.seq_len},
               {"grad_accum", trainer.grad_accum_steps()},
+              {"steps", steps},
               {"ms_per_step", 1000.0 * s / steps},
+              {"ms_per_step_median", median(ms)},
               {"tokens_per_s", tokens / s},
-              {"gflops", gflops},
-              {"sgemm_gflops", blas},
-              {"sgemm_shape", {N, m.vocab_size, m.d_model}},
-              {"ratio", gflops / blas}};
+              {"tokens_per_s_median", step_tokens / (median(ms) / 1000.0)},
+              {"flops_per_token", flops_per_token},
+              {"gflops", gflops}};
+  if (gpu) {
+    out["timer"] = cuda::timing_is_emulated() ? "emulated (host clock)" : "cuda events";
+    out["device_name"] = cuda::device_name();
+    // Everything this process holds on the device after the steps: tda allocates its arena,
+    // weights, optimizer state and scratch once, so this is also its peak.
+    out["device_mem_mb"] = (double(cuda::device_memory().used) - double(mem0)) / double(1 << 20);
+  } else {
+    int N = cfg.train.micro_batch * m.seq_len;
+    double blas = sgemm_gflops(N, m.vocab_size, m.d_model, 3);
+    out["timer"] = "host clock";
+    out["sgemm_gflops"] = blas;
+    out["sgemm_shape"] = {N, m.vocab_size, m.d_model};
+    out["ratio"] = gflops / blas;
+  }
   std::cout << out.dump() << std::endl;
   return 0;
 }
@@ -85,11 +129,13 @@ int bench_train(int argc, char** argv) {
 // (two for the differential kinds, which pair heads), head dim 64, at each T. Memory is what
 // the variant keeps between forward and backward plus its backward scratch (exact, from the
 // variant) and the process's peak RSS after the run.
-// --device cuda: the tda binary links the emulated CUDA backend only, so there is no GPU time
-// ("no GPU"); the tiled kernels run under the emulator on synthetic inputs of the kind's math
-// (one head, head dim 64; diff kinds Dqk 32; cosine kinds unit-norm q, k with their tau_i =
-// beta c_i) and the tile counters give the FLOPs a dense tiled kernel does vs the work done.
+// --device cuda --mode count (the default of the emulated build, which has no GPU: "time": "no
+// GPU"): the tiled kernels run on synthetic inputs of the kind's math (one head, head dim 64;
+// diff kinds Dqk 32; cosine kinds unit-norm q, k with their tau_i = beta c_i) and the tile
+// counters give the FLOPs a dense tiled kernel does vs the work done. --mode time (the default
+// of a GPU build): CUDA-event times of the layer and its kernels (bench_gpu.cpp).
 int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vector<int>& Ts) {
+  cuda::startup();  // the start-up line, or one line saying why there is no usable GPU
   for (const auto& kind : kinds) {
     for (int T : Ts) {
       json j = {{"attention", {{"kind", kind}}},
@@ -132,8 +178,12 @@ int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vecto
       const int power = cosine ? ac.power : 1;
       const cuda::AttnTiles t =
           cuda::count_attention_tiles(m, T, Dk, Dv, scale, power, lambda, q, k, v, q2, k2, tau);
-      json out = {
-          {"bench", "attention"}, {"device", "cuda"}, {"kind", kind}, {"T", T}, {"time", "no GPU"}};
+      json out = {{"bench", "attention"},
+                  {"device", "cuda"},
+                  {"mode", "count"},
+                  {"kind", kind},
+                  {"T", T},
+                  {"time", cuda::timing_is_emulated() ? "no GPU" : "not timed (--mode count)"}};
       const cuda::AttnFlops f = cuda::attention_flops(m, Dk, Dv, t, ac.entmax_iters);
       const cuda::AttnFlops sm =
           cuda::attention_flops(AttnMath::kSoftmax, 64, 64, cuda::AttnTiles{0, t.total});
@@ -150,14 +200,23 @@ int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vecto
 }
 
 int bench_attention(int argc, char** argv) {
-  cxxopts::Options opts(argv[0], "Benchmark attention forward+backward on the CPU backend");
+  cxxopts::Options opts(argv[0], "Benchmark attention forward+backward of one layer");
   opts.add_options()("kind", "attention kind(s), comma separated, or 'all'",
                      cxxopts::value<std::string>()->default_value("all"))(
       "lengths", "sequence lengths, comma separated (also accepted as --T)",
       cxxopts::value<std::string>()->default_value("256,512,1024,2048,4096,8192"))(
-      "reps", "timed repetitions", cxxopts::value<int>()->default_value("1"))(
-      "device", "cpu, or cuda (no GPU here: tile counts and FLOPs from the emulated kernels)",
-      cxxopts::value<std::string>()->default_value("cpu"))("h,help", "help");
+      "reps", "timed repetitions (cpu: 1; cuda: 5, median reported)", cxxopts::value<int>())(
+      "device", "cpu, or cuda", cxxopts::value<std::string>()->default_value("cpu"))(
+      "mode",
+      "cuda: 'time' (CUDA events; the default of a GPU build) or 'count' (tile counts and FLOPs "
+      "of one head; the default of the emulated build, which has no GPU)",
+      cxxopts::value<std::string>())("tokens",
+                                     "cuda time: tokens per problem, B = max(1, tokens / T)",
+                                     cxxopts::value<int>()->default_value("16384"))(
+      "heads", "cuda time: heads of dimension 64 (even)",
+      cxxopts::value<int>()->default_value("16"))("warmup", "cuda time: untimed repetitions first",
+                                                  cxxopts::value<int>()->default_value("2"))(
+      "h,help", "help");
   alias_flag(argc, argv, "--T", "--lengths");
   auto r = opts.parse(argc, argv);
   if (r.count("help")) {
@@ -179,10 +238,23 @@ int bench_attention(int argc, char** argv) {
   if (kinds.size() == 1 && kinds[0] == "all") kinds = attention_kinds();
   std::vector<int> Ts;
   for (const auto& t : split(r["lengths"].as<std::string>())) Ts.push_back(std::stoi(t));
-  const int reps = r["reps"].as<int>();
   const std::string device = r["device"].as<std::string>();
   TDA_CHECK(device == "cpu" || device == "cuda", "bench attention: --device must be cpu or cuda");
-  if (device == "cuda") return bench_attention_cuda(kinds, Ts);
+  if (device == "cuda") {
+    const std::string mode = r.count("mode")              ? r["mode"].as<std::string>()
+                             : cuda::timing_is_emulated() ? "count"
+                                                          : "time";
+    TDA_CHECK(mode == "time" || mode == "count", "bench attention: --mode must be time or count");
+    if (mode == "count") return bench_attention_cuda(kinds, Ts);
+    GpuAttnBench o;
+    o.tokens = r["tokens"].as<int>();
+    o.heads = r["heads"].as<int>();
+    o.warmup = r["warmup"].as<int>();
+    if (r.count("reps")) o.reps = r["reps"].as<int>();
+    return bench_attention_gpu(kinds, Ts, o);
+  }
+  TDA_CHECK(!r.count("mode"), "bench attention: --mode is for --device cuda");
+  const int reps = r.count("reps") ? r["reps"].as<int>() : 1;
   CpuOps ops;
   for (const auto& kind : kinds) {
     for (int T : Ts) {
@@ -264,7 +336,8 @@ int cmd_bench(int argc, char** argv) {
   if (what == "train") return bench_train(argc - 1, argv + 1);
   if (what == "attention") return bench_attention(argc - 1, argv + 1);
   if (what == "checkpoint") return bench_checkpoint(argc - 1, argv + 1);
-  throw Error("bench: unknown benchmark '" + what + "' (train, attention, checkpoint; tda bench --help)");
+  throw Error("bench: unknown benchmark '" + what +
+              "' (train, attention, checkpoint; tda bench --help)");
 }
 
 RegisterCommand reg("bench", "benchmarks (train, attention, checkpoint)", cmd_bench);

@@ -1,0 +1,343 @@
+"""The GPU kit's report (scripts/gpu/check.sh, docs/gpu.md): reads what the stages left in the
+work directory and writes OUT/report.json and OUT/report.md. check.sh calls it after every stage,
+so a run stopped by a time limit still leaves a report of what finished.
+
+Work directory (every file optional; a missing one is a stage that did not run):
+  env.txt               "key: value" lines (GPU, driver, toolkit, ...; "fixture: ..." marks a
+                        recorded sample, which the report then says it is)
+  stages.jsonl          {"stage", "status": ok|fail|timeout|skipped, "seconds", "budget_s", "note"}
+  ctest.xml             JUnit from `ctest -L gpu --output-junit`
+  sanitizer.jsonl       {"tool", "kind", "dtype", "rc", "seconds", "log"} per compute-sanitizer run
+  sanitizer/*.log       their output ("ERROR SUMMARY: N errors", racecheck's hazard summary)
+  tda_attention.jsonl   `tda bench attention --device cuda --mode time` lines
+  sdpa.jsonl            `torch_ref.py attention` lines
+  tda_train.jsonl       `tda bench train` lines (CUDA backend)
+  torch_train.jsonl     `torch_ref.py train` lines (eager and compile)
+
+MFU = FLOPs per token (each side's own count: docs/perf.md's formula) x tokens/s / the GPU's
+dense bf16 peak, from its name (PEAK_TFLOPS); an unknown GPU gets no MFU.
+Standard library only. Usage: report.py --work DIR --out DIR
+"""
+
+import argparse
+import json
+import os
+import re
+import xml.etree.ElementTree as ET
+
+# Dense bf16 tensor-core peaks (TFLOP/s), the vendor's figures without sparsity. First match wins.
+PEAK_TFLOPS = [
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.0),  # SXM (80GB HBM3)
+    ("H200", 989.0),
+    ("GH200", 989.0),
+    ("A100", 312.0),
+]
+
+
+def peak_tflops(name):
+    for key, peak in PEAK_TFLOPS:
+        if key in (name or ""):
+            return peak
+    return None
+
+
+def read_jsonl(path):
+    out = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass  # a line cut by a timeout
+    return out
+
+
+def read_env(work):
+    env = {}
+    path = os.path.join(work, "env.txt")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if ":" in line:
+                    k, v = line.split(":", 1)
+                    env[k.strip()] = v.strip()
+    return env
+
+
+def read_tests(work):
+    path = os.path.join(work, "ctest.xml")
+    if not os.path.exists(path):
+        return []
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError:
+        return [{"name": "ctest.xml", "status": "unreadable", "seconds": 0, "message": ""}]
+    tests = []
+    for tc in root.iter("testcase"):
+        status = tc.get("status") or "run"
+        msg = ""
+        if tc.find("failure") is not None:
+            status, msg = "fail", tc.find("failure").get("message") or ""
+        elif tc.find("skipped") is not None or status in ("notrun", "disabled"):
+            status = "skipped"
+        elif status == "run":
+            status = "pass"
+        out = tc.find("system-out")
+        text = out.text if out is not None and out.text else ""
+        if status == "skipped" or "TDA_SKIPPED" in text:
+            status = "skipped"
+            m = re.search(r"TDA_SKIPPED: (.*?)(?:\n\s*\n|$)", text, re.S)
+            msg = " ".join(m.group(1).split()).replace("/ ", "/") if m else msg
+        elif status == "fail" and text:  # the first failed expansion says most
+            m = re.search(r"(FAILED:.*?)(?:\n\n|$)", text, re.S)
+            msg = " ".join((m.group(1) if m else text[-300:]).split())[:300]
+        tests.append({"name": tc.get("name"), "status": status,
+                      "seconds": float(tc.get("time") or 0), "message": msg})
+    return tests
+
+
+def sanitizer_findings(log):
+    """(errors, first error lines) from a compute-sanitizer log; errors None when unreadable."""
+    if not log or not os.path.exists(log):
+        return None, []
+    with open(log, errors="replace") as f:
+        text = f.read()
+    m = re.findall(r"ERROR SUMMARY: (\d+) error", text)
+    errors = int(m[-1]) if m else None
+    hz = re.findall(r"RACECHECK SUMMARY: (\d+) hazard", text)
+    if hz and errors is None:
+        errors = int(hz[-1])
+    lines = [l.strip("= ").strip() for l in text.splitlines()
+             if l.startswith("=========") and ("Invalid" in l or "Error" in l or "hazard" in l
+                                               or "Uninitialized" in l or "Race" in l)
+             and "SUMMARY" not in l]
+    return errors, lines[:3]
+
+
+def read_sanitizer(work):
+    runs = []
+    for r in read_jsonl(os.path.join(work, "sanitizer.jsonl")):
+        log = r.get("log")
+        if log and not os.path.isabs(log):
+            log = os.path.join(work, log)
+        errors, lines = sanitizer_findings(log)
+        rc = r.get("rc")
+        if r.get("status") == "not run":
+            status = "not run"
+        elif rc == 124 or rc == 137:
+            status = "timeout"
+        elif errors is None:
+            status = "no summary (rc %s)" % rc
+        elif errors > 0:
+            status = "errors"
+        elif rc not in (0, None):
+            status = "run failed (rc %s)" % rc
+        else:
+            status = "clean"
+        runs.append(dict(r, errors=errors, status=status, findings=lines))
+    return runs
+
+
+def attention_rows(work):
+    tda = read_jsonl(os.path.join(work, "tda_attention.jsonl"))
+    sdpa = {r["T"]: r for r in read_jsonl(os.path.join(work, "sdpa.jsonl")) if "fwd_ms" in r}
+    rows = []
+    for r in tda:
+        if r.get("mode") != "time":
+            continue
+        s = sdpa.get(r["T"])
+        k = r["kernel_fwd_ms"] + r["kernel_bwd_ms"]
+        row = {"kind": r["kind"], "T": r["T"], "B": r["B"], "heads": r["heads"],
+               "kernel_ms": k, "kernel_fwd_ms": r["kernel_fwd_ms"],
+               "kernel_bwd_ms": r["kernel_bwd_ms"],
+               "layer_ms": r["layer_fwd_ms"] + r["layer_bwd_ms"],
+               "skip_fraction": r.get("skip_fraction"),
+               "softmax_gflop": r["softmax_fwd_gflop"] + r["softmax_bwd_gflop"],
+               "sdpa_ms": None, "ratio": None}
+        if s and s["B"] == r["B"] and s["heads"] == r["heads"]:
+            row["sdpa_ms"] = s["fwd_ms"] + s["bwd_ms"]
+            row["ratio"] = k / row["sdpa_ms"] if row["sdpa_ms"] > 0 else None
+        rows.append(row)
+    return rows, sorted(sdpa.values(), key=lambda r: r["T"])
+
+
+def train_rows(work, peak):
+    rows = []
+    for r in read_jsonl(os.path.join(work, "tda_train.jsonl")):
+        rows.append({"what": "tda %s (%s)" % (r["attention"], r["dtype"]), "B": r["B"],
+                     "T": r["T"], "ms": r["ms_per_step_median"],
+                     "tokens_per_s": r["tokens_per_s_median"],
+                     "flops_per_token": r["flops_per_token"], "params": r["params"],
+                     "mem_mb": r.get("device_mem_mb"), "mem_what": "device memory held"})
+    for r in read_jsonl(os.path.join(work, "torch_train.jsonl")):
+        rows.append({"what": "PyTorch %s %s (bf16 autocast)" % (r["torch"], r["mode"]),
+                     "B": r["B"], "T": r["T"], "ms": r["ms_per_step_median"],
+                     "tokens_per_s": r["tokens_per_s_median"],
+                     "flops_per_token": r["flops_per_token"], "params": r["params"],
+                     "mem_mb": r.get("peak_reserved_mb"),
+                     "mem_what": "peak reserved by the caching allocator",
+                     "first_step_s": r.get("first_step_s")})
+    for row in rows:
+        row["mfu"] = (row["flops_per_token"] * row["tokens_per_s"] / (peak * 1e12)
+                      if peak else None)
+    return rows
+
+
+def build(work):
+    env = read_env(work)
+    peak = peak_tflops(env.get("gpu"))
+    att, sdpa = attention_rows(work)
+    return {
+        "fixture": env.get("fixture"),
+        "env": env,
+        "peak_bf16_tflops": peak,
+        "stages": read_jsonl(os.path.join(work, "stages.jsonl")),
+        "tests": read_tests(work),
+        "sanitizer": read_sanitizer(work),
+        "attention": att,
+        "sdpa": sdpa,
+        "train": train_rows(work, peak),
+    }
+
+
+def fmt(x, spec="%.2f"):
+    return "-" if x is None else spec % x
+
+
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def markdown(rep):
+    env, md = rep["env"], []
+    title = "# tda GPU check: %s" % (env.get("gpu") or "no GPU found")
+    if rep["fixture"]:
+        title += " — FIXTURE, NOT A MEASUREMENT (%s)" % rep["fixture"]
+    md += [title, ""]
+    md += ["%s; driver %s; CUDA %s; %s; kit: %s; mode: %s." % (
+        env.get("date", "?"), env.get("driver", "?"), env.get("nvcc", "?"),
+        env.get("torch", "torch ?"), env.get("packages", "?"), env.get("mode", "?")), ""]
+    md += ["## Stages", ""]
+    md += table(["stage", "status", "seconds", "budget (s)", "note"],
+                [(s["stage"], s["status"], fmt(s.get("seconds"), "%.0f"),
+                  fmt(s.get("budget_s"), "%.0f"), s.get("note", "")) for s in rep["stages"]])
+    md += [""]
+
+    tests = rep["tests"]
+    md += ["## GPU tests (ctest -L gpu)", ""]
+    if tests:
+        n = {k: sum(t["status"] == k for t in tests) for k in ("pass", "fail", "skipped")}
+        md += ["%d passed, %d failed, %d skipped." % (n["pass"], n["fail"], n["skipped"]), ""]
+        md += table(["test", "status", "seconds", "message"],
+                    [(t["name"], t["status"].upper() if t["status"] == "fail" else t["status"],
+                      "%.1f" % t["seconds"], t["message"].replace("|", "/")) for t in tests])
+    else:
+        md += ["not run"]
+    md += [""]
+
+    san = rep["sanitizer"]
+    md += ["## compute-sanitizer (`tda train` of the tiny configs, 2 steps)", ""]
+    if san:
+        tools = list(dict.fromkeys(r["tool"] for r in san))
+        rows = []
+        for tool in tools:
+            rs = [r for r in san if r["tool"] == tool]
+            c = lambda s: sum(r["status"] == s for r in rs)
+            other = len(rs) - c("clean") - c("errors") - c("not run")
+            rows.append((tool, len(rs), c("clean"), c("errors"), other, c("not run")))
+        md += table(["tool", "runs", "clean", "with errors", "timeout/failed", "not run (budget)"],
+                    rows)
+        bad = [r for r in san if r["status"] not in ("clean", "not run")]
+        if bad:
+            md += ["", "Findings:", ""]
+            for r in bad:
+                count = "" if r["errors"] is None else " (%d errors)" % r["errors"]
+                md += ["- %s %s %s: %s%s %s" % (r["tool"], r["kind"], r["dtype"], r["status"],
+                                                 count, "; ".join(r["findings"]))]
+    else:
+        md += ["not run"]
+    md += [""]
+
+    att, sdpa = rep["attention"], rep["sdpa"]
+    md += ["## Attention forward + backward (bf16 tensor cores, head dim 64, B = tokens / T)", ""]
+    if att or sdpa:
+        Ts = sorted({r["T"] for r in att} | {r["T"] for r in sdpa})
+        kinds = list(dict.fromkeys(r["kind"] for r in att))
+        cell = {(r["kind"], r["T"]): r for r in att}
+        sd = {r["T"]: r for r in sdpa}
+        head = ["", *("T=%d" % T for T in Ts)]
+        md += ["Kernel time, ms (tda: Ops::attention_forward + attention_backward, median of its "
+               "reps; SDPA: flash, causal, median of its reps; synthetic N(0, 1) inputs):", ""]
+        rows = [["PyTorch SDPA", *(fmt(sd[T]["fwd_ms"] + sd[T]["bwd_ms"]) if T in sd else "-"
+                                   for T in Ts)]]
+        rows += [[k, *(fmt(cell[(k, T)]["kernel_ms"]) if (k, T) in cell else "-" for T in Ts)]
+                 for k in kinds]
+        md += table(head, rows) + [""]
+        md += ["tda kernel time / SDPA time (below 1: tda faster):", ""]
+        md += table(head, [[k, *(fmt(cell[(k, T)]["ratio"]) if (k, T) in cell else "-"
+                                 for T in Ts)] for k in kinds]) + [""]
+        md += ["Whole tda layer (RoPE, head split/merge, norms, gates, sync points, kernels), "
+               "ms:", ""]
+        md += table(head, [[k, *(fmt(cell[(k, T)]["layer_ms"]) if (k, T) in cell else "-"
+                                 for T in Ts)] for k in kinds]) + [""]
+        skip = [k for k in kinds if any((cell.get((k, T)) or {}).get("skip_fraction") for T in Ts)]
+        if skip:
+            md += ["Skipped tile fraction (synthetic inputs: the null model, not a trained "
+                   "model):", ""]
+            md += table(head, [[k, *(fmt(cell[(k, T)]["skip_fraction"])
+                                     if (k, T) in cell else "-" for T in Ts)] for k in skip])
+            md += [""]
+        if sdpa:
+            md += ["SDPA effective TFLOP/s (dense causal count): " + ", ".join(
+                "T=%d %.0f" % (r["T"], (r["softmax_fwd_gflop"] + r["softmax_bwd_gflop"]) /
+                               (r["fwd_ms"] + r["bwd_ms"])) for r in sdpa), ""]
+    else:
+        md += ["not run", ""]
+
+    tr = rep["train"]
+    md += ["## One training step, d12 (12 layers, d 768, 12 heads, vocabulary 50,304)", ""]
+    if tr:
+        peak = rep["peak_bf16_tflops"]
+        md += ["MFU = FLOPs/token x tokens/s / peak, FLOPs/token = 3 (2 (P - P_wte) + 4 (T/2) d "
+               "n_layer) with each side's own parameter count P (docs/perf.md); peak: %s. "
+               "One optimizer step per B x T tokens on both sides; median step time." % (
+                   "%.0f TFLOP/s dense bf16 (from the GPU's name)" % peak if peak
+                   else "no known peak for this GPU: not computed"), ""]
+        md += table(["run", "B x T", "ms/step", "tokens/s", "MFU", "FLOPs/token (M)",
+                     "params (M)", "memory (MiB)"],
+                    [(r["what"], "%d x %d" % (r["B"], r["T"]), fmt(r["ms"], "%.1f"),
+                      fmt(r["tokens_per_s"], "%.0f"),
+                      fmt(None if r["mfu"] is None else 100 * r["mfu"], "%.1f%%"),
+                      fmt(r["flops_per_token"] / 1e6, "%.1f"), fmt(r["params"] / 1e6, "%.1f"),
+                      "%s (%s)" % (fmt(r["mem_mb"], "%.0f"), r["mem_what"])) for r in tr])
+        md += [""]
+    else:
+        md += ["not run", ""]
+
+    md += ["## Environment", ""]
+    md += ["- %s: %s" % (k, v) for k, v in env.items()]
+    return "\n".join(md) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description="Write the GPU kit's report")
+    p.add_argument("--work", required=True, help="the stages' work directory")
+    p.add_argument("--out", required=True, help="where report.json and report.md go")
+    a = p.parse_args()
+    rep = build(a.work)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "report.json"), "w") as f:
+        json.dump(rep, f, indent=1)
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write(markdown(rep))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+// The GPU side of tda bench (bench_gpu.cpp): CUDA-event timing of the attention kinds.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tda {
+
+struct GpuAttnBench {
+  int tokens = 16384;  // B = max(1, tokens / T) sequences per T
+  int heads = 16;      // of dimension 64
+  int reps = 5;        // timed repetitions (the median is reported)
+  int warmup = 2;      // untimed repetitions first
+};
+
+// One JSON line per (kind, T): layer and kernel forward/backward medians (bench_gpu.cpp).
+int bench_attention_gpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts,
+                        const GpuAttnBench& o);
+
+// Median of v (0 when empty).
+double median(std::vector<double> v);
+
+}  // namespace tda

@@ -1,0 +1,475 @@
+// The GPU kit (scripts/gpu/, docs/gpu.md) without a GPU: everything in it that can run here.
+//  - build.sh's unpacking of .debs into a prefix (a .deb made here: /usr paths in its pkg-config
+//    file and an absolute symlink), with dpkg-deb and with ar + tar;
+//  - [net] gather.sh against Debian's archive, and a CPU build configured against ONLY the
+//    unpacked kit (/usr ignored, the kit's own pkgconf), plus a program linked and run with it;
+//  - report.py on a recorded sample (tests/data/gpu_report_fixture: made-up numbers, marked so);
+//  - torch_ref.py's GPT-2 is tda's softmax model: same tensor names and shapes (strict load of a
+//    tda export), same parameter count, FLOPs per token and per-token losses (CPU torch);
+//  - the CUDA-event timing of tda bench under the SIMT emulator (backend/cuda/timing.h).
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/timing.h"
+#include "eval/export_hf.h"
+#include "eval/loaded_model.h"
+#include "test_char_shards.h"
+#include "test_eval_util.h"
+
+namespace tda {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs a shell command; its exit code (128 + signal when killed), output in *out.
+int sh(const std::string& cmd, std::string* out = nullptr) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  std::string o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.append(buf, n);
+  const int st = ::pclose(p);
+  if (out) *out = o;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+bool has(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+std::vector<json> json_lines(const std::string& text) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] == '{') out.push_back(json::parse(line));
+  return out;
+}
+
+const std::string kScripts = TDA_SOURCE_DIR "/scripts/gpu/";
+
+// A .deb as the archive's -dev packages are: a pkg-config file naming /usr, a library, a
+// relative and an absolute symlink.
+void make_fake_deb(const std::string& dir, const std::string& deb) {
+  const std::string root = dir + "/pkg", lib = root + "/usr/lib/x86_64-linux-gnu";
+  std::filesystem::create_directories(root + "/DEBIAN");
+  std::filesystem::create_directories(lib + "/pkgconfig");
+  write_text(root + "/DEBIAN/control",
+             "Package: libfake-dev\nVersion: 1.0\nArchitecture: all\nMaintainer: tda tests "
+             "<tests@example.org>\nDescription: a fake package for test_gpu_kit.cpp\n");
+  write_text(lib + "/pkgconfig/fake.pc",
+             "prefix=/usr\nlibdir=/usr/lib/x86_64-linux-gnu\nincludedir=${prefix}/include\n\n"
+             "Name: fake\nDescription: fake\nVersion: 1.0\nCflags: -I${includedir}/fake "
+             "-I/usr/include/fake2\nLibs: -L${libdir} -lfake\n");
+  write_text(lib + "/libfake.so.1", "not really a library\n");
+  std::filesystem::create_symlink("/usr/lib/x86_64-linux-gnu/libfake.so.1", lib + "/libfake.so");
+  std::filesystem::create_symlink("libfake.so.1", lib + "/libfake.so.0");
+  REQUIRE(sh("dpkg-deb --root-owner-group --build " + root + " " + deb + " >/dev/null") == 0);
+}
+
+}  // namespace
+
+TEST_CASE("gpu kit: build.sh unpacks .debs into a prefix and moves their /usr paths into it",
+          "[gpukit]") {
+  if (sh("command -v dpkg-deb && command -v ar && command -v pkg-config") != 0) {
+    TDA_SKIP("needs dpkg-deb, ar and pkg-config");
+  }
+  TempDir dir;
+  std::filesystem::create_directories(dir.path + "/kit/debs");
+  make_fake_deb(dir.path, dir.path + "/kit/debs/libfake-dev_1.0_all.deb");
+  // Negative control: the package itself names /usr (so an unpack that left it would fail below).
+  std::string raw;
+  REQUIRE(sh("dpkg-deb --fsys-tarfile " + dir.path +
+                 "/kit/debs/libfake-dev_1.0_all.deb | tar -xO "
+                 "./usr/lib/x86_64-linux-gnu/pkgconfig/fake.pc",
+             &raw) == 0);
+  CHECK(has(raw, "libdir=/usr/lib"));
+
+  for (const char* unpacker : {"dpkg", "ar"}) {
+    INFO("KIT_UNPACKER=" << unpacker);
+    const std::string into = dir.path + "/into_" + unpacker, prefix = into + "/prefix";
+    std::string out;
+    REQUIRE(sh(std::string("KIT_UNPACKER=") + unpacker + " bash " + kScripts +
+                   "build.sh --unpack-only --kit " + dir.path + "/kit --into " + into,
+               &out) == 0);
+    const std::string lib = prefix + "/usr/lib/x86_64-linux-gnu";
+    const std::string pc = read_file(lib + "/pkgconfig/fake.pc");
+    INFO(pc);
+    CHECK(!has(pc, "=/usr"));
+    CHECK(!has(pc, "-I/usr"));
+    CHECK(has(pc, "libdir=" + prefix + "/usr/lib/x86_64-linux-gnu"));
+    std::string flags;
+    REQUIRE(sh("PKG_CONFIG_LIBDIR=" + lib + "/pkgconfig pkg-config --cflags --libs fake", &flags) ==
+            0);
+    CHECK(has(flags, "-I" + prefix + "/usr/include/fake "));
+    CHECK(has(flags, "-I" + prefix + "/usr/include/fake2"));
+    CHECK(has(flags, "-L" + prefix + "/usr/lib/x86_64-linux-gnu"));
+    CHECK(std::filesystem::read_symlink(lib + "/libfake.so") == lib + "/libfake.so.1");
+    CHECK(std::filesystem::read_symlink(lib + "/libfake.so.0") == "libfake.so.1");
+    CHECK(read_file(lib + "/libfake.so") == "not really a library\n");
+    const std::string env = read_file(into + "/env.sh");
+    CHECK(has(env, "LD_LIBRARY_PATH=\"" + lib));
+    CHECK(has(env, "TDA_KIT_USED=1"));
+  }
+  // No kit: one line naming the folder and what to run.
+  std::string out;
+  std::filesystem::create_directories(dir.path + "/empty/debs");
+  CHECK(sh("bash " + kScripts + "build.sh --unpack-only --kit " + dir.path + "/empty --into " +
+               dir.path + "/x",
+           &out) == 2);
+  CHECK(has(out, "no .deb files in " + dir.path + "/empty/debs (run scripts/gpu/gather.sh"));
+}
+
+// Downloads ~16 MB from Debian's archive (label `net`; skips itself when apt-get cannot).
+TEST_CASE("gpu kit: gather stays under 64 MiB and a CPU build configures against only the kit",
+          "[net][gpukit]") {
+  TempDir dir;
+  const std::string kit = dir.path + "/kit", into = dir.path + "/into";
+  std::string out;
+  const int rc = sh("bash " + kScripts + "gather.sh --out " + kit, &out);
+  if (rc == 3) {
+    TDA_SKIP("apt-get cannot download here: " << out);
+  }
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(has(out, "gather: " + kit + " holds 21 packages and 2 data files"));
+  const std::string manifest = read_file(kit + "/MANIFEST");
+  for (const char* p : {"nlohmann-json3-dev_", "libspdlog-dev_", "libfmt-dev_", "libcxxopts-dev_",
+                        "catch2_", "libopenblas-pthread-dev_", "libgfortran5_", "libpcre2-dev_",
+                        "pkgconf-bin_", "data/tiny_shakespeare_train.bin"})
+    CHECK(has(manifest, p));
+  // The size check fires (the packages are there: nothing is downloaded again).
+  CHECK(sh("KIT_MAX_MB=1 bash " + kScripts + "gather.sh --out " + kit, &out) == 1);
+  CHECK(has(out, "over the 1 MiB limit"));
+
+  // Configure with /usr ignored and the kit's pkgconf: every package must come from the prefix.
+  const std::string iso = "KIT_MODE=kit KIT_ISOLATE=1 BUILD_DIR=" + dir.path + "/build ";
+  REQUIRE(
+      sh(iso + "bash " + kScripts + "build.sh --configure-only --kit " + kit + " --into " + into,
+         &out) == 0);
+  const std::string cache = read_file(dir.path + "/build/CMakeCache.txt");
+  const std::string prefix = into + "/prefix/usr/";
+  for (const char* key :
+       {"nlohmann_json_DIR:PATH=", "spdlog_DIR:PATH=", "fmt_DIR:PATH=", "cxxopts_DIR:PATH=",
+        "Catch2_DIR:PATH=", "pkgcfg_lib_OPENBLAS_openblas:FILEPATH=",
+        "pkgcfg_lib_PCRE2_pcre2-8:FILEPATH=", "PKG_CONFIG_EXECUTABLE:FILEPATH="}) {
+    INFO(key);
+    CHECK(has(cache, std::string(key) + prefix));
+  }
+  // A program against the kit's OpenBLAS and PCRE2 (pkg-config flags from the kit), run with its
+  // env.sh: libopenblas needs the kit's libgfortran at run time.
+  write_text(dir.path + "/smoke.cpp",
+             "#include <cblas.h>\n#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n"
+             "#include <cstdio>\nint main() { float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, "
+             "c[4] = {0};\n cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.f, "
+             "a, 2, b, 2, 0.f, c, 2);\n int e; PCRE2_SIZE o;\n pcre2_code* re = pcre2_compile("
+             "(PCRE2_SPTR)\"a+\", PCRE2_ZERO_TERMINATED, 0, &e, &o, nullptr);\n std::printf(\"%g "
+             "%g %g %g %d\\n\", c[0], c[1], c[2], c[3], re != nullptr); }\n");
+  REQUIRE(sh(". " + into + "/env.sh && c++ " + dir.path + "/smoke.cpp -o " + dir.path +
+                 "/smoke $(" + prefix + "bin/pkgconf --cflags --libs openblas libpcre2-8)",
+             &out) == 0);
+  REQUIRE(sh(". " + into + "/env.sh && ldd " + dir.path + "/smoke", &out) == 0);
+  CHECK(has(out, "libopenblas.so.0 => " + prefix));
+  CHECK(has(out, "libgfortran.so.5 => " + prefix));
+  REQUIRE(sh(". " + into + "/env.sh && " + dir.path + "/smoke", &out) == 0);
+  CHECK(out == "19 22 43 50 1\n");
+
+  // Negative control: without cxxopts in the kit the configure fails naming it (no /usr fallback).
+  for (const auto& e : std::filesystem::directory_iterator(kit + "/debs"))
+    if (e.path().filename().string().rfind("libcxxopts-dev_", 0) == 0)
+      std::filesystem::remove(e.path());
+  CHECK(sh(iso + "bash " + kScripts + "build.sh --configure-only --kit " + kit + " --into " + into,
+           &out) == 1);
+  CHECK(has(read_file(into + "/logs/configure-cpu.log"), "cxxopts"));
+}
+
+TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)", "[gpukit]") {
+  if (sh("command -v python3") != 0) {
+    TDA_SKIP("needs python3");
+  }
+  TempDir dir;
+  const std::string fixture = source_dir() + "/tests/data/gpu_report_fixture";
+  REQUIRE(sh("python3 " + kScripts + "report.py --work " + fixture + " --out " + dir.path) == 0);
+  const json r = json::parse(read_file(dir.path + "/report.json"));
+  const std::string md = read_file(dir.path + "/report.md");
+  INFO(md);
+  // Marked as what it is, everywhere a reader looks first.
+  CHECK(r.at("fixture").get<std::string>().find("not a measurement") != std::string::npos);
+  CHECK(md.rfind("# tda GPU check: NVIDIA H100 80GB HBM3 — FIXTURE", 0) == 0);
+  CHECK(has(md.substr(0, md.find('\n')), "NOT A MEASUREMENT"));
+
+  // ctest's JUnit: a pass, a failure with its check, a skip with its reason.
+  const json& tests = r.at("tests");
+  REQUIRE(tests.size() == 3);
+  CHECK(tests[0].at("status") == "pass");
+  CHECK(tests[1].at("status") == "fail");
+  CHECK(
+      has(tests[1].at("message").get<std::string>(), "CHECK( std::fabs(f32[s] - cpu[s]) < 1e-3 )"));
+  CHECK(tests[2].at("status") == "skipped");
+  CHECK(has(tests[2].at("message").get<std::string>(), "needs 2 or more GPUs"));
+  CHECK(has(md, "1 passed, 1 failed, 1 skipped."));
+
+  // Sanitizer: clean, errors (counted, first finding quoted), a timeout, a run the budget left out.
+  std::map<std::string, json> san;
+  for (const auto& s : r.at("sanitizer"))
+    san[s.at("tool").get<std::string>() + "-" + s.at("kind").get<std::string>()] = s;
+  CHECK(san.at("memcheck-softmax").at("status") == "clean");
+  CHECK(san.at("memcheck-tda").at("status") == "errors");
+  CHECK(san.at("memcheck-tda").at("errors") == 2);
+  CHECK(
+      has(san.at("memcheck-tda").at("findings")[0].get<std::string>(), "Invalid __global__ read"));
+  CHECK(san.at("racecheck-softmax").at("status") == "clean");
+  CHECK(san.at("racecheck-tda").at("status") == "timeout");
+  CHECK(san.at("initcheck-softmax").at("status") == "not run");
+  CHECK(has(md, "| memcheck | 2 | 1 | 1 | 0 | 0 |"));
+  CHECK(has(md, "- memcheck tda bf16: errors (2 errors) Invalid __global__ read"));
+
+  // Attention: tda kernel time over SDPA's at the same shape; the line cut by a timeout is ignored.
+  const json& att = r.at("attention");
+  REQUIRE(att.size() == 4);
+  for (const auto& a : att) {
+    if (a.at("kind") == "softmax" && a.at("T") == 1024) {
+      CHECK(a.at("kernel_ms").get<double>() == Approx(3.0 + 6.0));
+      CHECK(a.at("sdpa_ms").get<double>() == Approx(1.5 + 3.0));
+      CHECK(a.at("ratio").get<double>() == Approx(2.0));
+    }
+  }
+  CHECK(has(md, "| PyTorch SDPA | 4.50 | 18.00 |"));
+  CHECK(has(md, "| softmax | 2.00 | 1.50 |"));
+
+  // Training: MFU = FLOPs/token x tokens/s / 989 TFLOP/s (H100 SXM, from the GPU's name).
+  const json& tr = r.at("train");
+  REQUIRE(tr.size() == 2);
+  CHECK(r.at("peak_bf16_tflops") == 989.0);
+  CHECK(tr[0].at("mfu").get<double>() == Approx(798.1e6 * 200000.0 / 989e12));
+  CHECK(tr[1].at("mfu").get<double>() == Approx(796.0e6 * 400000.0 / 989e12));
+  CHECK(has(md, "| tda softmax (bf16) | 16 x 1024 | 81.9 | 200000 | 16.1% |"));
+
+  // The same files with an unknown GPU: no MFU, and the report says why.
+  const std::string work = dir.path + "/work";
+  std::filesystem::copy(fixture, work, std::filesystem::copy_options::recursive);
+  std::string env = read_file(work + "/env.txt");
+  env.replace(env.find("NVIDIA H100 80GB HBM3"), 21, "Some Future GPU");
+  write_text(work + "/env.txt", env);
+  REQUIRE(sh("python3 " + kScripts + "report.py --work " + work + " --out " + dir.path + "/u") ==
+          0);
+  const json u = json::parse(read_file(dir.path + "/u/report.json"));
+  CHECK(u.at("peak_bf16_tflops").is_null());
+  CHECK(u.at("train")[0].at("mfu").is_null());
+  CHECK(has(read_file(dir.path + "/u/report.md"), "no known peak for this GPU: not computed"));
+
+  // Nothing ran: every section says so.
+  std::filesystem::create_directories(dir.path + "/none");
+  REQUIRE(sh("python3 " + kScripts + "report.py --work " + dir.path + "/none --out " + dir.path +
+             "/n") == 0);
+  const std::string none = read_file(dir.path + "/n/report.md");
+  size_t n = 0;
+  for (size_t p = none.find("not run"); p != std::string::npos; p = none.find("not run", p + 1))
+    ++n;
+  CHECK(n == 4);
+}
+
+// sanitize.sh with a stand-in compute-sanitizer (prints what the real one prints; finds an error
+// in tda's run): every (tool, kind, dtype) once, its output kept, the exit code saying whether
+// any run had errors; past its deadline, runs are recorded as not run. report.py then reads it.
+TEST_CASE("gpu kit: sanitize.sh runs every (tool, kind, dtype) and report.py counts its findings",
+          "[gpukit]") {
+  if (sh("command -v python3") != 0) {
+    TDA_SKIP("needs python3");
+  }
+  TempDir dir;
+  std::filesystem::create_directories(dir.path + "/bin");
+  write_text(dir.path + "/bin/compute-sanitizer",
+             "#!/bin/sh\necho '========= COMPUTE-SANITIZER'\ncase \"$*\" in *tiny/tda.json*)\n"
+             "  echo '========= Invalid __global__ write of size 4 bytes'\n"
+             "  echo '========= ERROR SUMMARY: 1 error'; exit 0 ;;\nesac\n"
+             "echo '========= ERROR SUMMARY: 0 errors'\n");
+  std::filesystem::permissions(dir.path + "/bin/compute-sanitizer",
+                               std::filesystem::perms::owner_all);
+  const std::string run = "PATH=" + dir.path + "/bin:$PATH bash " + kScripts + "sanitize.sh ";
+  const std::string now = "$(date +%s)";
+  std::string out;
+  CHECK(sh(run + dir.path + "/w $((" + now + " + 120)) 2 'memcheck racecheck' bf16 'softmax tda'",
+           &out) == 1);
+  CHECK(has(out, "sanitize: 4 runs recorded, 2 with errors"));
+  CHECK(sh("python3 " + kScripts + "report.py --work " + dir.path + "/w --out " + dir.path +
+           "/r") == 0);
+  const json r = json::parse(read_file(dir.path + "/r/report.json"));
+  REQUIRE(r.at("sanitizer").size() == 4);
+  for (const auto& s : r.at("sanitizer")) {
+    INFO(s.dump());
+    CHECK(s.at("status") == (s.at("kind") == "tda" ? "errors" : "clean"));
+  }
+  CHECK(has(read_file(dir.path + "/r/report.md"),
+            "- racecheck tda bf16: errors (1 errors) Invalid __global__ write of size 4 bytes"));
+  // Past the deadline nothing starts: all recorded as not run, and no error claimed.
+  CHECK(sh(run + dir.path + "/late $((" + now + " - 1)) 2 memcheck 'bf16 fp32' softmax", &out) ==
+        0);
+  const std::string late = read_file(dir.path + "/late/sanitizer.jsonl");
+  CHECK(has(late, "\"dtype\": \"bf16\", \"status\": \"not run\""));
+  CHECK(has(late, "\"dtype\": \"fp32\", \"status\": \"not run\""));
+}
+
+TEST_CASE("gpu kit: torch_ref.py's GPT-2 is tda's softmax model (names, shapes, FLOPs, losses)",
+          "[gpukit]") {
+  const std::string py = source_dir() + "/.venv/bin/python";
+  if (sh(py + " -c 'import torch'") != 0) {
+    TDA_SKIP("torch not importable by " << py);
+  }
+  TempDir dir;
+  const int T = 70;  // crosses a 64-wide tile
+  const std::string ckpt = dir.path + "/ckpt", hf = dir.path + "/hf";
+  const Config cfg = write_tiny_checkpoint(ckpt, "softmax", 80);
+  ExportOptions eo;
+  eo.checkpoint = ckpt;
+  eo.out = hf;
+  export_hf(eo);
+  std::vector<int32_t> toks(T);
+  Rng rng(3);
+  for (auto& t : toks) t = int32_t(rng.below(uint64_t(cfg.model.real_vocab_size)));
+  {
+    std::ofstream f(dir.path + "/toks.txt");
+    for (auto t : toks) f << t << " ";
+  }
+  LoadedModel lm = load_model_for_eval(ckpt);
+  lm.model->set_batch(1, T - 1);
+  lm.model->forward(toks.data(), toks.data() + 1, false, 0.f);
+  const std::vector<float> loss(lm.model->token_losses(), lm.model->token_losses() + T - 1);
+
+  // Negative control beside it: the same weights with RoPE's theta changed.
+  std::filesystem::copy(hf, dir.path + "/hf_theta", std::filesystem::copy_options::recursive);
+  json c = json::parse(read_file(hf + "/config.json"));
+  c["rope_theta"] = 100.0;
+  write_text(dir.path + "/hf_theta/config.json", c.dump());
+  std::string out;
+  const int rc = sh(py + " " + kScripts + "torch_ref.py check-export " + dir.path + "/toks.txt " +
+                        hf + " " + dir.path + "/hf_theta",
+                    &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  const auto refs = json_lines(out);
+  REQUIRE(refs.size() == 2);
+  const json& ref = refs[0];
+  CHECK(ref.at("params").get<size_t>() == lm.model->param_count());
+  CHECK(ref.at("flops_per_token").get<double>() ==
+        Approx(lm.model->train_flops_per_token(cfg.model.seq_len)).epsilon(1e-12));
+  const auto ref_loss = ref.at("losses").get<std::vector<double>>();
+  REQUIRE(ref_loss.size() == size_t(T - 1));
+  double max_err = 0, moved = 0;
+  for (int t = 0; t < T - 1; ++t) {
+    max_err = std::max(max_err, std::abs(loss[size_t(t)] - ref_loss[size_t(t)]) /
+                                    std::max(1.0, std::abs(ref_loss[size_t(t)])));
+    moved =
+        std::max(moved, std::abs(loss[size_t(t)] - refs[1].at("losses")[size_t(t)].get<double>()));
+  }
+  WARN("torch_ref vs tda: max relative loss error " << max_err << " (" << ref.at("attention")
+                                                    << "); with theta 100: " << moved);
+  CHECK(max_err < 1e-4);  // test_export.cpp's bound for the fp32 forward vs float64
+  CHECK(moved > 1e-2);    // the comparison sees a wrong RoPE
+}
+
+// The timing code of `tda bench --device cuda` under the SIMT emulator: events there are host
+// clocks, so the figures mean nothing, but every call is the one a GPU build makes.
+TEST_CASE("gpu kit: GpuTimer's events bracket the work between start and stop", "[gpukit][cuda]") {
+  cuda::GpuTimer t;
+  t.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  t.stop();
+  const double ms = t.ms();
+  CHECK(ms >= 29.0);
+  CHECK(ms < 3000.0);
+  CHECK(cuda::timing_is_emulated());
+  CHECK(cuda::device_memory().total > 0);
+}
+
+TEST_CASE("bench attention --device cuda: counts tiles by default here, --mode time times them",
+          "[gpukit][cuda]") {
+  std::string out;
+  // The emulated build's default stays the tile/FLOP counter.
+  REQUIRE(run_tda("bench attention --device cuda --kind tra --T 128", &out) == 0);
+  auto lines = json_lines(out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].at("mode") == "count");
+  CHECK(lines[0].at("time") == "no GPU");
+  CHECK(lines[0].at("tiles_total") == 3);
+
+  REQUIRE(run_tda("bench attention --device cuda --mode time --kind softmax,tda,diff_softmax "
+                  "--T 64 --tokens 128 --heads 2 --reps 2 --warmup 1",
+                  &out) == 0);
+  lines = json_lines(out);
+  REQUIRE(lines.size() == 3);
+  for (const auto& j : lines) {
+    INFO(j.dump());
+    CHECK(j.at("mode") == "time");
+    CHECK(j.at("timer") == "emulated (host clock)");
+    CHECK(j.at("B") == 2);
+    CHECK(j.at("reps") == 2);
+    const double kf = j.at("kernel_fwd_ms"), lf = j.at("layer_fwd_ms");
+    const double kb = j.at("kernel_bwd_ms"), lb = j.at("layer_bwd_ms");
+    CHECK(kf > 0);
+    CHECK(kb > 0);
+    CHECK(kf <= lf);  // the kernels' events sit inside the layer's
+    CHECK(kb <= lb);
+    CHECK(j.at("softmax_fwd_gflop").get<double>() == Approx(4.0 * 2 * 2 * 64 * 64 * 64 / 2 / 1e9));
+  }
+  // One 64-query tile per (sequence, head); the diff kinds pair their 2 heads into one.
+  CHECK(lines[0].at("tiles_total") == 4);
+  CHECK(lines[1].at("tiles_total") == 4);
+  CHECK(lines[2].at("tiles_total") == 2);
+
+  CHECK(run_tda("bench attention --device cpu --mode time --T 64", &out) != 0);
+  CHECK(has(out, "error: bench attention: --mode is for --device cuda"));
+  CHECK(run_tda("bench attention --device cuda --mode time --heads 3 --T 64", &out) != 0);
+  CHECK(has(out, "--heads must be even"));
+  CHECK(run_tda("bench attention --device cuda --mode fast --T 64", &out) != 0);
+  CHECK(has(out, "--mode must be time or count"));
+}
+
+TEST_CASE("bench train on the CUDA backend times steps with events and reports device memory",
+          "[gpukit][cuda]") {
+  const std::string shards = char_shards();
+  std::string out;
+  REQUIRE(
+      run_tda(
+          "bench train -c " + source_dir() +
+              "/configs/tiny/softmax.json --steps 2 "
+              "--set train.device=cuda --set model.n_layer=1 --set model.d_model=64 "
+              "--set model.seq_len=32 --set model.vocab_size=128 --set model.real_vocab_size=128 "
+              "--set train.micro_batch=2 "
+              "--set train.total_batch_tokens=64 --set data.train=" +
+              shards +
+              "/train.bin "
+              "--set data.val=" +
+              shards + "/val.bin",
+          &out) == 0);
+  const auto lines = json_lines(out);
+  REQUIRE(lines.size() == 1);
+  const json& j = lines[0];
+  INFO(j.dump());
+  CHECK(j.at("device") == "cuda");
+  CHECK(j.at("timer") == "emulated (host clock)");
+  CHECK(j.at("steps") == 2);
+  CHECK(j.at("ms_per_step_median").get<double>() > 0);
+  CHECK(j.at("tokens_per_s_median").get<double>() ==
+        Approx(64.0 / (j.at("ms_per_step_median").get<double>() / 1000)));
+  // At least the fp32 weights, gradients and AdamW moments (4 x params) are held on the device.
+  CHECK(j.at("device_mem_mb").get<double>() * (1 << 20) >= 4.0 * j.at("params").get<double>());
+  CHECK(!j.contains("sgemm_gflops"));  // the CPU's SGEMM is not a GPU's yardstick
+}
+
+}  // namespace tda
