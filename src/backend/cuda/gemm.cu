@@ -12,7 +12,9 @@
 #include <vector>
 #endif
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 #include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
@@ -23,6 +25,40 @@ void check(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return;
   throw Error(std::string("cuda: ") + what + ": " + cudaGetErrorName(err) + ": " +
               cudaGetErrorString(err));
+}
+
+namespace {
+
+std::string size_text(size_t bytes) {
+  char buf[32];
+  if (bytes >= size_t(1) << 30)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(size_t(1) << 30));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(size_t(1) << 20));
+  return buf;
+}
+
+[[noreturn]] void out_of_memory(size_t bytes, const std::string& what) {
+  cudaGetLastError();  // not sticky on a GPU either: the process may go on
+  size_t free_bytes = 0, total_bytes = 0;
+  const bool info = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+  cudaGetLastError();
+  throw Error(
+      "cuda: out of device memory: " + what + " needs " + size_text(bytes) +
+      (info ? ", " + size_text(free_bytes) + " free of " + size_text(total_bytes) : std::string()));
+}
+
+}  // namespace
+
+void* device_alloc(size_t bytes, const std::string& what) {
+  void* p = nullptr;
+#if !defined(__CUDACC__)
+  emu::AllocationName name(what);
+#endif
+  const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (err == cudaErrorMemoryAllocation) out_of_memory(bytes, what);
+  check(err, ("cudaMalloc (" + what + ")").c_str());
+  return p;
 }
 
 namespace {
@@ -58,6 +94,34 @@ void epilogue_kernels(Epilogue ep, int M, int N, float* C, int ldc, const float*
 }
 
 #if !defined(__CUDACC__)
+// cuBLASLt's workspace, which gemm_lt.cu allocates at the first GEMM: the emulator has no
+// cuBLASLt, but reserves the same device memory then, so a capped run fails where a GPU would.
+void reserve_lt_workspace() {
+  static const bool reserved = [] {
+    emu::AllocationName name("cuBLASLt workspace");
+    std::string why;
+    if (!emu::reserve_device_memory(kLtWorkspaceBytes, &why))
+      out_of_memory(kLtWorkspaceBytes, "cuBLASLt workspace");
+    return true;
+  }();
+  (void)reserved;
+}
+
+// Dry run (emu/dry_run.h): the product is skipped, so check what cuBLASLt would need of it: each
+// stored matrix (rows x cols, row stride ld, elements of `size` bytes) inside one device
+// allocation, with ld >= cols.
+void check_dry_operand(const char* name, const void* p, int rows, int cols, int ld, size_t size) {
+  TDA_CHECK(rows >= 0 && cols >= 0 && ld >= std::max(cols, 1),
+            std::string("cuda: gemm: operand ") + name + " (" + std::to_string(rows) + " x " +
+                std::to_string(cols) + ") has row stride " + std::to_string(ld));
+  if (rows == 0 || cols == 0) return;
+  const size_t bytes = (size_t(rows - 1) * size_t(ld) + size_t(cols)) * size;
+  TDA_CHECK(emu::is_device_range(p, bytes),
+            std::string("cuda: gemm (dry run): operand ") + name + " (" + std::to_string(rows) +
+                " x " + std::to_string(cols) + ", row stride " + std::to_string(ld) +
+                ") is not inside one device allocation");
+}
+
 void host_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   emu::DeviceAccess access;  // emulated cuBLAS reads device memory on the host
@@ -101,7 +165,16 @@ void gemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   lt_gemm(in, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out, Epilogue::kNone,
           nullptr, 0);
 #else
-  host_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out);
+  emu::note_gemm(ep != Epilogue::kNone);
+  reserve_lt_workspace();
+  if (emu::dry_run()) {
+    check_dry_operand("A", A, trans_a ? K : M, trans_a ? M : K, lda, sizeof(T));
+    check_dry_operand("B", B, trans_b ? N : K, trans_b ? K : N, ldb, sizeof(T));
+    check_dry_operand("C", C, M, N, ldc, sizeof(float));
+    if (ep != Epilogue::kNone) check_dry_operand("aux", aux, M, N, ld_aux, sizeof(float));
+  } else {
+    host_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out);
+  }
 #endif
   epilogue_kernels(ep, M, N, C, ldc, aux, ld_aux);
 }

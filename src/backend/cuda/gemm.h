@@ -16,6 +16,15 @@ namespace tda::cuda {
 // Throws tda::Error("cuda: <what>: <error name>: <message>") unless err == cudaSuccess.
 void check(cudaError_t err, const char* what);
 
+// cudaMalloc of `bytes` for `what`, a name the user knows ("activation arena", "AdamW m"): out of
+// memory throws one line naming it, its size and the device's free and total memory. The
+// emulator also files the allocation under that name (emu/budget.h: what filled the memory).
+void* device_alloc(size_t bytes, const std::string& what);
+
+// cuBLAS recommends 32 MiB of workspace on Hopper (4 MiB before). gemm_lt.cu allocates it at the
+// first GEMM and keeps it; the emulator reserves as much of its device memory at that point.
+constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
+
 // What gemm() does to the product P = alpha op(A) op(B) before storing it (gelu: tanh form):
 //   kNone     C = P + beta C
 //   kGeluAux  aux = P, C = gelu(P)                 (aux: the pre-activation a backward needs)
@@ -47,12 +56,14 @@ inline cudaStream_t stream() {
 }
 
 // Grows a device scratch buffer to at least `n` elements (never shrinks); frees with cudaFree.
+// `what` names it in an out-of-memory error.
 template <class T>
-T* scratch(T*& buf, size_t& cap, size_t n) {
+T* scratch(T*& buf, size_t& cap, size_t n, const char* what) {
   if (n > cap) {
     if (buf) check(cudaFree(buf), "cudaFree");
     buf = nullptr;
-    check(cudaMalloc(reinterpret_cast<void**>(&buf), n * sizeof(T)), "cudaMalloc");
+    cap = 0;
+    buf = static_cast<T*>(device_alloc(n * sizeof(T), what));
     cap = n;
   }
   return buf;

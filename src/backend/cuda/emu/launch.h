@@ -101,9 +101,11 @@ cudaError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
                    cudaStream_t /*stream*/, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
   std::string why;
-  cudaError_t err =
-      detail::check_config(grid, block, shmem, reinterpret_cast<const void*>(kernel), &why);
+  const void* entry = reinterpret_cast<const void*>(kernel);
+  cudaError_t err = detail::check_config(grid, block, shmem, entry, &why);
+  detail::note_launch(entry, grid, block, shmem, err == cudaSuccess);  // dry_run.h: counters
   if (err != cudaSuccess) return detail::record(err, why);
+  if (dry_run()) return cudaSuccess;  // validated and counted; no block runs
   using Params = std::tuple<std::decay_t<P>...>;
   Params params(std::forward<A>(args)...);
   detail::Invocation<void (*)(P...), Params> inv{kernel, &params};

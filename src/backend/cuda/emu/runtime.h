@@ -16,6 +16,9 @@
 #include <string>
 #include <unordered_map>
 
+#include "backend/cuda/emu/budget.h"
+#include "backend/cuda/emu/dry_run.h"
+
 struct CUstream_st {
   unsigned flags = 0;
 };
@@ -74,7 +77,6 @@ constexpr unsigned char kUninitialisedByte = 0xFF;
 constexpr size_t kDeviceAlignment = 256;  // cudaMalloc guarantees at least 256-byte alignment
 constexpr size_t kDefaultDynamicSmem = 48 * 1024;  // larger needs cudaFuncSetAttribute, as on HW
 constexpr size_t kMaxDynamicSmem = 227 * 1024;     // sm_90 opt-in maximum per block
-constexpr size_t kEmulatedDeviceBytes = size_t{80} << 30;
 }  // namespace detail
 
 // Host-access guard. On a GPU, host code that dereferences a cudaMalloc pointer faults; here
@@ -182,6 +184,7 @@ inline cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceSynchronize(void) {
+  tda::emu::detail::note_sync();
   return tda::emu::detail::tl_kernel_error;
 }
 
@@ -190,6 +193,13 @@ inline cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (!ptr) return record(cudaErrorInvalidValue);
   *ptr = nullptr;
   if (size == 0) return cudaSuccess;
+  // The device memory cap and the dry run (budget.h, dry_run.h).
+  std::string why;
+  if (tda::emu::dry_run()) {
+    const cudaError_t e = dry_malloc(ptr, size, &why);
+    return e == cudaSuccess ? e : record(e, why);
+  }
+  if (!budget_admits(size, &why)) return record(cudaErrorMemoryAllocation, why);
   size_t rounded = (size + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
   std::lock_guard<std::mutex> lock(runtime().mu);
   void* p = nullptr;
@@ -208,6 +218,7 @@ inline cudaError_t cudaMalloc(void** ptr, size_t size) {
   }
   runtime().device_allocs[p] = rounded;
   runtime().device_bytes += rounded;
+  budget_add(p, size);
   *ptr = p;
   return cudaSuccess;
 }
@@ -215,9 +226,11 @@ inline cudaError_t cudaMalloc(void** ptr, size_t size) {
 inline cudaError_t cudaFree(void* ptr) {
   using namespace tda::emu::detail;
   if (!ptr) return cudaSuccess;
+  if (dry_free(ptr)) return cudaSuccess;
   std::lock_guard<std::mutex> lock(runtime().mu);
   auto it = runtime().device_allocs.find(ptr);
   if (it == runtime().device_allocs.end()) return record(cudaErrorInvalidValue);
+  budget_remove(ptr);
   runtime().device_bytes -= it->second;
   runtime().device_allocs.erase(it);
   auto g = runtime().guarded.find(ptr);
@@ -241,10 +254,9 @@ inline cudaError_t cudaFreeHost(void* ptr) {
 }
 
 inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
-  using namespace tda::emu::detail;
-  std::lock_guard<std::mutex> lock(runtime().mu);
-  if (total_bytes) *total_bytes = kEmulatedDeviceBytes;
-  if (free_bytes) *free_bytes = kEmulatedDeviceBytes - runtime().device_bytes;
+  const tda::emu::MemoryStats m = tda::emu::memory_stats();  // budget.h: the capped device
+  if (total_bytes) *total_bytes = m.cap;
+  if (free_bytes) *free_bytes = m.live < m.cap ? m.cap - m.live : 0;
   return cudaSuccess;
 }
 
@@ -252,6 +264,7 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cud
   if (count == 0) return cudaSuccess;
   if (!dst || !src || static_cast<int>(kind) < 0 || static_cast<int>(kind) > 4)
     return tda::emu::detail::record(cudaErrorInvalidValue);
+  if (tda::emu::detail::memcpy_hook(dst, src, count, kind)) return cudaSuccess;  // dry_run.h
   tda::emu::DeviceAccess access;
   std::memmove(dst, src, count);
   return cudaSuccess;
@@ -263,6 +276,7 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count,
 inline cudaError_t cudaMemset(void* ptr, int value, size_t count) {
   if (count == 0) return cudaSuccess;
   if (!ptr) return tda::emu::detail::record(cudaErrorInvalidValue);
+  if (tda::emu::detail::memset_hook(ptr)) return cudaSuccess;  // dry_run.h
   tda::emu::DeviceAccess access;
   std::memset(ptr, value, count);
   return cudaSuccess;
@@ -285,6 +299,7 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t /*stream*/) {
+  tda::emu::detail::note_sync();
   return tda::emu::detail::tl_kernel_error;
 }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t /*stream*/, cudaEvent_t event,
@@ -313,6 +328,7 @@ inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t /*stream*/) {
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return tda::emu::detail::record(cudaErrorInvalidResourceHandle);
+  tda::emu::detail::note_sync();
   return tda::emu::detail::tl_kernel_error;
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
