@@ -17,6 +17,7 @@
 #include "test_cuda_util.h"
 // after test_cuda_util.h (emulated build)
 #include "backend/cuda/device_stats.h"
+#include "backend/cuda/gemm.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "model/gpt2.h"
@@ -150,6 +151,28 @@ TEST_CASE("dry run: a launch the driver refuses is refused, a valid one is count
   CHECK(s.largest.blocks() == 2ull * 2147483647u);
   CHECK(s.max_z.grid[2] == 2);
   cudaGetLastError();
+}
+
+TEST_CASE("dry run: a GEMM checks its operands' shapes against their allocations, skips the math",
+          "[cuda][emu][dryrun]") {
+  DryRun dry;
+  float *A = nullptr, *B = nullptr, *C = nullptr;
+  REQUIRE(cudaMalloc(&A, 4 * 8 * sizeof(float)) == cudaSuccess);  // (4, 8)
+  REQUIRE(cudaMalloc(&B, 8 * 4 * sizeof(float)) == cudaSuccess);  // (8, 4)
+  REQUIRE(cudaMalloc(&C, 4 * 4 * sizeof(float)) == cudaSuccess);  // (4, 4)
+  const cuda::DeviceStats before = cuda::device_stats();
+  CHECK_NOTHROW(cuda::gemm(false, false, 4, 4, 8, 1.f, A, 8, B, 4, 0.f, C, 4));
+  CHECK_NOTHROW(cuda::gemm(true, false, 8, 4, 4, 1.f, A, 8, C, 4, 0.f, B, 4));  // A^T C
+  CHECK(cuda::device_stats().since(before).gemms == 2);
+  // Five rows of A, or B read with a row stride of 5: past the end of their allocations.
+  CHECK_THROWS_WITH(cuda::gemm(false, false, 5, 4, 8, 1.f, A, 8, B, 4, 0.f, C, 4),
+                    Catch::Contains("operand A (5 x 8, row stride 8) is not inside"));
+  CHECK_THROWS_WITH(cuda::gemm(false, false, 4, 4, 8, 1.f, A, 8, B, 5, 0.f, C, 4),
+                    Catch::Contains("operand B (8 x 4, row stride 5) is not inside"));
+  // A row stride below the row length.
+  CHECK_THROWS_WITH(cuda::gemm(false, false, 4, 4, 8, 1.f, A, 8, B, 4, 0.f, C, 3),
+                    Catch::Contains("operand C (4 x 4) has row stride 3"));
+  for (float* p : {A, B, C}) CHECK(cudaFree(p) == cudaSuccess);
 }
 
 TEST_CASE("dry run: device memory is counted against the cap and never committed",
