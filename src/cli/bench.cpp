@@ -165,21 +165,10 @@ int bench_attention(int argc, char** argv) {
     std::cout << opts.help() << "\n";
     return 0;
   }
-  auto split = [](const std::string& s) {
-    std::vector<std::string> out;
-    size_t a = 0;
-    while (a <= s.size()) {
-      size_t b = s.find(',', a);
-      if (b == std::string::npos) b = s.size();
-      if (b > a) out.push_back(s.substr(a, b - a));
-      a = b + 1;
-    }
-    return out;
-  };
-  std::vector<std::string> kinds = split(r["kind"].as<std::string>());
+  std::vector<std::string> kinds = split_list(r["kind"].as<std::string>());
   if (kinds.size() == 1 && kinds[0] == "all") kinds = attention_kinds();
   std::vector<int> Ts;
-  for (const auto& t : split(r["lengths"].as<std::string>())) Ts.push_back(std::stoi(t));
+  for (const auto& t : split_list(r["lengths"].as<std::string>())) Ts.push_back(std::stoi(t));
   const int reps = r["reps"].as<int>();
   const std::string device = r["device"].as<std::string>();
   TDA_CHECK(device == "cpu" || device == "cuda", "bench attention: --device must be cpu or cuda");

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/cuda/device_stats.h"
+#include "cli/command.h"
 #include "cli/config_flags.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -39,18 +40,6 @@ namespace tda {
 namespace {
 
 constexpr double kGiB = double(size_t(1) << 30);
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t a = 0;
-  while (a <= s.size()) {
-    size_t b = s.find(',', a);
-    if (b == std::string::npos) b = s.size();
-    if (b > a) out.push_back(s.substr(a, b - a));
-    a = b + 1;
-  }
-  return out;
-}
 
 json launch_json(const cuda::LaunchRecord& r) {
   return {{"kernel", r.kernel},

@@ -14,9 +14,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 
 #include "backend/cuda/cuda_ops.h"
+#include "core/bytes.h"
 #include "core/error.h"
 
 namespace tda::cuda {
@@ -28,15 +28,6 @@ void check(cudaError_t err, const char* what) {
 }
 
 namespace {
-
-std::string size_text(size_t bytes) {
-  char buf[32];
-  if (bytes >= size_t(1) << 30)
-    std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(size_t(1) << 30));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(size_t(1) << 20));
-  return buf;
-}
 
 [[noreturn]] void out_of_memory(size_t bytes, const std::string& what) {
   cudaGetLastError();  // not sticky on a GPU either: the process may go on

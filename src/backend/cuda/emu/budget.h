@@ -19,6 +19,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/bytes.h"
+
 namespace tda::emu {
 
 constexpr size_t kDevicePageBytes = size_t(2) << 20;
@@ -75,15 +77,6 @@ inline Budget& budget() {
 
 // The name the next cudaMalloc on this thread is for (AllocationName sets it).
 inline thread_local std::string tl_pending_name;
-
-inline std::string size_text(size_t bytes) {
-  char buf[32];
-  if (bytes >= size_t(1) << 30)
-    std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(size_t(1) << 30));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(size_t(1) << 20));
-  return buf;
-}
 
 // Caller holds budget().mu.
 inline void note_peak(Budget& b) {
