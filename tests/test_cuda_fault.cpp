@@ -39,9 +39,9 @@ TEST_CASE("cuda fault: the op throws one line; destructor-time frees after it do
           "[cuda][emu]") {
   emu_test::ResetDeviceAtExit reset;
   CudaOps ops;
-  auto survivor = std::make_unique<DeviceArray<float>>(ops, 100);
+  auto survivor = std::make_unique<DeviceArray<float>>(ops, 100, "survivor");
   auto faulting_op = [&] {
-    DeviceArray<float> x(ops, 100), y(ops, 100);  // freed while the error unwinds
+    DeviceArray<float> x(ops, 100, "x"), y(ops, 100, "y");  // freed while the error unwinds
     ops.zero(x.data(), 100);
     ops.zero(y.data(), 100);
     emu::inject_fault("add_inplace_kernel");

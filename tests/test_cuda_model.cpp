@@ -24,7 +24,7 @@ Run train(Ops& ops, const Config& cfg, int steps, int B, int T) {
   model.init_weights(1337);
   model.set_batch(B, T);
   const size_t P = model.flat_size();
-  DeviceArray<float> m(ops, P), v(ops, P);
+  DeviceArray<float> m(ops, P, "AdamW m"), v(ops, P, "AdamW v");
   ops.zero(m.data(), P);
   ops.zero(v.data(), P);
   const auto& o = cfg.optim;

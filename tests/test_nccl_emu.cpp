@@ -327,7 +327,7 @@ Trained train_tiny(Communicator& comm, size_t bucket_bytes) {
   const size_t P = model.flat_size();
   // AdamW's moments live on the device, as the Trainer keeps them (host vectors here were a
   // host pointer handed to a kernel, which strict mode refuses and a GPU would fault on).
-  DeviceArray<float> m(ops, P), v(ops, P);
+  DeviceArray<float> m(ops, P, "AdamW m"), v(ops, P, "AdamW v");
   ops.zero(m.data(), P);
   ops.zero(v.data(), P);
   const auto all_in = cuda_test::tokens(size_t(kBatch) * kT, cfg.model.real_vocab_size, 100);

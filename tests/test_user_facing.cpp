@@ -43,12 +43,13 @@ TEST_CASE("tda bench --help prints the benchmarks and exits 0", "[cli]") {
   CHECK(out.find("train") != std::string::npos);
   CHECK(out.find("attention") != std::string::npos);
   CHECK(out.find("checkpoint") != std::string::npos);
+  CHECK(out.find("dryrun") != std::string::npos);
   CHECK(out.find("unknown") == std::string::npos);
   CHECK(run_tda("bench -h", &out) == 0);
   CHECK(run_tda("bench nope", &out) != 0);
-  CHECK(
-      out ==
-      "error: bench: unknown benchmark 'nope' (train, attention, checkpoint; tda bench --help)\n");
+  CHECK(out ==
+        "error: bench: unknown benchmark 'nope' (train, attention, checkpoint, dryrun; tda bench "
+        "--help)\n");
 }
 
 TEST_CASE("a second interrupt exits at once and non-zero and says so", "[training]") {

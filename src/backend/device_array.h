@@ -3,6 +3,7 @@
 // code must not dereference: move data with upload()/download()/to_host().
 #pragma once
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -14,8 +15,9 @@ template <class T>
 class DeviceArray {
  public:
   DeviceArray() = default;
-  DeviceArray(Ops& ops, size_t n)
-      : ops_(&ops), n_(n), p_(static_cast<T*>(ops.alloc_bytes(n * sizeof(T)))) {}
+  // `what` names the buffer in an out-of-memory error ("activation arena").
+  DeviceArray(Ops& ops, size_t n, const std::string& what)
+      : ops_(&ops), n_(n), p_(static_cast<T*>(ops.alloc_bytes(n * sizeof(T), what))) {}
   ~DeviceArray() { reset(); }
   DeviceArray(DeviceArray&& o) noexcept { *this = std::move(o); }
   DeviceArray& operator=(DeviceArray&& o) noexcept {

@@ -77,7 +77,9 @@ class ForwardingOps : public Ops {
     in_.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, t);
   }
   bool host_memory() const override { return in_.host_memory(); }
-  void* alloc_bytes(size_t bytes) override { return in_.alloc_bytes(bytes); }
+  void* alloc_bytes(size_t bytes, const std::string& what) override {
+    return in_.alloc_bytes(bytes, what);
+  }
   void free_bytes(void* p) override { in_.free_bytes(p); }
   void upload(void* d, const void* s, size_t b) override { in_.upload(d, s, b); }
   void download(void* d, const void* s, size_t b) override { in_.download(d, s, b); }

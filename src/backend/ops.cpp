@@ -23,12 +23,12 @@ void Ops::matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const f
   gelu_backward(dpre, pre, dpre, size_t(N) * size_t(C));
 }
 
-void* Ops::alloc_bytes(size_t bytes) {
+void* Ops::alloc_bytes(size_t bytes, const std::string& what) {
   constexpr size_t kAlign = 64;  // a cache line; AVX-512 loads never straddle two
   const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
   void* p = std::aligned_alloc(kAlign, rounded);
-  TDA_CHECK(p, std::string(name()) + ": out of host memory allocating " + std::to_string(bytes) +
-                   " bytes");
+  TDA_CHECK(p, std::string(name()) + ": out of host memory: " + what + " needs " +
+                   std::to_string(bytes) + " bytes");
   return p;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace tda {
 
@@ -259,7 +260,9 @@ class Ops {
   // when host_memory() is true; otherwise it moves data with upload/download. The defaults are
   // host memory (the CPU backend); the CUDA backend overrides them with device memory.
   virtual bool host_memory() const { return true; }
-  virtual void* alloc_bytes(size_t bytes);  // 64-byte aligned, contents unspecified
+  // 64-byte aligned, contents unspecified. `what` names the buffer ("activation arena", "AdamW
+  // m") in an out-of-memory error and in the emulator's memory report.
+  virtual void* alloc_bytes(size_t bytes, const std::string& what);
   // Throws only for a pointer alloc_bytes() did not return (a bug); after a device fault it
   // returns quietly: DeviceArray destructors free while the fault's error unwinds the stack.
   virtual void free_bytes(void* p);

@@ -29,6 +29,7 @@
 
 namespace tda {
 int bench_checkpoint(int argc, char** argv);  // bench_checkpoint.cpp
+int bench_dryrun(int argc, char** argv);      // bench_dryrun.cpp
 
 namespace {
 
@@ -223,21 +224,10 @@ int bench_attention(int argc, char** argv) {
     std::cout << opts.help() << "\n";
     return 0;
   }
-  auto split = [](const std::string& s) {
-    std::vector<std::string> out;
-    size_t a = 0;
-    while (a <= s.size()) {
-      size_t b = s.find(',', a);
-      if (b == std::string::npos) b = s.size();
-      if (b > a) out.push_back(s.substr(a, b - a));
-      a = b + 1;
-    }
-    return out;
-  };
-  std::vector<std::string> kinds = split(r["kind"].as<std::string>());
+  std::vector<std::string> kinds = split_list(r["kind"].as<std::string>());
   if (kinds.size() == 1 && kinds[0] == "all") kinds = attention_kinds();
   std::vector<int> Ts;
-  for (const auto& t : split(r["lengths"].as<std::string>())) Ts.push_back(std::stoi(t));
+  for (const auto& t : split_list(r["lengths"].as<std::string>())) Ts.push_back(std::stoi(t));
   const std::string device = r["device"].as<std::string>();
   TDA_CHECK(device == "cpu" || device == "cuda", "bench attention: --device must be cpu or cuda");
   if (device == "cuda") {
@@ -321,7 +311,9 @@ int cmd_bench(int argc, char** argv) {
       "usage: tda bench <benchmark> [options]   (tda bench <benchmark> --help)\n\n"
       "  train      ms/step, tokens/s and GFLOP/s of a config's training step (JSON line)\n"
       "  attention  forward+backward time and memory of one attention kind over T\n"
-      "  checkpoint time to write one checkpoint of a config's model, and its CRC32C share\n";
+      "  checkpoint time to write one checkpoint of a config's model, and its CRC32C share\n"
+      "  dryrun     a CUDA training step without executing kernels: peak device memory, launch\n"
+      "             validity, launches/GEMMs/host syncs per step (emulator, JSON lines)\n";
   if (argc < 2) {
     std::cerr << usage;
     return 2;
@@ -336,11 +328,12 @@ int cmd_bench(int argc, char** argv) {
   if (what == "train") return bench_train(argc - 1, argv + 1);
   if (what == "attention") return bench_attention(argc - 1, argv + 1);
   if (what == "checkpoint") return bench_checkpoint(argc - 1, argv + 1);
+  if (what == "dryrun") return bench_dryrun(argc - 1, argv + 1);
   throw Error("bench: unknown benchmark '" + what +
-              "' (train, attention, checkpoint; tda bench --help)");
+              "' (train, attention, checkpoint, dryrun; tda bench --help)");
 }
 
-RegisterCommand reg("bench", "benchmarks (train, attention, checkpoint)", cmd_bench);
+RegisterCommand reg("bench", "benchmarks (train, attention, checkpoint, dryrun)", cmd_bench);
 
 }  // namespace
 }  // namespace tda

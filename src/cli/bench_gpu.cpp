@@ -45,7 +45,8 @@ namespace {
 // and on request attaches the tile counters to the next forward.
 class KernelTimingOps : public ForwardingOps {
  public:
-  explicit KernelTimingOps(Ops& inner) : ForwardingOps(inner), counters_(inner, 2) {}
+  explicit KernelTimingOps(Ops& inner)
+      : ForwardingOps(inner), counters_(inner, 2, "bench tile counters") {}
 
   void attention_forward(const AttnArgs& a) override {
     AttnArgs b = a;
@@ -131,7 +132,7 @@ int bench_attention_gpu(const std::vector<std::string>& kinds, const std::vector
       auto filled = [&](size_t n, auto&& fill) {
         std::vector<float> h(n);
         fill(h);
-        DeviceArray<float> d(ops, n);
+        DeviceArray<float> d(ops, n, "bench input");
         d.upload(h.data(), n);
         return d;
       };
@@ -147,15 +148,16 @@ int bench_attention_gpu(const std::vector<std::string>& kinds, const std::vector
         extra.push_back(extra_store.back().data());
         dextra.push_back(dextra_store.back().data());
       }
-      DeviceArray<float> proj(ops, N * W), dy(ops, N * C);
+      DeviceArray<float> proj(ops, N * W, "bench proj"), dy(ops, N * C, "bench dy");
       upload_normals(proj);
       upload_normals(dy);
       DeviceArray<float> cosv = filled(
           size_t(T) * D / 2, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 1.f); });
       DeviceArray<float> sinv = filled(
           size_t(T) * D / 2, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 0.f); });
-      DeviceArray<float> y(ops, N * C), dproj(ops, N * W), act(ops, attn->act_floats(B, T)),
-          scratch(ops, attn->scratch_floats(B, T));
+      DeviceArray<float> y(ops, N * C, "bench y"), dproj(ops, N * W, "bench dproj"),
+          act(ops, attn->act_floats(B, T), "attention activations"),
+          scratch(ops, attn->scratch_floats(B, T), "attention scratch");
       AttnContext ctx{ops, B, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
       cuda::GpuTimer tf, tb;
       std::vector<double> lf, lb, kf, kb;

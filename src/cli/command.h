@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace tda {
 
@@ -19,6 +20,19 @@ struct RegisterCommand {
     commands()[name] = Command{help, std::move(fn)};
   }
 };
+
+// "a,b,,c" -> {"a", "b", "c"}: a flag's comma-separated list, empty items dropped.
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t a = 0;
+  while (a <= s.size()) {
+    size_t b = s.find(',', a);
+    if (b == std::string::npos) b = s.size();
+    if (b > a) out.push_back(s.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
 
 // cxxopts takes no one-letter long options (`--T` would be a syntax error): rewrite argv so a
 // documented spelling like `--T` reaches the option registered as `to` (e.g. "--lengths").

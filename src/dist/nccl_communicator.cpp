@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/cuda/device_alloc.h"
 #include "backend/cuda/startup.h"
 #include "core/error.h"
 
@@ -115,7 +116,7 @@ NcclCommunicator::NcclCommunicator(const ncclUniqueId& id, int rank, int world, 
   // stream, as before, would race with them on a GPU; the emulator, being synchronous, cannot
   // show it.)
   check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
-  check_cuda(cudaMalloc(&scalar_, sizeof(double)), "cudaMalloc");
+  scalar_ = static_cast<double*>(cuda::device_alloc(sizeof(double), "NCCL scalar"));
   // Non-blocking: init returns at once (ncclInProgress) and wait() bounds how long the ranks
   // take to meet, as it bounds every collective.
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -202,7 +203,7 @@ float* NcclCommunicator::to_device(float* buf, size_t n, size_t copy_in) {
   if (staging_n_ < n) {
     if (staging_) check_cuda(cudaFree(staging_), "cudaFree");
     staging_ = nullptr;
-    check_cuda(cudaMalloc(&staging_, n * sizeof(float)), "cudaMalloc (NCCL staging)");
+    staging_ = static_cast<float*>(cuda::device_alloc(n * sizeof(float), "NCCL staging"));
     staging_n_ = n;
   }
   check_cuda(

@@ -193,7 +193,7 @@ const float* host_copy(Ops& ops, const float* p, size_t n, std::vector<float>& k
 
 void ProbeOps::attention_forward(const AttnArgs& a) {
   // The kernel's tile counters live in the backend's memory, like everything it writes.
-  DeviceArray<long long> counters(in_, 2);
+  DeviceArray<long long> counters(in_, 2, "attention tile counters");
   const long long zeros[2] = {0, 0};
   counters.upload(zeros, 2);
   AttnArgs counted = a;

@@ -17,8 +17,8 @@ Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
   chunk_ = std::max(1, std::min(prefill_chunk, max_ctx_));
   std::vector<float> cos, sin;
   build_rope_tables(m, max_ctx_, cos, sin);
-  cos_ = DeviceArray<float>(ops_, cos.size());
-  sin_ = DeviceArray<float>(ops_, sin.size());
+  cos_ = DeviceArray<float>(ops_, cos.size(), "decoder RoPE tables");
+  sin_ = DeviceArray<float>(ops_, sin.size(), "decoder RoPE tables");
   cos_.upload(cos.data(), cos.size());
   sin_.upload(sin.data(), sin.size());
 
@@ -44,7 +44,7 @@ Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
   const size_t C = size_t(m.d_model), W = size_t(model.attention().proj_width());
   const size_t T = size_t(max_ctx_), n = size_t(chunk_);
   const auto buffer = [&](size_t count) {
-    DeviceArray<float> a(ops_, count);
+    DeviceArray<float> a(ops_, count, "decoder buffers");
     ops_.zero(a.data(), count);  // rows below q_start are read by row-wise pre/post work
     return a;
   };
@@ -58,7 +58,7 @@ Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
   fc_ = buffer(n * 4 * C);
   fcg_ = buffer(n * 4 * C);
   logits_dev_ = buffer(size_t(m.vocab_size));
-  chunk_tokens_ = DeviceArray<int32_t>(ops_, n);
+  chunk_tokens_ = DeviceArray<int32_t>(ops_, n, "decoder buffers");
   logits_.assign(size_t(m.vocab_size), 0.f);
 }
 

@@ -36,16 +36,16 @@ GPT2::GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops, const std::
   lnf_ = at("transformer.ln_f.weight");
   lm_head_ = at("lm_head.weight");
   const size_t P = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().numel;
-  params_ = DeviceArray<float>(ops_, P);
-  grads_ = DeviceArray<float>(ops_, P);
+  params_ = DeviceArray<float>(ops_, P, "parameters");
+  grads_ = DeviceArray<float>(ops_, P, "gradients");
   ops_.zero(params_.data(), P);  // the alignment gaps stay zero from here on
   ops_.zero(grads_.data(), P);
   if (bf16_) bf16_->enable_bf16_matmuls(params_.data(), P);
 
   std::vector<float> cos, sin;
   build_rope_tables(m, rope_trained_context(m), cos, sin);
-  rope_cos_ = DeviceArray<float>(ops_, cos.size());
-  rope_sin_ = DeviceArray<float>(ops_, sin.size());
+  rope_cos_ = DeviceArray<float>(ops_, cos.size(), "RoPE tables");
+  rope_sin_ = DeviceArray<float>(ops_, sin.size(), "RoPE tables");
   rope_cos_.upload(cos.data(), cos.size());
   rope_sin_.upload(sin.data(), sin.size());
 }
@@ -129,8 +129,7 @@ void GPT2::set_batch(int B, int T) {
   TDA_CHECK(T <= rope_trained_context(m_),
             "model: sequence length " + std::to_string(T) + " exceeds the RoPE table");
   if (B == B_ && T == T_) return;
-  B_ = B;
-  T_ = T;
+  B_ = T_ = 0;  // set again once the buffers exist: a failed allocation leaves no batch set
   const size_t N = size_t(B) * T, C = size_t(m_.d_model), L = size_t(m_.n_layer);
   const size_t W = size_t(attn_->proj_width());
   // Carve the arena: each buffer starts on a 64-float (256-byte) boundary, the alignment
@@ -163,14 +162,20 @@ void GPT2::set_batch(int B, int T) {
   auto padded = [](size_t n) { return (n + 63) / 64 * 64; };
   size_t total = 0;
   for (const Slot& s : slots) total += padded(s.n);
-  if (total > arena_.size()) arena_ = DeviceArray<float>(ops_, total);
-  if (2 * N > tokens_.size()) tokens_ = DeviceArray<int32_t>(ops_, 2 * N);
+  if (total > arena_.size()) {
+    arena_.reset();  // its contents are not kept (zeroed below): the peak is the new arena alone
+    arena_ = DeviceArray<float>(
+        ops_, total, "activation arena (B=" + std::to_string(B) + ", T=" + std::to_string(T) + ")");
+  }
+  if (2 * N > tokens_.size()) tokens_ = DeviceArray<int32_t>(ops_, 2 * N, "token buffer");
   size_t at = 0;
   for (const Slot& s : slots) {
     *s.ptr = arena_.data() + at;
     at += padded(s.n);
   }
   ops_.zero(arena_.data(), arena_.size());  // as fresh vectors were: no stale values leak in
+  B_ = B;
+  T_ = T;
   inputs_ = tokens_.data();
   targets_ = tokens_.data() + N;
   losses_host_.assign(N, 0.f);

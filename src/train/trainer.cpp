@@ -111,7 +111,7 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
             "train.dtype \"bf16\": the " + std::string(ops_->name()) +
                 " backend has no bf16 path (bf16 needs --device cuda)");
   model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_, t.dtype);
-  model_->init_weights(t.seed);
+  if (opt_.init_weights) model_->init_weights(t.seed);
   model_->set_batch(t.micro_batch, m.seq_len);
   const size_t P = model_->flat_size();
   if (zero1()) {
@@ -119,12 +119,12 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
     shard_n_ = (P + W - 1) / W;
     shard_lo_ = size_t(comm_->rank()) * shard_n_;
     if (shard_n_ * W != P) {  // else work in the model's buffers
-      flat_ = DeviceArray<float>(*ops_, shard_n_ * W);
+      flat_ = DeviceArray<float>(*ops_, shard_n_ * W, "ZeRO-1 padded gradients");
       ops_->zero(flat_.data(), flat_.size());
     }
   }
-  m_ = DeviceArray<float>(*ops_, zero1() ? shard_n_ : P);
-  v_ = DeviceArray<float>(*ops_, m_.size());
+  m_ = DeviceArray<float>(*ops_, zero1() ? shard_n_ : P, "AdamW m");
+  v_ = DeviceArray<float>(*ops_, m_.size(), "AdamW v");
   ops_->zero(m_.data(), m_.size());
   ops_->zero(v_.data(), v_.size());
   inputs_.resize(size_t(t.micro_batch) * m.seq_len);

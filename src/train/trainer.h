@@ -28,7 +28,10 @@ struct TrainOptions {
   // A fresh run (no resume) refuses an out_dir that already holds a run, unless this is set:
   // then that run's metrics.jsonl, config.json and checkpoints/ are deleted first.
   bool overwrite = false;
-  int max_steps_override = -1;   // stop after this many steps (tests: N then resume to 2N)
+  int max_steps_override = -1;  // stop after this many steps (tests: N then resume to 2N)
+  // false: skip the random init of the weights (tda bench dryrun: in the emulator's dry run
+  // nothing reads them, and drawing 162M normals on the host is most of its time).
+  bool init_weights = true;
   Communicator* comm = nullptr;  // null: single process
 };
 

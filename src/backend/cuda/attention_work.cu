@@ -17,12 +17,12 @@ struct Buf {
   float* p = nullptr;
   explicit Buf(const std::vector<float>& h) {
     if (h.empty()) return;
-    check(cudaMalloc(&p, h.size() * sizeof(float)), "count_attention_tiles malloc");
+    p = static_cast<float*>(device_alloc(h.size() * sizeof(float), "attention tile count inputs"));
     check(cudaMemcpy(p, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice),
           "count_attention_tiles copy");
   }
   explicit Buf(size_t n) {
-    check(cudaMalloc(&p, n * sizeof(float)), "count_attention_tiles malloc");
+    p = static_cast<float*>(device_alloc(n * sizeof(float), "attention tile count outputs"));
   }
   Buf(const Buf&) = delete;
   Buf& operator=(const Buf&) = delete;
@@ -39,8 +39,8 @@ AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float sca
                                 const std::vector<float>& tau) {
   Buf dq(q), dk(k), dv(v), dq2(q2), dk2(k2), dtau(tau), out(size_t(T) * Dv), out2(size_t(T) * Dv),
       stats(2 * size_t(T));
-  long long* cnt = nullptr;
-  check(cudaMalloc(&cnt, 2 * sizeof(long long)), "count_attention_tiles malloc");
+  auto* cnt =
+      static_cast<long long*>(device_alloc(2 * sizeof(long long), "attention tile counters"));
   check(cudaMemset(cnt, 0, 2 * sizeof(long long)), "count_attention_tiles memset");
   AttnArgs a;
   a.math = math;

@@ -25,9 +25,9 @@ CudaOps::~CudaOps() {
 }
 
 namespace {
-__nv_bfloat16* bf16_buffer(void*& buf, size_t& cap, size_t n) {
+__nv_bfloat16* bf16_buffer(void*& buf, size_t& cap, size_t n, const char* what) {
   auto* p = static_cast<__nv_bfloat16*>(buf);
-  cuda::scratch(p, cap, n);
+  cuda::scratch(p, cap, n, what);
   buf = p;
   return p;
 }
@@ -36,7 +36,7 @@ __nv_bfloat16* bf16_buffer(void*& buf, size_t& cap, size_t n) {
 void CudaOps::enable_bf16_matmuls(const float* master, size_t n) {
   master_ = master;
   master_n_ = n;
-  bf16_buffer(wbf16_, wbf16_n_, std::max<size_t>(n, 1));
+  bf16_buffer(wbf16_, wbf16_n_, std::max<size_t>(n, 1), "bf16 weight copy");
   bf16_ = true;
   weights_changed();
 }
@@ -54,7 +54,7 @@ void CudaOps::weights_changed() {
 const void* CudaOps::bf16_operand(const float* x, size_t n, int slot) {
   if (x >= master_ && x + n <= master_ + master_n_)
     return static_cast<const __nv_bfloat16*>(wbf16_) + (x - master_);
-  __nv_bfloat16* b = bf16_buffer(abf16_[slot], abf16_n_[slot], n);
+  __nv_bfloat16* b = bf16_buffer(abf16_[slot], abf16_n_[slot], n, "bf16 GEMM input casts");
   cuda::cast_to_bf16(b, x, n);
   return b;
 }
@@ -123,7 +123,8 @@ void CudaOps::rmsnorm_forward(float* y, float* rstd, const float* x, const float
 
 void CudaOps::rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x,
                                const float* w, const float* rstd, int N, int C) {
-  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::rmsnorm_backward_scratch(N, C));
+  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::rmsnorm_backward_scratch(N, C),
+                           "backward scratch (rmsnorm dw partials)");
   cuda::rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C, s);
 }
 
@@ -145,7 +146,8 @@ void CudaOps::embedding_forward(float* y, const int32_t* tokens, const float* wt
 }
 void CudaOps::embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
                                  int C) {
-  int32_t* s = cuda::scratch(iscratch_, iscratch_n_, cuda::embedding_backward_scratch(N));
+  int32_t* s = cuda::scratch(iscratch_, iscratch_n_, cuda::embedding_backward_scratch(N),
+                             "embedding backward plan");
   cuda::embedding_backward(dwte, dy, tokens, N, C, s);
 }
 
@@ -172,15 +174,16 @@ void CudaOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, 
   TDA_CHECK(V_real >= 1 && V_real <= V_padded, "lm_head_loss: need 1 <= V_real <= V_padded");
   TDA_CHECK(!dx == !dW, "lm_head_loss: dx and dW go together");
   const size_t chunk = cuda::lm_head_scratch(N, V_padded);
-  float* s = cuda::scratch(logits_, logits_n_, chunk);
+  float* s = cuda::scratch(logits_, logits_n_, chunk, "LM-head logits chunk");
   if (!bf16_) {
     cuda::lm_head_loss(losses, dx, dW, x, W, targets, N, C, V_padded, V_real, grad_scale, s);
     return;
   }
   // bf16 GEMM inputs as for every other matmul: x cast, W from the weights' bf16 copy.
-  const cuda::Bf16Operands bf{bf16(bf16_operand(x, size_t(N) * C, 0)),
-                              bf16(bf16_operand(W, size_t(V_padded) * C, 1)),
-                              dx ? bf16_buffer(dlogits_bf16_, dlogits_bf16_n_, chunk) : nullptr};
+  const cuda::Bf16Operands bf{
+      bf16(bf16_operand(x, size_t(N) * C, 0)), bf16(bf16_operand(W, size_t(V_padded) * C, 1)),
+      dx ? bf16_buffer(dlogits_bf16_, dlogits_bf16_n_, chunk, "bf16 LM-head dlogits chunk")
+         : nullptr};
   cuda::lm_head_loss(losses, dx, dW, x, W, targets, N, C, V_padded, V_real, grad_scale, s, &bf);
 }
 
@@ -194,12 +197,14 @@ void CudaOps::attention_forward(const AttnArgs& a) {
 }
 
 void CudaOps::attention_backward(const AttnArgs& a) {
-  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::attention_backward_scratch(a));
+  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::attention_backward_scratch(a),
+                           "backward scratch (attention D_i)");
   cuda::attention_backward(a, s);
 }
 
 double CudaOps::sum_squares(const float* x, size_t n) {
-  double* s = cuda::scratch(dscratch_, dscratch_n_, cuda::sum_squares_scratch());
+  double* s =
+      cuda::scratch(dscratch_, dscratch_n_, cuda::sum_squares_scratch(), "sum_squares partials");
   return cuda::sum_squares(x, n, s);
 }
 
@@ -257,14 +262,13 @@ void CudaOps::rela_norm_forward(float* y, float* r, float* mu, const float* u, c
 void CudaOps::rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy,
                                  const float* u, const float* r, const float* mu,
                                  const float* gamma, const float* w, int N, int C, bool center) {
-  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::rela_norm_backward_scratch(N, C));
+  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::rela_norm_backward_scratch(N, C),
+                           "backward scratch (ReLA norm partials)");
   cuda::rela_norm_backward(du, dgamma, dw, dy, u, r, mu, gamma, w, N, C, center, s);
 }
 
-void* CudaOps::alloc_bytes(size_t bytes) {
-  void* p = nullptr;
-  cuda::check(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc");
-  return p;
+void* CudaOps::alloc_bytes(size_t bytes, const std::string& what) {
+  return cuda::device_alloc(bytes, what);
 }
 void CudaOps::free_bytes(void* p) {
   const cudaError_t err = cudaFree(p);

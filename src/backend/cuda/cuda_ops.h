@@ -179,7 +179,7 @@ class CudaOps final : public Ops, public Bf16Matmuls {
 
   // Device memory (cudaMalloc / cudaMemcpy): host code must not dereference it.
   bool host_memory() const override { return false; }
-  void* alloc_bytes(size_t bytes) override;
+  void* alloc_bytes(size_t bytes, const std::string& what) override;
   void free_bytes(void* p) override;
   void upload(void* dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* src, size_t bytes) override;

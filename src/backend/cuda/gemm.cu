@@ -13,10 +13,12 @@
 #include <vector>
 #endif
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
+#include "core/bytes.h"
 #include "core/error.h"
 
 namespace tda::cuda {
@@ -54,6 +56,31 @@ void check(cudaError_t err, const char* what) {
 
 namespace {
 
+[[noreturn]] void out_of_memory(size_t bytes, const std::string& what) {
+  cudaGetLastError();  // not sticky on a GPU either: the process may go on
+  size_t free_bytes = 0, total_bytes = 0;
+  const bool info = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+  cudaGetLastError();
+  throw Error(
+      "cuda: out of device memory: " + what + " needs " + size_text(bytes) +
+      (info ? ", " + size_text(free_bytes) + " free of " + size_text(total_bytes) : std::string()));
+}
+
+}  // namespace
+
+void* device_alloc(size_t bytes, const std::string& what) {
+  void* p = nullptr;
+#if !defined(__CUDACC__)
+  emu::AllocationName name(what);
+#endif
+  const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (err == cudaErrorMemoryAllocation) out_of_memory(bytes, what);
+  check(err, ("cudaMalloc (" + what + ")").c_str());
+  return p;
+}
+
+namespace {
+
 // Epilogue calls this entry point leaves undefined (beta != 0: GELU of an accumulated sum) or
 // that would race on a GPU (aux overlapping C) fail here, on both builds alike.
 void check_epilogue(int M, int N, float beta, const float* C, int ldc, Epilogue ep,
@@ -85,14 +112,28 @@ void epilogue_kernels(Epilogue ep, int M, int N, float* C, int ldc, const float*
 }
 
 #if !defined(__CUDACC__)
-// Strict mode (docs/emulator.md): an operand of the emulated cuBLASLt call, the stored (rows,
-// cols) matrix with row stride ld, must lie inside one live allocation (a host or freed pointer
-// would fault on a GPU: sticky, as there) and be aligned as cuBLASLt needs: the element size for
-// fp32, 16 bytes for bf16 (its tensor-core kernels load 8 elements per instruction; gemm_lt.cu
-// states each pointer's alignment, and below 16 there may be no bf16 algorithm at all).
+// cuBLASLt's workspace, which gemm_lt.cu allocates at the first GEMM: the emulator has no
+// cuBLASLt, but reserves the same device memory then, so a capped run fails where a GPU would.
+void reserve_lt_workspace() {
+  static const bool reserved = [] {
+    emu::AllocationName name("cuBLASLt workspace");
+    std::string why;
+    if (!emu::reserve_device_memory(kLtWorkspaceBytes, &why))
+      out_of_memory(kLtWorkspaceBytes, "cuBLASLt workspace");
+    return true;
+  }();
+  (void)reserved;
+}
+
+// Strict mode and dry runs (docs/emulator.md): an operand of the emulated cuBLASLt call, the
+// stored (rows, cols) matrix with row stride ld, must lie inside one live allocation (a host or
+// freed pointer would fault on a GPU: sticky, as there) and be aligned as cuBLASLt needs: the
+// element size for fp32, 16 bytes for bf16 (its tensor-core kernels load 8 elements per
+// instruction; gemm_lt.cu states each pointer's alignment, and below 16 there may be no bf16
+// algorithm at all). A dry run skips the product, so this is all it checks of a GEMM.
 template <class T>
 void check_operand(const char* name, const T* p, int rows, int cols, int ld) {
-  if (!emu::strict() || rows == 0 || cols == 0) return;
+  if (!(emu::strict() || emu::dry_run()) || rows == 0 || cols == 0) return;
   constexpr bool fp32 = std::is_same<T, float>::value;
   const std::string what = std::string("operand ") + name + " (" + (fp32 ? "fp32" : "bf16") + ", " +
                            std::to_string(rows) + "x" + std::to_string(cols) + ", ld " +
@@ -167,8 +208,10 @@ void gemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   if (fused) return;
 #else
   check(emu::detail::fail_if_sticky(), "gemm");  // cuBLASLt fails on a lost context too
+  emu::note_gemm(ep != Epilogue::kNone);
+  reserve_lt_workspace();
   check_operands(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, aux, ld_aux);
-  {
+  if (!emu::dry_run()) {       // a dry run checks the operands and skips the product
     emu::DeviceAccess access;  // one unprotect (host-access guard) for the product and the check
     host_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out);
     check(emu::check_tails("gemm"), "gemm");

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "backend/cuda/device_alloc.h"
 #include "backend/cuda/runtime.h"
 
 namespace tda::cuda {
@@ -22,6 +23,10 @@ void check(cudaError_t err, const char* what);
 // The errors after which the CUDA context is lost (a kernel fault): every later call returns
 // them, so freeing memory is moot and must not throw (DeviceArray destructors run after them).
 bool context_lost(cudaError_t err);
+
+// cuBLAS recommends 32 MiB of workspace on Hopper (4 MiB before). gemm_lt.cu allocates it at the
+// first GEMM and keeps it; the emulator reserves as much of its device memory at that point.
+constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 
 // What gemm() does to the product P = alpha op(A) op(B) before storing it (gelu: tanh form):
 //   kNone     C = P + beta C
@@ -54,12 +59,14 @@ inline cudaStream_t stream() {
 }
 
 // Grows a device scratch buffer to at least `n` elements (never shrinks); frees with cudaFree.
+// `what` names it in an out-of-memory error.
 template <class T>
-T* scratch(T*& buf, size_t& cap, size_t n) {
+T* scratch(T*& buf, size_t& cap, size_t n, const char* what) {
   if (n > cap) {
     if (buf) check(cudaFree(buf), "cudaFree");
     buf = nullptr;
-    check(cudaMalloc(reinterpret_cast<void**>(&buf), n * sizeof(T)), "cudaMalloc");
+    cap = 0;
+    buf = static_cast<T*>(device_alloc(n * sizeof(T), what));
     cap = n;
   }
   return buf;

@@ -35,9 +35,7 @@ using MatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
 using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
 using Preference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 
-// cuBLAS recommends 32 MiB of workspace on Hopper (4 MiB before); calls are serialised on the
-// backend stream, so one buffer serves them all.
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+// Calls are serialised on the backend stream, so one workspace (kLtWorkspaceBytes) serves all.
 
 // The algorithm chosen for a problem, keyed by its shape, types, epilogue and pointer
 // alignments: an algorithm picked for well-aligned pointers may need that alignment, so a call
@@ -61,7 +59,7 @@ Lt& lt() {
   static Lt* state = [] {
     auto* s = new Lt;
     lt_check(cublasLtCreate(&s->handle), "cublasLtCreate");
-    check(cudaMalloc(&s->workspace, kWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
+    s->workspace = device_alloc(kLtWorkspaceBytes, "cuBLASLt workspace");
     return s;
   }();
   return *state;
@@ -140,7 +138,7 @@ bool lt_gemm(cudaDataType_t in, bool trans_a, bool trans_b, int M, int N, int K,
     if (it == s.algos.end()) {
       Preference pref;
       lt_check(cublasLtMatmulPreferenceCreate(&pref.h), "cublasLtMatmulPreferenceCreate");
-      set(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(kWorkspaceBytes));
+      set(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(kLtWorkspaceBytes));
       set(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_a);
       set(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al_b);
       set(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al_c);
@@ -162,7 +160,7 @@ bool lt_gemm(cudaDataType_t in, bool trans_a, bool trans_b, int M, int N, int K,
   }
   const cublasStatus_t st =
       cublasLtMatmul(s.handle, desc.h, &alpha, B, la.h, A, lb.h, &beta, C, lc.h, C, lc.h, &algo,
-                     s.workspace, kWorkspaceBytes, stream());
+                     s.workspace, kLtWorkspaceBytes, stream());
   if (fused && st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
   lt_check(st, "cublasLtMatmul");
   return true;

@@ -1,7 +1,8 @@
 // Kernel launch under the emulator: validates the configuration like the driver does (and, in
-// strict mode, against the nvcc build's resources and the live allocations: emu/strict.h), then
-// runs the blocks of the grid one after another on the calling OS thread, in x-fastest order or,
-// with a schedule seed, in a seeded random order.
+// strict mode, against the nvcc build's resources and the live allocations: emu/strict.h),
+// counts it (emu/dry_run.h), then runs the blocks of the grid one after another on the calling OS
+// thread, in x-fastest order or, with a schedule seed, in a seeded random order; in a dry run no
+// block runs.
 #pragma once
 
 #include <cstring>
@@ -156,12 +157,14 @@ cudaError_t launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t /*stream*/,
   std::string why;
   cudaError_t err = detail::check_config(name, grid, block, shmem, id, &why);
   if (err == cudaSuccess && strict()) err = detail::check_resources(name, id, block, shmem, &why);
+  detail::note_launch(&name, grid, block, shmem, err == cudaSuccess);  // dry_run.h: counters
   if (err != cudaSuccess) return detail::record(err, why);
   typename Sig::Params params(std::forward<A>(args)...);
   if (strict()) {
     why = detail::check_pointer_args(name, params);
     if (!why.empty()) return detail::fault(cudaErrorIllegalAddress, why);
   }
+  if (dry_run()) return cudaSuccess;  // validated and counted; no block runs
   if (detail::injected_fault(name))
     return detail::fault(cudaErrorLaunchFailure,
                          "kernel " + name + ": __trap() (fault injected by TDA_EMU_FAULT)");

@@ -1,9 +1,12 @@
 // Device memory of the emulator. An allocation is host memory, 256-byte aligned as cudaMalloc's,
 // exactly as large as asked, followed by a poisoned tail (at least kTailBytes): strict mode
 // checks the tails after every kernel, memcpy, memset and emulated GEMM, so a write past the end
-// is reported with the allocation and the operation. Freed allocations stay reserved for a while
-// in strict mode (a quarantine), so a use after cudaFree is recognised by its address.
-// find_allocation() is the one lookup other code uses (pointer classification, NCCL stand-in).
+// is reported with the allocation and the operation. In a dry run (emu/dry_run.h) an allocation
+// is address space only (PROT_NONE, MAP_NORESERVE): it sits in the same table, so every lookup
+// (strict mode's pointer, copy and GEMM checks) sees it, but nothing reads or writes it. Every
+// allocation is counted against the device's capacity (emu/budget.h). Freed allocations stay
+// reserved for a while in strict mode (a quarantine), so a use after cudaFree is recognised by
+// its address. find_allocation() is the one lookup other code uses (NCCL stand-in).
 #pragma once
 
 #include <sys/mman.h>
@@ -15,6 +18,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cuda/emu/budget.h"
 #include "backend/cuda/emu/state.h"
 
 namespace tda::emu {
@@ -45,10 +49,11 @@ inline void poison_tail(uintptr_t base, const AllocRecord& r) {
   for (size_t i = r.bytes; i < r.reserved; ++i) p[i] = kTailPoison[(base + i) & 1];
 }
 
-// Caller holds runtime().mu. Every call sets `prot` on all live guarded mappings.
+// Caller holds runtime().mu. Every call sets `prot` on all live guarded mappings (dry-run memory
+// stays PROT_NONE).
 inline void protect_all(int prot) {
   for (const auto& [base, r] : runtime().live)
-    if (r.mapped && mprotect(reinterpret_cast<void*>(base), r.reserved, prot) != 0) {
+    if (r.mapped && !r.dry && mprotect(reinterpret_cast<void*>(base), r.reserved, prot) != 0) {
       std::perror("tda emu: mprotect");
       std::abort();
     }
@@ -70,29 +75,41 @@ inline void unmap(uintptr_t base, const AllocRecord& r) {
     std::free(reinterpret_cast<void*>(base));
 }
 
-// Caller holds runtime().mu. nullptr when the host is out of memory.
-inline void* allocate(size_t n) {
+// Caller holds runtime().mu. nullptr, with *why, past the device's capacity (emu/budget.h) or
+// when the host is out of memory (a dry run: of address space).
+inline void* allocate(size_t n, bool dry, std::string* why) {
   RuntimeState& rt = runtime();
+  if (!admits(rt, n, why)) return nullptr;
   AllocRecord r;
   r.bytes = n;
+  r.name = pending_name();
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
   void* p = nullptr;
-  if (rt.guard) {
-    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  if (dry) {  // no tail: nothing may touch it
+    r.reserved = (n + page - 1) / page * page;
+    r.mapped = r.dry = true;
+    p = mmap(nullptr, r.reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  } else if (rt.guard) {
     r.reserved = (n + kTailBytes + page - 1) / page * page;
     r.mapped = true;
     p = mmap(nullptr, r.reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return nullptr;
   } else {
     r.reserved = (n + kTailBytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
     p = std::aligned_alloc(kDeviceAlignment, r.reserved);
-    if (!p) return nullptr;
+  }
+  if (p == MAP_FAILED || !p) {
+    *why = "cudaMalloc(" + std::to_string(n) + " bytes): out of host " +
+           (dry ? "address space (dry run)" : "memory");
+    return nullptr;
   }
   const auto base = reinterpret_cast<uintptr_t>(p);
-  std::memset(p, kUninitialisedByte, n);
-  poison_tail(base, r);
-  if (r.mapped && rt.access_depth == 0) mprotect(p, r.reserved, PROT_NONE);
-  rt.live[base] = r;
-  rt.device_bytes += (n + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+  if (!dry) {
+    std::memset(p, kUninitialisedByte, n);
+    poison_tail(base, r);
+    if (r.mapped && rt.access_depth == 0) mprotect(p, r.reserved, PROT_NONE);
+  }
+  const AllocRecord& added = rt.live[base] = std::move(r);
+  count_allocation(rt, added);  // after adding it: the peak's breakdown includes it
   return p;
 }
 
@@ -110,9 +127,9 @@ inline bool release(void* ptr, std::string* why) {
       *why = "cudaFree(" + hex(p) + "): not a device allocation";
     return false;
   }
-  const AllocRecord r = it->second;
+  AllocRecord r = std::move(it->second);
   rt.live.erase(it);
-  rt.device_bytes -= (r.bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+  count_free(rt, r);
   if (!strict()) {
     unmap(p, r);
     return true;
@@ -120,9 +137,9 @@ inline bool release(void* ptr, std::string* why) {
   // Quarantine: the address range stays reserved (guarded mappings stay PROT_NONE), so a later
   // use of this pointer is told apart from memory someone else allocated since.
   if (r.mapped) mprotect(ptr, r.reserved, PROT_NONE);
-  rt.freed[p] = r;
+  rt.freed[p] = std::move(r);
   rt.freed_order.push_back(p);
-  rt.freed_bytes += r.reserved;
+  rt.freed_bytes += rt.freed[p].reserved;
   while (rt.freed_bytes > kQuarantineBytes && !rt.freed_order.empty()) {
     const uintptr_t old = rt.freed_order.front();
     rt.freed_order.pop_front();
@@ -134,16 +151,19 @@ inline bool release(void* ptr, std::string* why) {
   return true;
 }
 
-// Caller holds runtime().mu: cudaDeviceReset's end of every allocation.
+// Caller holds runtime().mu: cudaDeviceReset's end of every allocation (reservations stay:
+// emu/budget.h).
 inline void release_all() {
   RuntimeState& rt = runtime();
-  for (const auto& [base, r] : rt.live) unmap(base, r);
+  for (const auto& [base, r] : rt.live) {
+    unmap(base, r);
+    count_free(rt, r);
+  }
   for (const auto& [base, r] : rt.freed) unmap(base, r);
   rt.live.clear();
   rt.freed.clear();
   rt.freed_order.clear();
   rt.freed_bytes = 0;
-  rt.device_bytes = 0;
 }
 
 // Caller holds runtime().mu. Empty when [p, p + bytes) lies inside one live allocation (bytes 0:
@@ -171,6 +191,7 @@ inline std::string describe_range_locked(const void* ptr, size_t bytes) {
 // once).
 inline std::string check_tails_locked(const std::string& who) {
   for (auto& [base, r] : runtime().live) {
+    if (r.dry) continue;  // no tail, and nothing writes it
     const auto* p = reinterpret_cast<const unsigned char*>(base);
     for (size_t i = r.bytes; i < r.reserved; ++i)
       if (p[i] != kTailPoison[(base + i) & 1]) {

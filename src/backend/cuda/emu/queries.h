@@ -79,14 +79,15 @@ inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int devi
     std::sscanf(cc, "%d.%d", &major, &minor);
   prop->major = major;
   prop->minor = minor;
-  prop->totalGlobalMem = kEmulatedDeviceBytes;
+  prop->totalGlobalMem = tda::emu::memory_stats().cap;  // budget.h
   prop->multiProcessorCount = 1;
   prop->warpSize = 32;
   return cudaSuccess;
 }
 
 inline cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  return cudaStreamSynchronize(stream);  // never cudaErrorNotReady: the work is done
+  (void)stream;  // never cudaErrorNotReady: the work is done (a poll, not a synchronisation)
+  return tda::emu::detail::fail_if_sticky();
 }
 
 }  // extern "C"

@@ -14,6 +14,8 @@
 #include <mutex>
 #include <string>
 
+#include "backend/cuda/emu/budget.h"
+#include "backend/cuda/emu/dry_run.h"
 #include "backend/cuda/emu/memory.h"
 #include "backend/cuda/emu/state.h"
 
@@ -168,6 +170,7 @@ inline cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceSynchronize(void) {
+  tda::emu::detail::note_sync();
   return tda::emu::detail::fail_if_sticky();
 }
 // Ends the context: frees every allocation, forgets function attributes, clears the sticky error.
@@ -188,11 +191,13 @@ inline cudaError_t cudaMalloc(void** ptr, size_t size) {
   *ptr = nullptr;
   if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;
   if (size == 0) return cudaSuccess;
+  // A dry run allocates address space only; both count against the device's capacity
+  // (memory.h, budget.h, dry_run.h).
+  const bool dry = tda::emu::dry_run();
+  std::string why;
   std::lock_guard<std::mutex> lock(runtime().mu);
-  *ptr = allocate(size);
-  return *ptr ? cudaSuccess
-              : record(cudaErrorMemoryAllocation,
-                       "cudaMalloc(" + std::to_string(size) + " bytes): out of host memory");
+  *ptr = allocate(size, dry, &why);
+  return *ptr ? cudaSuccess : record(cudaErrorMemoryAllocation, why);
 }
 
 inline cudaError_t cudaFree(void* ptr) {
@@ -218,11 +223,10 @@ inline cudaError_t cudaFreeHost(void* ptr) {
 }
 
 inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
-  using namespace tda::emu::detail;
-  if (cudaError_t e = fail_if_sticky(); e != cudaSuccess) return e;
-  std::lock_guard<std::mutex> lock(runtime().mu);
-  if (total_bytes) *total_bytes = kEmulatedDeviceBytes;
-  if (free_bytes) *free_bytes = kEmulatedDeviceBytes - runtime().device_bytes;
+  if (cudaError_t e = tda::emu::detail::fail_if_sticky(); e != cudaSuccess) return e;
+  const tda::emu::MemoryStats m = tda::emu::memory_stats();  // budget.h: the capped device
+  if (total_bytes) *total_bytes = m.cap;
+  if (free_bytes) *free_bytes = m.live < m.cap ? m.cap - m.live : 0;
   return cudaSuccess;
 }
 
@@ -235,6 +239,7 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cud
   if (tda::emu::strict())
     if (std::string why = check_copy(dst, src, count, kind); !why.empty())
       return record(cudaErrorInvalidValue, why);
+  if (memcpy_hook(dst, src, count, kind)) return cudaSuccess;  // dry_run.h: counted, dry skipped
   tda::emu::DeviceAccess access;
   std::memmove(dst, src, count);
   return tda::emu::check_tails(std::string("cudaMemcpy(") + copy_kind_name(kind) + ")");
@@ -252,6 +257,7 @@ inline cudaError_t cudaMemset(void* ptr, int value, size_t count) {
     if (std::string why = tda::emu::describe_range(ptr, count); !why.empty())
       return record(cudaErrorInvalidValue,
                     "cudaMemset(" + std::to_string(count) + " bytes): " + why);
+  if (memset_hook(ptr)) return cudaSuccess;  // dry_run.h: counted, dry memory skipped
   tda::emu::DeviceAccess access;
   std::memset(ptr, value, count);
   return tda::emu::check_tails("cudaMemset");
@@ -275,6 +281,7 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return tda::emu::detail::fail_if_sticky();
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t /*stream*/) {
+  tda::emu::detail::note_sync();
   return tda::emu::detail::fail_if_sticky();
 }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t /*stream*/, cudaEvent_t event,
@@ -306,7 +313,9 @@ inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t /*stream*/) {
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (cudaError_t e = tda::emu::detail::fail_if_sticky(); e != cudaSuccess) return e;
-  return event ? cudaSuccess : tda::emu::detail::record(cudaErrorInvalidResourceHandle);
+  if (!event) return tda::emu::detail::record(cudaErrorInvalidResourceHandle);
+  tda::emu::detail::note_sync();
+  return cudaSuccess;
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (cudaError_t e = tda::emu::detail::fail_if_sticky(); e != cudaSuccess) return e;

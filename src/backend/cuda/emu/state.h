@@ -1,6 +1,7 @@
-// Process state of the emulated CUDA runtime: its lock, the allocation tables (emu/memory.h
-// works on them), the errors (each thread's last error, the context's sticky error) and the
-// strict-mode switch. See docs/emulator.md.
+// Process state of the emulated CUDA runtime: its lock, the one table of device allocations
+// (emu/memory.h allocates and looks up, emu/budget.h counts them against the device's capacity),
+// the errors (each thread's last error, the context's sticky error) and the strict-mode switch.
+// See docs/emulator.md.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,13 +31,26 @@ constexpr unsigned char kUninitialisedByte = 0xFF;
 constexpr size_t kDeviceAlignment = 256;  // cudaMalloc guarantees at least 256-byte alignment
 constexpr size_t kDefaultDynamicSmem = 48 * 1024;  // larger needs cudaFuncSetAttribute, as on HW
 constexpr size_t kMaxDynamicSmem = 227 * 1024;     // sm_90 opt-in maximum per block
-constexpr size_t kEmulatedDeviceBytes = size_t{80} << 30;
 
-// One cudaMalloc: `bytes` usable (what was asked), then a poisoned tail up to `reserved`.
+// One cudaMalloc: `bytes` usable (what was asked), then a poisoned tail up to `reserved` (none
+// for dry-run memory, which nothing may touch).
 struct AllocRecord {
   size_t bytes = 0;
   size_t reserved = 0;
-  bool mapped = false;  // an mmap of the host-access guard (else aligned_alloc)
+  bool mapped = false;  // an mmap (host-access guard, dry run), else aligned_alloc
+  bool dry = false;     // dry run (emu/dry_run.h): PROT_NONE address space, never backed
+  std::string name;     // what it holds (AllocationName, emu/budget.h); "unnamed" if not said
+};
+
+// Device memory as a GPU would count it (emu/budget.h): the capacity cudaMalloc fails past, the
+// footprint of the live allocations and reservations, its peak and what made up the peak.
+struct DeviceMemory {
+  size_t cap = 0;   // 0 until first asked: TDA_EMU_DEVICE_GB, or 80 GiB
+  size_t live = 0;  // footprint of `RuntimeState::live` plus `reserved`
+  size_t peak = 0;
+  uint64_t allocations = 0, frees = 0;
+  std::map<std::string, size_t> reserved;  // address-less reservations (cuBLASLt workspace)
+  std::map<std::string, size_t> at_peak;   // footprint by name at the peak
 };
 
 struct RuntimeState {
@@ -45,8 +59,8 @@ struct RuntimeState {
   std::map<uintptr_t, AllocRecord> freed;  // strict mode: freed allocations kept back a while
   std::deque<uintptr_t> freed_order;       // oldest first
   size_t freed_bytes = 0;
+  DeviceMemory memory;
   std::unordered_map<const void*, int> max_dynamic_smem;  // kernel -> opt-in limit
-  size_t device_bytes = 0;
   // Host-access guard (see DeviceAccess in emu/memory.h).
   bool guard = env_flag("TDA_EMU_GUARD");
   int access_depth = 0;  // > 0 while the emulator touches device memory

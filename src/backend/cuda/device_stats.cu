@@ -1,0 +1,138 @@
+// device_stats.h over the emulator's counters and memory budget; kernels are named as launch<>
+// names them (emu/strict.h's kernel_name), without namespaces.
+#include "backend/cuda/device_stats.h"
+#include "core/error.h"
+
+#if defined(__CUDACC__)
+
+namespace tda::cuda {
+
+namespace {
+[[noreturn]] void no_emulator() {
+  throw Error(
+      "cuda: device counters and the dry run exist only in the emulated build (the default "
+      "CMake build; this binary runs on a GPU)");
+}
+}  // namespace
+
+DeviceStats DeviceStats::since(const DeviceStats&) const {
+  no_emulator();
+}
+bool emulated() {
+  return false;
+}
+DeviceStats device_stats() {
+  no_emulator();
+}
+void set_dry_run(bool) {
+  no_emulator();
+}
+bool dry_run() {
+  return false;
+}
+void set_device_memory_cap(size_t) {
+  no_emulator();
+}
+void reset_peaks() {
+  no_emulator();
+}
+
+}  // namespace tda::cuda
+
+#else
+
+#include "backend/cuda/runtime.h"
+
+namespace tda::cuda {
+
+namespace {
+
+// "ns::(anonymous namespace)::k<ns::P, 1>" -> "k<ns::P, 1>": the name without its qualifiers
+// (the last "::" outside every <> and ()).
+std::string short_name(const std::string& s) {
+  size_t start = 0;
+  int depth = 0;
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    depth += s[i] == '<' || s[i] == '(' ? 1 : s[i] == '>' || s[i] == ')' ? -1 : 0;
+    if (depth == 0 && s[i] == ':' && s[i + 1] == ':') start = i + 2;
+  }
+  return s.substr(start);
+}
+
+LaunchRecord to_record(const emu::LaunchShape& s) {
+  LaunchRecord r;
+  if (!s.kernel) return r;
+  r.kernel = short_name(*s.kernel);
+  r.grid[0] = s.grid.x, r.grid[1] = s.grid.y, r.grid[2] = s.grid.z;
+  r.block[0] = s.block.x, r.block[1] = s.block.y, r.block[2] = s.block.z;
+  r.shmem = s.shmem;
+  return r;
+}
+
+}  // namespace
+
+DeviceStats DeviceStats::since(const DeviceStats& b) const {
+  DeviceStats d = *this;
+  d.launches -= b.launches;
+  d.invalid_launches -= b.invalid_launches;
+  d.gemms -= b.gemms;
+  d.gemm_epilogues -= b.gemm_epilogues;
+  d.uploads -= b.uploads;
+  d.downloads -= b.downloads;
+  d.device_copies -= b.device_copies;
+  d.memsets -= b.memsets;
+  d.synchronize_calls -= b.synchronize_calls;
+  d.host_syncs -= b.host_syncs;
+  d.allocations -= b.allocations;
+  d.frees -= b.frees;
+  return d;
+}
+
+bool emulated() {
+  return true;
+}
+
+DeviceStats device_stats() {
+  const emu::Counters c = emu::counters();
+  const emu::MemoryStats m = emu::memory_stats();
+  DeviceStats s;
+  s.launches = c.launches;
+  s.invalid_launches = c.invalid_launches;
+  s.gemms = c.gemms;
+  s.gemm_epilogues = c.gemm_epilogues;
+  s.uploads = c.uploads;
+  s.downloads = c.downloads;
+  s.device_copies = c.device_copies;
+  s.memsets = c.memsets;
+  s.synchronize_calls = c.synchronize_calls;
+  s.host_syncs = c.host_syncs();
+  s.allocations = m.allocations;
+  s.frees = m.frees;
+  s.cap_bytes = m.cap;
+  s.live_bytes = m.live;
+  s.peak_bytes = m.peak;
+  s.at_peak = m.at_peak;
+  s.largest = to_record(c.largest);
+  s.max_y = to_record(c.max_y);
+  s.max_z = to_record(c.max_z);
+  s.last = to_record(c.last);
+  return s;
+}
+
+void set_dry_run(bool on) {
+  emu::set_dry_run(on);
+}
+bool dry_run() {
+  return emu::dry_run();
+}
+void set_device_memory_cap(size_t bytes) {
+  emu::set_device_memory_cap(bytes);
+}
+void reset_peaks() {
+  emu::reset_memory_peak();
+  emu::reset_launch_records();
+}
+
+}  // namespace tda::cuda
+
+#endif

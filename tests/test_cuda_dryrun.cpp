@@ -1,0 +1,466 @@
+// The emulator's device-memory cap and dry run (emu/budget.h, emu/dry_run.h, docs/emulator.md)
+// and `tda bench dryrun` (docs/cuda.md): launches are validated but not run, memory is counted
+// but not committed, and a dry step counts what the executed step does (launches, GEMMs, host
+// synchronisations, peak memory), so the dry run of d12 cannot drift from what would run.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+
+#include "test_cuda_util.h"
+// after test_cuda_util.h (emulated build)
+#include "backend/cuda/device_stats.h"
+#include "backend/cuda/gemm.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "model/gpt2.h"
+#include "test_char_shards.h"
+#include "test_util.h"
+#include "train/trainer.h"
+
+using namespace tda;
+using nlohmann::json;
+
+namespace {
+
+std::atomic<long> g_blocks_run{0};
+
+__global__ void count_blocks_kernel(int /*unused*/) {
+  if (threadIdx.x == 0) g_blocks_run.fetch_add(1);
+}
+__global__ void smem_kernel(int /*unused*/) {
+  TDA_DYNAMIC_SHARED(float, s);
+  if (threadIdx.x == 0) s[0] = 1.f;
+  g_blocks_run.fetch_add(1);
+}
+__global__ void write_kernel(float* x) {
+  if (threadIdx.x == 0) x[0] = 1.f;
+}
+[[maybe_unused]] const bool kTestKernelsDeclared =
+    emu_test::declare_test_kernels<count_blocks_kernel, smem_kernel, write_kernel>();
+
+// Dry run on for a scope.
+struct DryRun {
+  DryRun() { cuda::set_dry_run(true); }
+  ~DryRun() { cuda::set_dry_run(false); }
+  DryRun(const DryRun&) = delete;
+  DryRun& operator=(const DryRun&) = delete;
+};
+// A device-memory cap for a scope (0 at the end: back to TDA_EMU_DEVICE_GB or the default).
+struct Cap {
+  explicit Cap(size_t bytes) { cuda::set_device_memory_cap(bytes); }
+  ~Cap() { cuda::set_device_memory_cap(0); }
+  Cap(const Cap&) = delete;
+  Cap& operator=(const Cap&) = delete;
+};
+
+size_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * size_t(sysconf(_SC_PAGESIZE));
+}
+
+// The tiny TDA config at d_model 128 (head dim 64), 32 tokens, two sequences per micro-batch and
+// two micro-batches per step, a 128-token vocabulary; no clipping (the executed step's gradient
+// norm would clip, the dry step's reads 0: docs/emulator.md).
+std::vector<std::string> tiny_sets() {
+  const std::string d = char_shards();
+  return {"model.seq_len=32",
+          "model.vocab_size=128",
+          "model.real_vocab_size=128",
+          "train.micro_batch=2",
+          "train.total_batch_tokens=128",
+          "train.val_every=0",
+          "optim.grad_clip=0",
+          "train.device=cuda",
+          "data.train=" + d + "/train.bin",
+          "data.val=" + d + "/val.bin"};
+}
+
+// A Trainer on the tiny config and two steps; returns the peak memory since it started.
+cuda::DeviceStats train_two_steps(const std::vector<std::string>& sets) {
+  TempDir dir;
+  const Config cfg = load_config(source_dir() + "/configs/tiny/tda.json", sets);
+  cuda::reset_peaks();
+  {
+    TrainOptions to;
+    to.out_dir = dir.path + "/run";
+    Trainer t(cfg, to);
+    t.train_step();
+    t.train_step();
+  }
+  return cuda::device_stats();
+}
+
+std::vector<json> json_lines(const std::string& out) {
+  std::vector<json> r;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty() && l[0] == '{') r.push_back(json::parse(l));
+  return r;
+}
+
+std::string set_args(const std::vector<std::string>& sets) {
+  std::string s;
+  for (const auto& x : sets) s += " --set " + x;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("dry run: a launch the driver refuses is refused, a valid one is counted, not run",
+          "[cuda][emu][dryrun]") {
+  // Control: outside the dry run the blocks run.
+  g_blocks_run = 0;
+  REQUIRE(cuda::launch<count_blocks_kernel>(dim3(3), dim3(32), 0, nullptr, 0) == cudaSuccess);
+  CHECK(g_blocks_run == 3);
+  CHECK(cuda::launch<count_blocks_kernel>(dim3(1, 65536), dim3(32), 0, nullptr, 0) ==
+        cudaErrorInvalidConfiguration);
+  cudaGetLastError();
+
+  DryRun dry;
+  g_blocks_run = 0;
+  cuda::reset_peaks();
+  const cuda::DeviceStats before = cuda::device_stats();
+  // grid.y past 65,535, a block of 2048 threads: refused as the driver would.
+  CHECK(cuda::launch<count_blocks_kernel>(dim3(1, 65536), dim3(32), 0, nullptr, 0) ==
+        cudaErrorInvalidConfiguration);
+  cuda::DeviceStats s = cuda::device_stats();
+  CHECK(s.last.kernel == "count_blocks_kernel");
+  CHECK(s.last.grid[1] == 65536);
+  CHECK(cuda::launch<count_blocks_kernel>(dim3(1), dim3(2048), 0, nullptr, 0) ==
+        cudaErrorInvalidConfiguration);
+  // 64 KiB of dynamic shared memory needs the kernel's opt-in, dry or not.
+  CHECK(cuda::launch<smem_kernel>(dim3(1), dim3(32), 64 * 1024, nullptr, 0) ==
+        cudaErrorInvalidValue);
+  cudaGetLastError();
+  REQUIRE(cudaFuncSetAttribute(smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               64 * 1024) == cudaSuccess);
+  CHECK(cuda::launch<smem_kernel>(dim3(1), dim3(32), 64 * 1024, nullptr, 0) == cudaSuccess);
+  // The largest grid the driver takes: 2^31 - 1 blocks of 1024 threads, returned at once.
+  CHECK(cuda::launch<count_blocks_kernel>(dim3(2147483647u, 1, 2), dim3(1024), 0, nullptr, 0) ==
+        cudaSuccess);
+  CHECK(g_blocks_run == 0);
+  s = cuda::device_stats().since(before);
+  CHECK(s.launches == 5);
+  CHECK(s.invalid_launches == 3);
+  CHECK(s.largest.kernel == "count_blocks_kernel");
+  CHECK(s.largest.blocks() == 2ull * 2147483647u);
+  CHECK(s.max_z.grid[2] == 2);
+  cudaGetLastError();
+}
+
+TEST_CASE("dry run: a GEMM checks its operands against their allocations, skips the math",
+          "[cuda][emu][dryrun]") {
+  // The operand checks are strict mode's (docs/emulator.md); a dry run applies them with strict
+  // mode off too, since nothing else would see a bad operand.
+  for (const bool strict : {true, false}) {
+    INFO("strict " << strict);
+    emu_test::StrictMode mode(strict);
+    emu_test::ResetDeviceAtExit reset;  // an operand out of bounds is a fault, as on a GPU
+    DryRun dry;
+    float *A = nullptr, *B = nullptr, *C = nullptr;
+    REQUIRE(cudaMalloc(&A, 4 * 8 * sizeof(float)) == cudaSuccess);  // (4, 8)
+    REQUIRE(cudaMalloc(&B, 8 * 4 * sizeof(float)) == cudaSuccess);  // (8, 4)
+    REQUIRE(cudaMalloc(&C, 4 * 4 * sizeof(float)) == cudaSuccess);  // (4, 4)
+    const cuda::DeviceStats before = cuda::device_stats();
+    CHECK_NOTHROW(cuda::gemm(false, false, 4, 4, 8, 1.f, A, 8, B, 4, 0.f, C, 4));
+    CHECK_NOTHROW(cuda::gemm(true, false, 8, 4, 4, 1.f, A, 8, C, 4, 0.f, B, 4));  // A^T C
+    CHECK(cuda::device_stats().since(before).gemms == 2);
+    // A row stride below the row length.
+    CHECK_THROWS_WITH(cuda::gemm(false, false, 4, 4, 8, 1.f, A, 8, B, 4, 0.f, C, 3),
+                      Catch::Contains("operand C (fp32, 4x4, ld 3): the row stride is shorter"));
+    // A host matrix: not device memory.
+    std::vector<float> host(64);
+    CHECK_THROWS_WITH(
+        cuda::gemm(false, false, 4, 4, 8, 1.f, host.data(), 8, B, 4, 0.f, C, 4),
+        Catch::Contains("operand A (fp32, 4x8, ld 8)") && Catch::Contains("is not device memory"));
+    cudaDeviceReset();
+    REQUIRE(cudaMalloc(&A, 4 * 8 * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMalloc(&B, 8 * 4 * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMalloc(&C, 4 * 4 * sizeof(float)) == cudaSuccess);
+    // B read with a row stride of 5: past the end of its allocation.
+    CHECK_THROWS_WITH(cuda::gemm(false, false, 4, 4, 8, 1.f, A, 8, B, 5, 0.f, C, 4),
+                      Catch::Contains("operand B (fp32, 8x4, ld 5)") &&
+                          Catch::Contains("past the end of a 128-byte allocation"));
+  }
+}
+
+TEST_CASE("dry run: strict mode's pointer checks see dry-run memory", "[cuda][emu][dryrun]") {
+  // Dry-run memory sits in the runtime's one allocation table: a launch with it passes the
+  // pointer checks; a host pointer, or dry-run memory after cudaFree, is refused as in a real run.
+  emu_test::StrictMode strict;
+  emu_test::ResetDeviceAtExit reset;
+  DryRun dry;
+  float* x = nullptr;
+  REQUIRE(cudaMalloc(&x, 1000 * sizeof(float)) == cudaSuccess);
+  CHECK(emu::find_allocation(x + 999).bytes == 1000 * sizeof(float));
+  CHECK(cuda::launch<write_kernel>(dim3(1), dim3(32), 0, nullptr, x) == cudaSuccess);
+  // A copy past its end is refused before anything is counted or skipped.
+  std::vector<float> host(1001);
+  CHECK(cudaMemcpy(x, host.data(), 1001 * sizeof(float), cudaMemcpyHostToDevice) ==
+        cudaErrorInvalidValue);
+  CHECK_THAT(emu::last_error_message(), Catch::Contains("runs 4 bytes past the end"));
+  cudaGetLastError();
+  REQUIRE(cudaFree(x) == cudaSuccess);
+  CHECK(cuda::launch<write_kernel>(dim3(1), dim3(32), 0, nullptr, x) == cudaErrorIllegalAddress);
+  CHECK_THAT(emu::last_error_message(), Catch::Contains("use after free"));
+  cudaDeviceReset();
+  CHECK(cuda::launch<write_kernel>(dim3(1), dim3(32), 0, nullptr, host.data()) ==
+        cudaErrorIllegalAddress);
+  CHECK_THAT(emu::last_error_message(), Catch::Contains("is not device memory"));
+}
+
+TEST_CASE("memory cap: executed allocations count in 2 MiB pages; frees and a reset return them",
+          "[cuda][emu][dryrun]") {
+  // The cap counts what the (strict) allocator hands out, as a GPU would: the bytes asked in
+  // 2 MiB pages, not the emulator's poisoned tails or its quarantine of freed memory.
+  emu_test::StrictMode strict;
+  emu_test::ResetDeviceAtExit reset;
+  const cuda::DeviceStats before = cuda::device_stats();
+  Cap cap(before.live_bytes + (size_t(6) << 20));  // three pages free
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  {
+    emu::AllocationName name("two pages");
+    REQUIRE(cudaMalloc(&a, (size_t(4) << 20) - 1) == cudaSuccess);
+  }
+  REQUIRE(cudaMalloc(&b, size_t(2) << 20) == cudaSuccess);  // exactly a page, tail and all
+  CHECK(cuda::device_stats().live_bytes - before.live_bytes == size_t(6) << 20);
+  CHECK(cudaMalloc(&c, 1) == cudaErrorMemoryAllocation);
+  CHECK_THAT(emu::last_error_message(), Catch::StartsWith("out of memory: an allocation of 0.0 "
+                                                          "MiB does not fit"));
+  cudaGetLastError();
+  REQUIRE(cudaFree(b) == cudaSuccess);  // quarantined by strict mode, but free on the device
+  REQUIRE(cudaMalloc(&c, 1) == cudaSuccess);
+  const cuda::DeviceStats full = cuda::device_stats();
+  CHECK(full.live_bytes - before.live_bytes == size_t(6) << 20);
+  CHECK(full.at_peak.at("two pages") == size_t(4) << 20);
+  cudaDeviceReset();  // frees everything
+  CHECK(cuda::device_stats().live_bytes <= before.live_bytes);
+}
+
+TEST_CASE("dry run: device memory is counted against the cap and never committed",
+          "[cuda][emu][dryrun]") {
+  Cap cap(size_t(100) << 30);
+  DryRun dry;
+  const cuda::DeviceStats before = cuda::device_stats();
+  const size_t rss = resident_bytes();
+  void* p = nullptr;
+  const size_t bytes = (size_t(64) << 30) + 1;  // 64 GiB and a byte: 32,769 pages of 2 MiB
+  REQUIRE(cudaMalloc(&p, bytes) == cudaSuccess);
+  cuda::DeviceStats s = cuda::device_stats();
+  CHECK(s.live_bytes - before.live_bytes == (size_t(64) << 30) + (size_t(2) << 20));
+  CHECK(resident_bytes() < rss + (size_t(64) << 20));  // address space, not memory
+  size_t free_bytes = 0, total_bytes = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess);
+  CHECK(total_bytes == size_t(100) << 30);
+  CHECK(free_bytes == total_bytes - s.live_bytes);
+  cudaDeviceProp prop{};
+  REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+  CHECK(prop.totalGlobalMem == size_t(100) << 30);
+
+  // Copies are counted and skipped; a download reads zeros (finite, like a loss of 0).
+  std::vector<float> host(1000, 7.f);
+  REQUIRE(cudaMemcpy(p, host.data(), 4000, cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemset(p, 0xFF, 4000) == cudaSuccess);
+  REQUIRE(cudaMemcpy(host.data(), static_cast<char*>(p) + 4096, 4000, cudaMemcpyDeviceToHost) ==
+          cudaSuccess);
+  CHECK(std::count(host.begin(), host.end(), 0.f) == 1000);
+  s = cuda::device_stats().since(before);
+  CHECK(s.uploads == 1);
+  CHECK(s.downloads == 1);
+  CHECK(s.memsets == 1);
+  CHECK(s.host_syncs == 2);
+
+  // Past the cap: cudaErrorMemoryAllocation, naming what did not fit.
+  void* q = nullptr;
+  {
+    emu::AllocationName name("test buffer");
+    CHECK(cudaMalloc(&q, size_t(40) << 30) == cudaErrorMemoryAllocation);
+  }
+  CHECK(q == nullptr);
+  CHECK_THAT(emu::last_error_message(),
+             Catch::StartsWith("out of memory: test buffer of 40.00 GiB does not fit"));
+  cudaGetLastError();
+
+  // A host read of dry-run memory faults, as it would on a GPU (in a child: it dies).
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::signal(SIGSEGV, SIG_DFL);  // die by the signal, not through Catch's or ASan's handlers
+    std::signal(SIGBUS, SIG_DFL);
+    volatile float x = *static_cast<volatile float*>(p);
+    (void)x;
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGSEGV);
+
+  REQUIRE(cudaFree(p) == cudaSuccess);
+  CHECK(cuda::device_stats().live_bytes == before.live_bytes);
+}
+
+TEST_CASE("memory cap: below a training step's need it fails naming the buffer, at it passes",
+          "[cuda][emu][dryrun]") {
+  const std::vector<std::string> sets = tiny_sets();
+  DryRun dry;
+  const cuda::DeviceStats need = train_two_steps(sets);
+  INFO("peak " << need.peak_bytes);
+  REQUIRE(need.at_peak.count("parameters"));
+  REQUIRE(need.at_peak.count("AdamW m"));
+  {
+    Cap cap(need.peak_bytes);
+    CHECK_NOTHROW(train_two_steps(sets));
+  }
+  Cap cap(need.peak_bytes - 1);
+  std::string what;
+  try {
+    train_two_steps(sets);
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  INFO(what);
+  CHECK_THAT(what, Catch::StartsWith("cuda: out of device memory: "));
+  CHECK(what.find('\n') == std::string::npos);
+  bool named = false;  // the allocation that reached the peak is the one refused
+  for (const auto& [name, bytes] : need.at_peak)
+    named = named || what.find(": " + name + " needs ") != std::string::npos;
+  CHECK(named);
+  CHECK_THAT(what, Catch::Contains(" MiB free of "));
+}
+
+TEST_CASE("memory cap: tda train on a small emulated device says which buffer did not fit",
+          "[cuda][emu][dryrun][cli]") {
+  TempDir dir;
+  const std::string cmd = "train --config " + source_dir() + "/configs/tiny/tda.json --out " +
+                          dir.path + "/run --steps 1" + set_args(tiny_sets());
+  std::string out;
+  {
+    // 10 MiB: the parameters, gradients and RoPE tables (one 2 MiB page each) fit, the
+    // activation arena after them does not.
+    ScopedEnv env("TDA_EMU_DEVICE_GB", "0.01");
+    CHECK(run_tda(cmd, &out) == 1);
+  }
+  INFO(out);
+  const size_t last = out.rfind("error: ");
+  REQUIRE(last != std::string::npos);
+  CHECK_THAT(out.substr(last),
+             Catch::Matches("error: cuda: out of device memory: activation arena \\(B=2, T=32\\) "
+                            "needs [0-9.]+ MiB, [0-9.]+ MiB free of 10.2 MiB\n"));
+  ScopedEnv env("TDA_EMU_DEVICE_GB", "1");
+  CHECK(run_tda(cmd + " --overwrite", &out) == 0);
+}
+
+TEST_CASE("dry run: tda bench dryrun counts what the executed step does",
+          "[cuda][emu][dryrun][cli]") {
+  const std::string cmd = "bench dryrun --config " + source_dir() + "/configs/tiny/tda.json" +
+                          set_args(tiny_sets()) + " --dtype fp32,bf16 --device-gb 0.5";
+  std::string dry_out, run_out;
+  REQUIRE(run_tda(cmd, &dry_out) == 0);
+  REQUIRE(run_tda(cmd + " --execute", &run_out) == 0);
+  const std::vector<json> dry = json_lines(dry_out), run = json_lines(run_out);
+  REQUIRE(dry.size() == 2);
+  REQUIRE(run.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    const json& d = dry[i];
+    const json& r = run[i];
+    INFO(d.dump() << "\n" << r.dump());
+    CHECK(d["mode"] == "dry");
+    CHECK(r["mode"] == "executed");
+    CHECK(d["dtype"] == r["dtype"]);
+    CHECK(d["launches_valid"] == true);
+    CHECK(d["per_step"] == r["per_step"]);
+    CHECK(d["per_micro_step"] == r["per_micro_step"]);
+    CHECK(d["launches_outside_micro_steps"] == r["launches_outside_micro_steps"]);
+    CHECK(d["peak_bytes"] == r["peak_bytes"]);
+    CHECK(d["peak_buffers_gib"] == r["peak_buffers_gib"]);
+    CHECK(d["allocations_first_step"] == r["allocations_first_step"]);
+    CHECK(d["allocations_second_step"] == 0);
+    // What the counts say: two micro-steps and the optimizer; every micro-step uploads its
+    // tokens, downloads its losses and the ids for the embedding's backward, and TDA reads its
+    // lambda on the host in each layer's forward and backward.
+    const json& step = d["per_step"];
+    const json& micro = d["per_micro_step"];
+    CHECK(d["grad_accum"] == 2);
+    CHECK(step["launches"].get<long>() ==
+          2 * micro["launches"].get<long>() + d["launches_outside_micro_steps"].get<long>());
+    CHECK(micro["gemms"].get<long>() > 0);
+    CHECK(micro["downloads"].get<long>() == 2 + 2 * 2);
+    CHECK(micro["uploads"].get<long>() == 3);
+    CHECK(d["fits"]["0.5"] == true);
+  }
+  CHECK(dry[1]["peak_buffers_gib"].contains("bf16 weight copy"));
+  CHECK_FALSE(dry[0]["peak_buffers_gib"].contains("bf16 weight copy"));
+}
+
+TEST_CASE(
+    "dry run: a d12 TDA step at B = 16, T = 1024 in bf16 fits 40 GiB, allocates nothing per "
+    "step",
+    "[cuda][emu][dryrun][cli]") {
+  const std::string config = source_dir() + "/configs/gpt2_162m/tda.json";
+  std::string out;
+  REQUIRE(run_tda("bench dryrun --config " + config + " --dtype bf16", &out) == 0);
+  const std::vector<json> lines = json_lines(out);
+  REQUIRE(lines.size() == 1);
+  const json& j = lines[0];
+  INFO(j.dump());
+  CHECK(j["B"] == 16);
+  CHECK(j["T"] == 1024);
+  CHECK(j["launches_valid"] == true);
+  CHECK(j["grad_accum"] == 32);
+  CHECK(j["allocations_second_step"] == 0);
+  CHECK(j["fits"]["40"] == true);
+  // The model's own buffers, from its layout (not from the run): P floats each, in 2 MiB pages.
+  const Config cfg = load_config(config);
+  const std::vector<ParamTensor> layout = GPT2::layout(cfg.model, cfg.attention);
+  const size_t P = layout.back().offset + layout.back().numel;
+  const double pages = double(emu::device_footprint(P * sizeof(float))) / double(size_t(1) << 30);
+  const json& b = j["peak_buffers_gib"];
+  for (const char* name : {"parameters", "gradients", "AdamW m", "AdamW v"}) {
+    INFO(name);
+    CHECK(b[name].get<double>() == Approx(pages).epsilon(1e-12));
+  }
+  CHECK(b["bf16 weight copy"].get<double>() ==
+        Approx(double(emu::device_footprint(P * 2)) / double(size_t(1) << 30)).epsilon(1e-12));
+  CHECK(b["cuBLASLt workspace"].get<double>() == Approx(1.0 / 32).epsilon(1e-12));
+  CHECK(b.contains("activation arena (B=16, T=1024)"));
+  double sum = 0;
+  for (const auto& [name, gib] : b.items()) sum += gib.get<double>();
+  CHECK(sum == Approx(j["peak_gib"].get<double>()).epsilon(1e-9));
+}
+
+TEST_CASE("dry run: every kind launches validly at the largest micro-batch, 2^22 tokens",
+          "[cuda][emu][dryrun][slow]") {
+  // The tiny configs (2 layers of 2 heads of 64) at the two ends of B*T = 2^22 (docs/cuda.md,
+  // grid sizes): very long sequences (tiles on x), and so many short ones that B*H passes
+  // 65,535 (the attention grid splits b*h over y and z).
+  for (const std::string& kind : attention_kinds())
+    for (const auto& [B, T] : {std::pair<int, int>{64, 65536}, {65536, 64}}) {
+      const std::string cmd = "bench dryrun --config " + source_dir() + "/configs/tiny/" + kind +
+                              ".json --dtype bf16 --set train.micro_batch=" + std::to_string(B) +
+                              " --set model.seq_len=" + std::to_string(T) +
+                              " --set train.total_batch_tokens=4194304 --set model.vocab_size=128"
+                              " --set model.real_vocab_size=128";
+      std::string out;
+      INFO(kind << " B " << B << " T " << T);
+      REQUIRE(run_tda(cmd, &out) == 0);
+      const std::vector<json> lines = json_lines(out);
+      REQUIRE(lines.size() == 1);
+      const json& j = lines[0];
+      INFO(j.dump());
+      CHECK(j["launches_valid"] == true);
+      CHECK(j["invalid_launches"] == 0);
+      CHECK(j["max_grid_y"]["grid"][1].get<long>() <= 65535);
+      if (T == 64) CHECK(j["max_grid_z"]["grid"][2].get<long>() >= 2);
+    }
+}
