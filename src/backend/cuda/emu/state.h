@@ -69,9 +69,13 @@ struct RuntimeState {
   std::atomic<int> sticky{0};
   std::string sticky_message;  // guarded by mu
 };
+// Never destroyed, as a GPU context lives until the process ends: a static object's destructor
+// would drop the tables while device memory (live or quarantined) is still mapped, which
+// LeakSanitizer reports as leaks, and threads still running at exit (NCCL stand-in workers)
+// would find it gone.
 inline RuntimeState& runtime() {
-  static RuntimeState s;
-  return s;
+  static RuntimeState* s = new RuntimeState;
+  return *s;
 }
 
 // The last error of this thread (cudaGetLastError), and the message recorded with the last
