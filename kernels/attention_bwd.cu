@@ -41,13 +41,16 @@ __global__ void __launch_bounds__(kThreads) fa_rowdot_kernel(AttnArgs a, float* 
   if (kTwo) go2 = warp_sum(go2);
   if (lane == 0) {
     const bool drop = a.debug_drop_term;
-    Dbuf[2 * r] = drop ? 0.f : go + a.lambda * go2;
-    Dbuf[2 * r + 1] = drop ? 0.f : -a.lambda * go2;
+    const float lam = kTwo ? *a.lambda : 0.f;  // a device scalar (ops.h)
+    Dbuf[2 * r] = drop ? 0.f : go + lam * go2;
+    Dbuf[2 * r + 1] = drop ? 0.f : -lam * go2;
     if (kTwo && a.drow_lambda) a.drow_lambda[r] = -go2;
   }
 }
 
 // ds for one (i, j); returns the weight a1 - lambda a2 (for dv) and writes the scaled ds.
+// lambda is a device scalar (ops.h), read where it is used: a local copy held over the unrolled
+// tile loops costs a register, and spilled in the Diff kinds' forward on sm_90.
 template <class P, bool kTwo>
 __device__ inline float grad_entry(const AttnArgs& a, float s1, float s2, float e, float st1,
                                    float st2, float tau, float D1, float D2, float* ds1, float* ds2,
@@ -59,12 +62,12 @@ __device__ inline float grad_entry(const AttnArgs& a, float s1, float s2, float 
     f1 /= float(a.power);  // negative control: drop the chain-rule factor p
     f2 /= float(a.power);
   }
-  const float d1 = f1 * (e - D1), d2 = kTwo ? f2 * (-a.lambda * e - D2) : 0.f;
+  const float d1 = f1 * (e - D1), d2 = kTwo ? f2 * (-*a.lambda * e - D2) : 0.f;
   *dtau -= d1 + d2;
   if (kTwo && !P::kNormalized) *dlam -= e * a2;
   *ds1 = a.scale * d1;
   *ds2 = a.scale * d2;
-  return a1 - a.lambda * a2;
+  return a1 - (kTwo ? *a.lambda : 0.f) * a2;
 }
 
 template <class P, bool kTwo, int kDk, int kDv>
@@ -247,7 +250,7 @@ __global__ void __launch_bounds__(kThreads)
           P::bwd(s1[nt][c], rowf[x], rowf[2 * kTile + x], a.power, &a1, &f);
           if (kTwo) P::bwd(s2[nt][c], rowf[kTile + x], rowf[2 * kTile + x], a.power, &a2, &f);
         }
-        w[nt][c] = a1 - a.lambda * a2;
+        w[nt][c] = a1 - (kTwo ? *a.lambda : 0.f) * a2;
       }
       mma_acc<kDv, 4>(dv, w, sg + xh * ld<kDv>(), Dv, lane);
       float e[4][4];

@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
         P::add(st2[h], w2);
         surv[1][h] += (w2 != 0.f);
         surv[2][h] += (w1 != 0.f && w2 != 0.f);
-        s1[nt][c] = w1 - a.lambda * w2;
+        s1[nt][c] = w1 - *a.lambda * w2;  // a device scalar (ops.h), read where it is used
       }
     }
     mma_acc<kDv, 8>(acc1, s1, sv, Dv, lane);
@@ -203,6 +203,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
       continue;
     }
     const float inv1 = 1.f / P::norm(st1[h]), inv2 = kTwoAcc ? 1.f / P::norm(st2[h]) : 0.f;
+    const float lam = kTwoAcc ? *a.lambda : 0.f;
     TDA_UNROLL
     for (int n = 0; n < kN; ++n) TDA_UNROLL
     for (int c = 0; c < 2; ++c) {
@@ -212,7 +213,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
         // out = A1 V - lambda A2 V;  out2 = A2 V (the backward needs D2 and dlambda)
         const float o2 = acc2[n][2 * h + c] * inv2;
         a.out2[r * Dv + d] = o2;
-        a.out[r * Dv + d] = acc1[n][2 * h + c] * inv1 - a.lambda * o2;
+        a.out[r * Dv + d] = acc1[n][2 * h + c] * inv1 - lam * o2;
       } else {
         a.out[r * Dv + d] = acc1[n][2 * h + c] * inv1;
       }

@@ -3,7 +3,8 @@
 // row; reductions over tokens run in a fixed order (warp butterflies, per-chunk partials summed
 // in order), never with float atomics, so results are deterministic.
 //   l2norm:       x~ = x / max(|x|, 1e-12);  dx = (dx~ - x~ (x~.dx~)) / |x|
-//   head_row_sum: dst[h] += scale sum_{b,t} w[t] x[(b H + h) T + t]   (double accumulation)
+//   head_row_sum: dst[h] += scale sum_{b,t} w[t] x[(b H + h) T + t]   (double accumulation, two
+//                 passes over many blocks: fixed chunks of (b, t) items, then the chunks in order)
 //   threshold_tau: tau_i = max(beta, 0) c_i (or [beta > 0] c_i), c_i = sqrt(2 log+((i+1)/kappa)/d)
 //   sigmoid gate: y *= gam = sigmoid(z);  g = dy gam,  dz = sum_{group} dy o gam (1 - gam)
 //   ReLA norm:    r = sqrt(mean((u - mu)^2) + eps),  y = gamma (u - mu) / r * [sigmoid(w u)]
@@ -69,19 +70,43 @@ __global__ void row_dot_kernel(float* out, const float* a, const float* b, size_
   if (lane == 0) out[n] = s;
 }
 
-// One block per head; thread i takes the (b, t) items i, i + blockDim, ... in a fixed split.
-__global__ void head_row_sum_kernel(float* dst, const float* x, const float* w, float scale, int B,
-                                    int H, int T) {
+// Pass 1, block (chunk, h): the (b, t) items [chunk per, (chunk + 1) per) of head h, thread i
+// taking every blockDim-th from the i-th (a fixed split), block-summed in double.
+__global__ void head_row_sum_partial_kernel(double* partial, const float* x, const float* w, int B,
+                                            int H, int T, size_t per, int chunks) {
   __shared__ double smem[32];
-  const int h = blockIdx.x;
-  const size_t items = size_t(B) * T;
+  const int h = blockIdx.y;
+  const size_t items = size_t(B) * T, i0 = size_t(blockIdx.x) * per;
+  const size_t i1 = i0 + per < items ? i0 + per : items;
   double s = 0.0;
-  for (size_t i = threadIdx.x; i < items; i += blockDim.x) {
+  for (size_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
     const size_t b = i / T, t = i % T;
     s += (w ? double(w[t]) : 1.0) * double(x[(b * H + h) * T + t]);
   }
   s = block_sum(s, smem);
+  if (threadIdx.x == 0) partial[size_t(h) * chunks + blockIdx.x] = s;
+}
+
+// Pass 2, block h: head h's <= kRowSumMaxChunks partials in a fixed split and tree order.
+__global__ void head_row_sum_kernel(float* dst, const double* partial, int chunks, float scale) {
+  __shared__ double smem[32];
+  const int h = blockIdx.x;
+  double s = 0.0;
+  for (int i = threadIdx.x; i < chunks; i += blockDim.x) s += partial[size_t(h) * chunks + i];
+  s = block_sum(s, smem);
   if (threadIdx.x == 0) dst[h] += float(double(scale) * s);
+}
+
+// head_row_sum's first pass: items per block (at least `items_per_block`, more when the chunks
+// would pass kRowSumMaxChunks, the second pass's length) and the number of chunks.
+constexpr int kRowSumMaxChunks = 1024;
+size_t row_sum_per(size_t items, int items_per_block) {
+  const size_t least = (items + kRowSumMaxChunks - 1) / kRowSumMaxChunks;
+  return std::max<size_t>({size_t(1), size_t(items_per_block), least});
+}
+int row_sum_chunks(size_t items, int items_per_block) {
+  const size_t per = row_sum_per(items, items_per_block);
+  return int((items + per - 1) / per);
 }
 
 __global__ void threshold_tau_kernel(float* out, const float* beta, float beta_fixed,
@@ -230,20 +255,6 @@ __global__ void rela_norm_dparam_partial_kernel(float* partial, const float* dy,
   partial[(size_t(chunk) * 2 + 1) * C + c] = dw;
 }
 
-// dgamma(c) += sum_chunk partial(chunk, 0, c);  dw(c) += ... (1, c); chunks in order
-__global__ void rela_norm_dparam_sum_kernel(float* dgamma, float* dw, const float* partial,
-                                            int chunks, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float dg = 0.f, dwc = 0.f;
-  for (int k = 0; k < chunks; ++k) {
-    dg += partial[(size_t(k) * 2) * C + c];
-    dwc += partial[(size_t(k) * 2 + 1) * C + c];
-  }
-  dgamma[c] += dg;
-  if (dw) dw[c] += dwc;
-}
-
 int chunks_of(int N, int chunk_rows) {
   return (N + chunk_rows - 1) / chunk_rows;
 }
@@ -270,10 +281,24 @@ void row_dot(float* out, const float* a, const float* b, size_t N, int D) {
         "row_dot");
 }
 
-void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H, int T) {
+size_t head_row_sum_scratch(int B, int H, int T, int items_per_block) {
+  return size_t(H) * size_t(row_sum_chunks(size_t(B) * size_t(T), items_per_block));
+}
+
+void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H, int T,
+                  double* scratch, int items_per_block) {
   if (H == 0) return;
-  check(launch<head_row_sum_kernel>(dim3(unsigned(H)), dim3(kThreads), 0, stream(), dst, x, w,
-                                    scale, B, H, T),
+  const size_t items = size_t(B) * size_t(T);
+  const size_t per = row_sum_per(items, items_per_block);
+  const int chunks = row_sum_chunks(items, items_per_block);
+  if (items > 0)
+    check(launch<head_row_sum_partial_kernel>(
+              chunk_column_grid(size_t(chunks), size_t(H), 1, "head_row_sum_partial"),
+              dim3(kThreads), 0, stream(), scratch, x, w, B, H, T, per, chunks),
+          "head_row_sum_partial");
+  check(launch<head_row_sum_kernel>(dim3(unsigned(H)), dim3(kThreads), 0, stream(), dst,
+                                    static_cast<const double*>(scratch), items > 0 ? chunks : 0,
+                                    scale),
         "head_row_sum");
 }
 
@@ -328,7 +353,8 @@ void rela_norm_forward(float* y, float* r, float* mu, const float* u, const floa
 }
 
 size_t rela_norm_backward_scratch(int N, int C, int chunk_rows) {
-  return size_t(chunks_of(N, chunk_rows)) * 2 * size_t(C);
+  const int chunks = chunks_of(N, chunk_rows);
+  return size_t(chunks) * 2 * size_t(C) + column_sum_scratch(chunks, C);
 }
 
 void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,
@@ -353,9 +379,10 @@ void rela_norm_backward_dparams(float* dgamma, float* dw, const float* dy, const
   check(launch<rela_norm_dparam_partial_kernel>(grid, dim3(threads), 0, stream(), scratch, dy, u, r,
                                                 mu, gamma, w, N, C, chunk_rows),
         "rela_norm_dparam_partial");
-  check(launch<rela_norm_dparam_sum_kernel>(dim3(grid.y), dim3(threads), 0, stream(), dgamma, dw,
-                                            static_cast<const float*>(scratch), chunks, C),
-        "rela_norm_dparam_sum");
+  // dgamma += the chunks' partial(chunk, 0, .), dw += partial(chunk, 1, .): column_sum (reduce.cu)
+  float* sums = scratch + size_t(chunks) * 2 * C;
+  column_sum(dgamma, scratch, chunks, C, 2 * size_t(C), sums);
+  if (dw) column_sum(dw, scratch + C, chunks, C, 2 * size_t(C), sums);
 }
 
 }  // namespace tda::cuda

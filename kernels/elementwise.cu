@@ -55,8 +55,10 @@ __global__ void scale_kernel(float* x, size_t n, float s) {
   }
 }
 
-// y = a x + b y;  b == 0: y = a x without reading y (it may hold anything, as in BLAS)
-__global__ void axpby_kernel(float* y, float a, const float* x, float b, size_t n) {
+// y = a s x + b y (s: a device scalar, or null for 1);  b == 0: y = a s x without reading y
+// (it may hold anything, as in BLAS)
+__global__ void axpby_kernel(float* y, float a, const float* s, const float* x, float b, size_t n) {
+  if (s) a *= *s;
   TDA_GRID_STRIDE(i, n) {
     y[i] = b == 0.0f ? a * x[i] : a * x[i] + b * y[i];
   }
@@ -103,11 +105,11 @@ void scale(float* x, size_t n, float s) {
         "scale");
 }
 
-void axpby(float* y, float a, const float* x, float b, size_t n) {
+void axpby(float* y, float a, const float* x, float b, size_t n, const float* s) {
   if (n == 0) return;
-  check(
-      launch<axpby_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, x, b, n),
-      "axpby");
+  check(launch<axpby_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, a, s, x,
+                             b, n),
+        "axpby");
 }
 
 void zero(float* x, size_t n) {

@@ -1,10 +1,11 @@
 // RMSNorm, one warp per row (kRowsPerBlock rows per block), as src/backend/cpu/rmsnorm.cpp:
 //   forward:  rstd = 1 / sqrt(mean(x^2) + eps);  y = w * x * rstd     (y may alias x)
 //   backward (h = w * dy):  dx += rstd * h - x * rstd^3 * mean(h * x);  dw += sum_n dy x rstd
-// dw is a reduction over rows done in two fixed-order stages (no atomics): per chunk of
-// chunk_rows (kRmsnormDwRows = 32) rows into scratch (chunk, C), then over chunks in order. The
-// chunks are the grid's x (grid.h): the TRA/TDA/Diff head norms have N = B*T*H rows, 98,304
-// chunks at B = 4, T = 65,536, H = 12, past grid.y's 65,535.
+// dw is a reduction over rows done in fixed-order stages (no atomics): per chunk of chunk_rows
+// (kRmsnormDwRows = 32) rows into scratch (chunk, C), then over the chunks by column_sum
+// (reduce.cu: many blocks, fixed groups). The chunks are the grid's x (grid.h): the TRA/TDA/Diff
+// head norms have N = B*T*H rows, 98,304 chunks at B = 4, T = 65,536, H = 12, past grid.y's
+// 65,535.
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
@@ -61,15 +62,6 @@ __global__ void rmsnorm_dw_partial_kernel(float* partial, const float* dy, const
   partial[size_t(chunk) * C + c] = s;
 }
 
-// dw(c) += sum_chunk partial(chunk, c), chunks in increasing order
-__global__ void rmsnorm_dw_sum_kernel(float* dw, const float* partial, int chunks, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float s = 0.0f;
-  for (int k = 0; k < chunks; ++k) s += partial[size_t(k) * C + c];
-  dw[c] += s;
-}
-
 int chunks_of(int N, int chunk_rows) {
   return (N + chunk_rows - 1) / chunk_rows;
 }
@@ -85,7 +77,8 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int 
 }
 
 size_t rmsnorm_backward_scratch(int N, int C, int chunk_rows) {
-  return size_t(chunks_of(N, chunk_rows)) * size_t(C);
+  const int chunks = chunks_of(N, chunk_rows);
+  return size_t(chunks) * size_t(C) + column_sum_scratch(chunks, C);
 }
 
 void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
@@ -107,9 +100,7 @@ void rmsnorm_backward_dw(float* dw, const float* dy, const float* x, const float
   check(launch<rmsnorm_dw_partial_kernel>(grid, dim3(threads), 0, stream(), scratch, dy, x, rstd, N,
                                           C, chunk_rows),
         "rmsnorm_dw_partial");
-  check(launch<rmsnorm_dw_sum_kernel>(dim3(grid.y), dim3(threads), 0, stream(), dw,
-                                      static_cast<const float*>(scratch), chunks, C),
-        "rmsnorm_dw_sum");
+  column_sum(dw, scratch, chunks, C, size_t(C), scratch + size_t(chunks) * C);
 }
 
 }  // namespace tda::cuda

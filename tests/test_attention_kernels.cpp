@@ -17,6 +17,7 @@ struct KernelCase {
   AttnMath math;
   int B = 1, H = 2, T = 70, D = 64;
   std::vector<float> q, k, v, q2, k2, out, out2, stats, tau, R;
+  float lambda = 0.6f;
   AttnArgs args() {
     AttnArgs a;
     a.math = math;
@@ -40,7 +41,7 @@ struct KernelCase {
     a.stats = stats.data();
     a.tau = tau.empty() ? nullptr : tau.data();
     a.power = 2;
-    a.lambda = 0.6f;
+    a.lambda = &lambda;
     return a;
   }
   KernelCase(AttnMath m, uint64_t seed, float qk_std = 1.f) : math(m) {

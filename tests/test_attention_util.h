@@ -38,7 +38,8 @@ inline AttnArgs theorem_args(AttnMath m, int H, int T, int d, const float* q, co
   a.q2 = q2;
   a.k2 = k2;
   a.power = 2;
-  a.lambda = 0.5f;
+  static const float kLambda = 0.5f;  // host memory: these args go to CpuOps
+  a.lambda = &kLambda;
   return a;
 }
 

@@ -69,6 +69,7 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
       tau(p.tau.empty() ? std::vector<float>(1) : p.tau);
   DeviceBuffer<float> dq2(p.diff_layout ? 1 : nqk), dk2(p.diff_layout ? 1 : nqk);
   DeviceBuffer<long long> cnt(std::vector<long long>{0, 0});
+  DeviceBuffer<float> lambda(std::vector<float>{p.lambda});
   AttnArgs a;
   a.math = p.math;
   a.B = p.B;
@@ -78,7 +79,7 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
   a.Dv = p.Dv;
   a.scale = p.scale > 0.f ? p.scale : 1.f / std::sqrt(float(p.Dqk));
   a.power = p.power;
-  a.lambda = p.lambda;
+  a.lambda = lambda.get();
   a.entmax_bisect = p.bisect;
   a.no_skip = p.no_skip;
   a.debug_drop_term = p.drop;

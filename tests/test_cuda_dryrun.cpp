@@ -18,6 +18,7 @@
 // after test_cuda_util.h (emulated build)
 #include "backend/cuda/device_stats.h"
 #include "backend/cuda/gemm.h"
+#include "backend/forwarding_ops.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "model/gpt2.h"
@@ -108,6 +109,33 @@ std::vector<json> json_lines(const std::string& out) {
   return r;
 }
 
+// A decorator that reads 4 bytes of q back before each attention forward, as the variants used
+// to read their lambda: a per-layer host sync that the counters must see.
+class PerLayerRead final : public ForwardingOps {
+ public:
+  using ForwardingOps::ForwardingOps;
+  void attention_forward(const AttnArgs& a) override {
+    float v = 0.f;
+    download(&v, a.q, sizeof v);
+    ForwardingOps::attention_forward(a);
+  }
+};
+
+// The host syncs of one micro-step (forward with the LM head's gradient, then backward) of
+// `cfg`'s model on `ops`, at the config's micro-batch and sequence length, in a dry run.
+cuda::DeviceStats dry_micro_step(const Config& cfg, Ops& ops) {
+  const ModelConfig& m = cfg.model;
+  const int B = cfg.train.micro_batch, T = m.seq_len, N = B * T;
+  GPT2 model(m, cfg.attention, ops, cfg.train.dtype);
+  model.set_batch(B, T);
+  const std::vector<int32_t> tok = cuda_test::tokens(size_t(N) + 1, m.real_vocab_size, 5);
+  model.zero_grad();
+  const cuda::DeviceStats before = cuda::device_stats();
+  model.forward(tok.data(), tok.data() + 1, true, 1.f / float(N));
+  model.backward();
+  return cuda::device_stats().since(before);
+}
+
 std::string set_args(const std::vector<std::string>& sets) {
   std::string s;
   for (const auto& x : sets) s += " --set " + x;
@@ -115,6 +143,31 @@ std::string set_args(const std::vector<std::string>& sets) {
 }
 
 }  // namespace
+
+TEST_CASE("dry run: a d12 micro-step of every kind syncs with the host at most twice",
+          "[cuda][emu][dryrun]") {
+  // docs/perf.md (host syncs): the tokens, targets and the embedding backward's plan go up in
+  // one upload, the losses come down in one download, and no variant reads a parameter on the
+  // host (TDA's and the Diff kinds' lambda, dex's, ssmax's s and b are device scalars).
+  DryRun dry;
+  CudaOps gpu;
+  for (const std::string& kind : attention_kinds()) {
+    INFO(kind);
+    const Config cfg = load_config(source_dir() + "/configs/gpt2_162m/" + kind + ".json");
+    REQUIRE(cfg.model.n_layer == 12);
+    const cuda::DeviceStats s = dry_micro_step(cfg, gpu);
+    CHECK(s.host_syncs <= 2);
+    CHECK(s.uploads == 1);
+    CHECK(s.downloads == 1);
+    CHECK(s.synchronize_calls == 0);
+    CHECK(s.invalid_launches == 0);
+    CHECK(s.launches > 100);
+  }
+  // Control: a read of one float per layer is counted, 12 more syncs.
+  const Config cfg = load_config(source_dir() + "/configs/gpt2_162m/tda.json");
+  PerLayerRead reading(gpu);
+  CHECK(dry_micro_step(cfg, reading).host_syncs == 2 + 12);
+}
 
 TEST_CASE("dry run: a launch the driver refuses is refused, a valid one is counted, not run",
           "[cuda][emu][dryrun]") {
@@ -387,16 +440,17 @@ TEST_CASE("dry run: tda bench dryrun counts what the executed step does",
     CHECK(d["allocations_first_step"] == r["allocations_first_step"]);
     CHECK(d["allocations_second_step"] == 0);
     // What the counts say: two micro-steps and the optimizer; every micro-step uploads its
-    // tokens, downloads its losses and the ids for the embedding's backward, and TDA reads its
-    // lambda on the host in each layer's forward and backward.
+    // tokens (with the targets and the embedding backward's plan) and downloads its losses, and
+    // nothing else (TDA's lambda stays on the device).
     const json& step = d["per_step"];
     const json& micro = d["per_micro_step"];
     CHECK(d["grad_accum"] == 2);
     CHECK(step["launches"].get<long>() ==
           2 * micro["launches"].get<long>() + d["launches_outside_micro_steps"].get<long>());
     CHECK(micro["gemms"].get<long>() > 0);
-    CHECK(micro["downloads"].get<long>() == 2 + 2 * 2);
-    CHECK(micro["uploads"].get<long>() == 3);
+    CHECK(micro["downloads"].get<long>() == 1);
+    CHECK(micro["uploads"].get<long>() == 1);
+    CHECK(micro["host_syncs"].get<long>() == 2);
     CHECK(d["fits"]["0.5"] == true);
   }
   CHECK(dry[1]["peak_buffers_gib"].contains("bf16 weight copy"));

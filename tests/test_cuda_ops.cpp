@@ -5,6 +5,7 @@
 // Matmuls run on the same CPU SGEMM under the emulator and are compared bit for bit.
 #include <catch2/catch.hpp>
 
+#include "backend/embedding_plan.h"
 #include "test_cuda_util.h"
 
 using namespace tda;
@@ -112,6 +113,15 @@ TEST_CASE("cuda: pointwise ops match the CPU backend", "[cuda][emu]") {
   CHECK(gy.to_host() == std::vector<float>(n, 0.f));
 }
 
+TEST_CASE("embedding plan: rows grouped by token, in increasing row order", "[cuda][emu]") {
+  const std::vector<int32_t> tok = {3, 1, 3, 0, 1, 3};
+  std::vector<int32_t> plan(embedding_plan_size(6), -7);
+  REQUIRE(plan.size() == 20);
+  embedding_plan(tok.data(), 6, plan.data());
+  // [S | order (6) | seg_token (6, S used) | seg_start (7, S + 1 used)], unused entries 0
+  CHECK(plan == std::vector<int32_t>{3, 3, 1, 4, 0, 2, 5, 0, 1, 3, 0, 0, 0, 0, 1, 3, 6, 0, 0, 0});
+}
+
 TEST_CASE("cuda: embedding forward and backward match the CPU backend", "[cuda][emu]") {
   CpuOps cpu;
   CudaOps gpu;
@@ -128,9 +138,17 @@ TEST_CASE("cuda: embedding forward and backward match the CPU backend", "[cuda][
     cpu.embedding_forward(y.data(), tok.data(), wte.data(), N, C);
     gpu.embedding_forward(gy.get(), gt.get(), gw.get(), N, C);
     CHECK(same_bits(gy.to_host(), y));
-    cpu.embedding_backward(dw.data(), dy.data(), tok.data(), N, C);
-    gpu.embedding_backward(gdw.get(), gdy.get(), gt.get(), N, C);
+    std::vector<int32_t> plan(embedding_plan_size(N));
+    embedding_plan(tok.data(), N, plan.data());
+    DeviceBuffer<int32_t> gplan(plan);
+    cpu.embedding_backward(dw.data(), dy.data(), tok.data(), plan.data(), N, C);
+    gpu.embedding_backward(gdw.get(), gdy.get(), gt.get(), gplan.get(), N, C);
     CHECK(same_bits(gdw.to_host(), dw));  // each token's rows in increasing order: bit-identical
+    // Fewer blocks than tokens (each block takes every 3rd token), in a shuffled block order.
+    ScheduleSeed seed(7);
+    DeviceBuffer<float> gdw3(dwte0);
+    cuda::embedding_backward(gdw3.get(), gdy.get(), gplan.get(), N, C, 3);
+    CHECK(same_bits(gdw3.to_host(), dw));
   }
 }
 

@@ -115,7 +115,7 @@ TEST_CASE("diag TRA and TDA maps equal max(s - tau 0)^p recomputed from q and k"
     }
     const bool two = kind == "tda";
     const float lam = two ? std::min(std::max(float(p.cfg.attention.lambda_init), 0.f), 1.f) : 0.f;
-    if (two) CHECK(a.lambda == Approx(lam));
+    if (two) CHECK(*a.lambda == Approx(lam));
     const size_t sqk = size_t(T) * D;
     int nonzero = 0, zero = 0;
     for (int h = 0; h < L.H; ++h)

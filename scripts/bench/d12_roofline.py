@@ -60,15 +60,23 @@ def micro_rows(a, dtype):
             (M * K + K * Nn) * (2 if low else 4) + M * Nn * f4 * (1 + beta),
             "bf16" if low else "sgemm")
 
+    def column_sum(tag, calls, rows_, width):
+        # kernels/reduce.cu: groups of >= 32 rows per block (at most 256 groups), then the groups
+        groups = -(-rows_ // max(32, -(-rows_ // 256)))
+        if groups > 1:
+            add(f"column_sum groups {tag}", "bwd", calls, rows_ * width,
+                (rows_ + groups) * width * f4)
+        add(f"column_sum {tag}", "bwd", calls, groups * width, (groups + 2) * width * f4)
+
     def rms(tag, phase_calls, rows_, width):
         # forward: read x, write y (+rstd); backward: dx kernel reads dy, x and read-modify-
-        # writes dx; the dw kernel reads dy and x again; then a small sum over 32-row chunks.
+        # writes dx; the dw kernel reads dy and x again; then column sums over 32-row chunks.
         n, ch = rows_ * width, -(-rows_ // 32)
         fw, bw_ = phase_calls
         add(f"rmsnorm_forward {tag}", "fwd", fw, 4 * n, (2 * n + rows_ + width) * f4)
         add(f"rmsnorm_backward_dx {tag}", "bwd", bw_, 7 * n, (4 * n + rows_ + width) * f4)
         add(f"rmsnorm_dw_partial {tag}", "bwd", bw_, 3 * n, (2 * n + rows_ + ch * width) * f4)
-        add(f"rmsnorm_dw_sum {tag}", "bwd", bw_, ch * width, (ch * width + 2 * width) * f4)
+        column_sum(f"(dw chunks of {tag})", bw_, ch, width)
 
     # --- trunk, forward then backward (gpt2.cpp); GELU/exp/tanh counted as ~1 FLOP each
     add("embedding_forward", "fwd", 1, 0, N * 4 + 2 * NC * f4)
@@ -146,7 +154,13 @@ def micro_rows(a, dtype):
         add("l2norm_backward", "bwd", 4 * L, 4 * NC, (3 * NC + nr) * f4)
         rms("(head, NH x D)", (L, L), nr, D)
         add("zero (dom)", "bwd", L, 0, NC * f4)
-        add("head_row_sum (dlambda, dbeta)", "bwd", 2 * L, nr, (nr + T) * f4)
+        # two passes (kernels/attn_prepost.cu): chunks of >= 4096 rows, then the chunks in double
+        chunks = -(-nr // max(4096, -(-nr // 1024)))
+        add("head_row_sum partial (dlambda, dbeta)", "bwd", 2 * L, nr, (nr + T) * f4 + 8 * chunks)
+        add("head_row_sum (dlambda, dbeta)", "bwd", 2 * L, chunks, 8 * chunks + 2 * f4)
+        # lambda_c and its gate (clamp_affine, fwd); zero + axpby of the gated dlambda (bwd)
+        add("clamp_affine (lambda_c, gate)", "fwd", L, 4, 3 * f4)
+        add("zero + gated axpby (dlambda)", "bwd", 2 * L, 2, 3 * f4)
         # fwd: S1, S2, [O += (A1 - lambda A2) V]; reads q1 q2 k1 k2 v, tau; writes o
         add(f"attn fwd (tda, skip {a.skip:g})", "fwd", L, (2 + live) * tiles * pt,
             (6 * NC + T) * f4, "bf16", ub=B * H * (2 * nb + 3 * tpb) * tile + (NC + T) * f4)

@@ -1,8 +1,10 @@
 // Small pieces shared by several attention variants (attention-variants.md §0.1): the TRA/TDA
-// row threshold, the Diff lambda_init schedule, and host reads of the small parameters that set
-// kernel arguments. The per-element pre/post work (L2 norms, gates, output norms, reductions of
-// scalar-parameter gradients) is in the Ops interface (backend/ops.h), so every variant runs on
-// any backend's memory.
+// row threshold and the Diff lambda_init schedule. The per-element pre/post work (L2 norms,
+// gates, output norms, reductions of scalar-parameter gradients) is in the Ops interface
+// (backend/ops.h), so every variant runs on any backend's memory; so are the small parameters
+// that set kernel arguments (TDA's and the Diff kinds' lambda, dex's lambda, ssmax's factors),
+// computed into device scalars (clamp_affine, diff_lambda, position_scales), never read on the
+// host.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -28,19 +30,6 @@ void threshold_c(float* c, int T, double kappa, int d);
 // Diff Transformer depth schedule, layer 0-indexed: lambda_init = 0.8 - 0.6 exp(-0.3 layer).
 inline float diff_lambda_init(int layer) {
   return 0.8f - 0.6f * std::exp(-0.3f * float(layer));
-}
-
-// A small parameter tensor (a scalar, a d-vector) read on the host, where it sets a kernel
-// argument: one download (a sync point on a GPU; a few per layer and step).
-inline std::vector<float> fetch(Ops& ops, const float* p, size_t n) {
-  std::vector<float> h(n);
-  ops.download(h.data(), p, n * sizeof(float));
-  return h;
-}
-inline float fetch1(Ops& ops, const float* p) {
-  float v = 0.f;
-  ops.download(&v, p, sizeof v);
-  return v;
 }
 
 // (B*T*H', C') slice views of (B, H', T, D') tensors are handled by ops.merge/split_heads;

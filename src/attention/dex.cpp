@@ -9,7 +9,8 @@
 // W_D = 0 with lambda = 0 is stationary; the annealed lambda_init term moves training off it.
 // Backward (g' = dL/do'):  do = g' - lambda g' M;  dM += -lambda g'^T o;
 //   dlambda = -sum <g', o M^T>;  dlambda_learn = alpha_t dlambda.
-// c_attn rows: [q (C) | k (C) | v (C)]. Saved: q, k, v, o, f_D(o), LSE.
+// c_attn rows: [q (C) | k (C) | v (C)]. Saved: q, k, v, o, f_D(o), LSE, lambda(t) (computed on
+// the device by Ops::clamp_affine from dex_lambda, and read there by axpby: no host read).
 #include <algorithm>
 #include <cmath>
 
@@ -33,7 +34,7 @@ class DexAttention final : public AttentionVariant {
             {"dex_lambda", {1}, ParamSpec::Init::kZeros, 0.f, false}};
   }
   size_t act_floats(int B, int T) const override {
-    return 6 * size_t(B) * T * C_ + size_t(B) * H_ * T;
+    return 6 * size_t(B) * T * C_ + size_t(B) * H_ * T + 2;
   }
   size_t scratch_floats(int B, int T) const override {
     return 5 * size_t(B) * T * C_ + size_t(B) * H_ * T;
@@ -50,7 +51,8 @@ class DexAttention final : public AttentionVariant {
     // f = o M^T over all (b, h, t) rows of d; o' = o - lambda f, written into y (merged)
     c.ops.matmul_forward(s.f, s.o, extra[0], c.B * H_ * c.T, D_, D_);
     c.ops.copy(s.stage, s.o, n * sizeof(float));
-    c.ops.axpby(s.stage, -lambda(c, extra), s.f, 1.f, n);
+    lambda(c, extra, s.lam);  // kept for the backward
+    c.ops.axpby(s.stage, -1.f, s.f, 1.f, n, s.lam);
     c.ops.merge_heads(y, s.stage, C_, 0, c.B, c.T, H_, D_);
   }
 
@@ -61,13 +63,12 @@ class DexAttention final : public AttentionVariant {
     const size_t n = size_t(c.B) * c.T * C_;
     float *gp = scratch, *gs = gp + n, *dq = gs + n, *dk = dq + n, *dv = dk + n, *gf = dv + n;
     const int W = proj_width(), N = c.B * H_ * c.T;
-    const float lam = lambda(c, extra);
     c.ops.split_heads(gp, dy, C_, 0, c.B, c.T, H_, D_);
     // dlambda_learn = -alpha_t sum <g', f>: per-row dots, reduced in a fixed order
     c.ops.row_dot(gf, gp, s.f, size_t(N), D_);
     c.ops.head_row_sum(dextra[1], gf, nullptr, -alpha(c), c.B * H_, 1, c.T);
     // gs = -lambda g';  do = g' + gs M (matmul_backward's dx = dy W);  dM += gs^T o
-    c.ops.axpby(gs, -lam, gp, 0.f, n);
+    c.ops.axpby(gs, -1.f, gp, 0.f, n, s.lam);
     c.ops.matmul_backward(dq, dextra[0], gs, s.o, extra[0], N, D_, D_, false);
     c.ops.add_inplace(gp, dq, n);
     AttnArgs a = args(c, s);
@@ -81,19 +82,23 @@ class DexAttention final : public AttentionVariant {
 
  private:
   struct Buf {
-    float *q, *k, *v, *o, *f, *stage, *lse;
+    float *q, *k, *v, *o, *f, *stage, *lse, *lam;  // lam: {lambda(t), unused}
   };
   Buf buffers(float* act, int B, int T) const {
     const size_t n = size_t(B) * T * C_;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, act + 5 * n, act + 6 * n};
+    float* lse = act + 6 * n;
+    return Buf{act,         act + n,     act + 2 * n, act + 3 * n,
+               act + 4 * n, act + 5 * n, lse,         lse + size_t(B) * H_ * T};
   }
   float alpha(const AttnContext& c) const {
     return anneal_ > 0 ? std::min(1.f, float(c.step) / float(anneal_)) : 1.f;
   }
-  float lambda(const AttnContext& c, const std::vector<float*>& extra) const {
+  // lambda(t) = (1 - alpha) ramp lambda_init + alpha lambda_learn into out[0], on the device.
+  void lambda(const AttnContext& c, const std::vector<float*>& extra, float* out) const {
     const float al = alpha(c);
     const float ramp = anneal_ > 0 ? float(c.step) / float(anneal_) : 0.f;
-    return (1.f - al) * ramp * diff_lambda_init(c.layer) + al * fetch1(c.ops, extra[1]);
+    c.ops.clamp_affine(out, extra[1], al, (1.f - al) * ramp * diff_lambda_init(c.layer), -INFINITY,
+                       INFINITY);
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
     AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));

@@ -10,6 +10,9 @@
 // Backward: g^ = (1 - lambda_init) RMSNorm-backward(dy);  the kernel returns per-row dlambda;
 //   dlq1 = dlambda e^{lq1.lk1} lk1,  dlk1 = dlambda e^{lq1.lk1} lq1,  dlq2 = -dlambda e^{lq2.lk2}
 //   lk2, ...
+// lambda (with e1, e2) is computed on the device (Ops::diff_lambda) and read there by the
+// kernels, and its gradient goes back to the four vectors there (diff_lambda_backward): no host
+// read.
 #pragma once
 #include <cmath>
 #include <string>
@@ -48,7 +51,7 @@ class DiffAttention : public AttentionVariant {
   }
   size_t act_floats(int B, int T) const override {
     const size_t n = size_t(B) * T * C_, nr = size_t(B) * Hp_ * T;
-    return 5 * n + 3 * nr;  // q, k, v, o, o2; stats (2 per row), rstd
+    return 5 * n + 3 * nr + 3;  // q, k, v, o, o2; stats (2 per row), rstd; e1, e2, lambda
   }
   size_t scratch_floats(int B, int T) const override {
     return 6 * size_t(B) * T * C_ + size_t(B) * Hp_ * T + 1;
@@ -62,7 +65,9 @@ class DiffAttention : public AttentionVariant {
     c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
     c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
     c.ops.split_heads(s.v, proj, W, 2 * C_, c.B, c.T, Hp_, 2 * D_);
-    AttnArgs a = args(c, s, lambda(c, extra));
+    c.ops.diff_lambda(s.lam, extra[0], extra[1], extra[2], extra[3], D_,
+                      diff_lambda_init(c.layer));  // kept for the backward
+    AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     // y = (1 - lambda_init) RMSNorm_{2d'}(o^): merged (token, head) rows of 2d'
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, Hp_, 2 * D_);
@@ -83,8 +88,7 @@ class DiffAttention : public AttentionVariant {
     c.ops.zero(dom, n);
     c.ops.rmsnorm_backward(dom, dextra[4], g, om, extra[4], s.rstd, c.B * c.T * Hp_, 2 * D_);
     c.ops.split_heads(g, dom, C_, 0, c.B, c.T, Hp_, 2 * D_);
-    const Lambda lam = lambda(c, extra);
-    AttnArgs a = args(c, s, lam);
+    AttnArgs a = args(c, s);
     a.dout = g;
     a.dq = dq;
     a.dq2 = dq + size_t(c.T) * D_;
@@ -96,11 +100,8 @@ class DiffAttention : public AttentionVariant {
     // lambda re-parameterisation: lambda = e1 - e2 + lambda_init, e_t = exp(lq_t . lk_t)
     c.ops.zero(dl_sum, 1);
     c.ops.head_row_sum(dl_sum, dlam, nullptr, 1.f, int(c.B * Hp_), 1, c.T);
-    const float dl = fetch1(c.ops, dl_sum);
-    c.ops.axpby(dextra[0], dl * lam.e1, extra[1], 1.f, size_t(D_));   // dlq1 += dl e1 lk1
-    c.ops.axpby(dextra[1], dl * lam.e1, extra[0], 1.f, size_t(D_));   // dlk1 += dl e1 lq1
-    c.ops.axpby(dextra[2], -dl * lam.e2, extra[3], 1.f, size_t(D_));  // dlq2 -= dl e2 lk2
-    c.ops.axpby(dextra[3], -dl * lam.e2, extra[2], 1.f, size_t(D_));  // dlk2 -= dl e2 lq2
+    c.ops.diff_lambda_backward(dextra[0], dextra[1], dextra[2], dextra[3], extra[0], extra[1],
+                               extra[2], extra[3], s.lam, dl_sum, D_);
     c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
     c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
     c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, Hp_, 2 * D_);
@@ -108,30 +109,14 @@ class DiffAttention : public AttentionVariant {
 
  private:
   struct Buf {
-    float *q, *k, *v, *o, *o2, *stats, *rstd;
+    float *q, *k, *v, *o, *o2, *stats, *rstd, *lam;  // lam: {e1, e2, lambda} (diff_lambda)
   };
   Buf buffers(float* act, int B, int T) const {
     const size_t n = size_t(B) * T * C_, nr = size_t(B) * Hp_ * T;
     float* p = act + 5 * n;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, p, p + 2 * nr};
+    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, p, p + 2 * nr, p + 3 * nr};
   }
-  // lambda = e1 - e2 + lambda_init, e_t = exp(lq_t . lk_t), from the four d'-vectors read on
-  // the host (the kernels take lambda as an argument).
-  struct Lambda {
-    float e1, e2, value;
-  };
-  Lambda lambda(const AttnContext& c, const std::vector<float*>& extra) const {
-    std::vector<float> v[4];
-    for (int t = 0; t < 4; ++t) v[t] = fetch(c.ops, extra[t], size_t(D_));
-    float d1 = 0.f, d2 = 0.f;
-    for (int d = 0; d < D_; ++d) {
-      d1 += v[0][d] * v[1][d];
-      d2 += v[2][d] * v[3][d];
-    }
-    const float e1 = std::exp(d1), e2 = std::exp(d2);
-    return {e1, e2, e1 - e2 + diff_lambda_init(c.layer)};
-  }
-  AttnArgs args(const AttnContext& c, const Buf& s, const Lambda& lam) const {
+  AttnArgs args(const AttnContext& c, const Buf& s) const {
     AttnArgs a = make_args(relu_ ? AttnMath::kDiffRelu : AttnMath::kDiffSoftmax, c, Hp_, D_, 2 * D_,
                            1.0f / std::sqrt(float(D_)));
     a.q = s.q;
@@ -144,7 +129,7 @@ class DiffAttention : public AttentionVariant {
     a.out2 = s.o2;
     a.stats = s.stats;
     a.power = 1;
-    a.lambda = lam.value;
+    a.lambda = s.lam + 2;
     return a;
   }
   int C_, Hp_, D_;

@@ -40,9 +40,8 @@ class LssaAttention final : public AttentionVariant {
     Buf s = buffers(act, c.B, c.T);
     const int W = proj_width();
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
-    std::vector<float> ci(size_t(c.T));  // c_i = log(i+1) / log(base), kept for the backward
-    for (int i = 0; i < c.T; ++i) ci[size_t(i)] = std::log(float(i + 1)) / log_base_;
-    c.ops.upload(s.c, ci.data(), ci.size() * sizeof(float));
+    // c_i = log(i+1) / log(base), on the device, kept for the backward
+    c.ops.position_scales(s.c, nullptr, nullptr, log_base_, 1, c.T);
     c.ops.scale_rows(s.q, s.q, s.c, 0, c.B, H_, c.T, D_);  // q' = c_i q
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);

@@ -47,6 +47,26 @@ TDA_HD inline float ipow(float r, int p) {
   return y;
 }
 
+// Small parameters of the variants, computed on the device (Ops::clamp_affine, diff_lambda,
+// position_scales: no host read in a micro-step); the CPU backend runs the same functions.
+// v = a x + b;  clamp(v, lo, hi) (NaN passes through, as std::min/std::max pass it); *inside =
+// [lo <= v <= hi].
+TDA_HD inline float clamp_affine(float x, float a, float b, float lo, float hi, bool* inside) {
+  const float v = a * x + b;
+  *inside = v >= lo && v <= hi;
+  return v < lo ? lo : v > hi ? hi : v;
+}
+// e_t = exp(lq . lk) over d components in order.
+TDA_HD inline float exp_dot(const float* lq, const float* lk, int d) {
+  float s = 0.f;
+  for (int i = 0; i < d; ++i) s += lq[i] * lk[i];
+  return expf(s);
+}
+// s (log(i+1) / div) + b: ssmax's f_hi = s_h log n_i + b_h, lssa's log(n_i) / log(base).
+TDA_HD inline float position_scale(int i, float s, float b, float div) {
+  return s * (logf(float(i + 1)) / div) + b;
+}
+
 // Softmax (softmax, gated_softmax, ssmax, dex, each view of diff_softmax):
 //   m_i = running max;  w = exp(s - m_i);  l_i = sum w;  a = w / l_i;  stat = LSE = m + log l
 //   backward: a = exp(s - LSE), ds = a (da - D)  ->  f = a

@@ -40,18 +40,10 @@ class SsmaxAttention final : public AttentionVariant {
     Buf s = buffers(act, c.B, c.T);
     const int W = proj_width();
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
-    // f_hi = s_h log(i+1) + b_h from the H scalars (host), and log(i+1) for ds_h: one upload,
-    // kept for the backward; q' = f q
-    const std::vector<float> sh = fetch(c.ops, extra[0], size_t(H_));
-    const std::vector<float> bh =
-        cfg_.ssmax_bias ? fetch(c.ops, extra[1], size_t(H_)) : std::vector<float>(size_t(H_), 0.f);
-    std::vector<float> f(size_t(H_ + 1) * c.T);
-    for (int i = 0; i < c.T; ++i) {
-      const float logn = std::log(float(i + 1));  // n_i = i + 1 (paper), log 1 = 0 at i = 0
-      for (int h = 0; h < H_; ++h) f[size_t(h) * c.T + i] = sh[h] * logn + bh[h];
-      f[size_t(H_) * c.T + i] = logn;
-    }
-    c.ops.upload(s.f, f.data(), f.size() * sizeof(float));
+    // f_hi = s_h log(i+1) + b_h from the H device scalars, and log(i+1) for ds_h (n_i = i + 1,
+    // log 1 = 0 at i = 0), on the device, kept for the backward; q' = f q
+    c.ops.position_scales(s.f, extra[0], cfg_.ssmax_bias ? extra[1] : nullptr, 1.f, H_, c.T);
+    c.ops.position_scales(s.f + size_t(H_) * c.T, nullptr, nullptr, 1.f, 1, c.T);
     c.ops.scale_rows(s.qs, s.q, s.f, c.T, c.B, H_, c.T, D_);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);

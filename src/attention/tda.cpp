@@ -7,6 +7,8 @@
 // (ASSUMED, as the released code: q1, q2, k1, k2, v of one shape). Parameters: lambda (1,
 // init lambda_init = 0.5, ASSUMED per layer), beta (1, if learn_beta), gamma (d, shared).
 // dlambda = -sum_ij e_ij a2_ij passes only for 0 <= lambda <= 1 (torch.clamp semantics).
+// lambda_c and that gate are computed on the device (Ops::clamp_affine) and read by the kernels
+// there: no host read of lambda.
 #include <algorithm>
 #include <cmath>
 
@@ -36,10 +38,10 @@ class TdaAttention final : public AttentionVariant {
   }
   size_t act_floats(int B, int T) const override {
     const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
-    return 6 * n + 5 * nr + size_t(T);
+    return 6 * n + 5 * nr + size_t(T) + 2;  // ... tau, {lambda_c, gate}
   }
   size_t scratch_floats(int B, int T) const override {
-    return 8 * size_t(B) * T * C_ + 2 * size_t(B) * H_ * T + size_t(T);
+    return 8 * size_t(B) * T * C_ + 2 * size_t(B) * H_ * T + size_t(T) + 1;
   }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
@@ -56,7 +58,9 @@ class TdaAttention final : public AttentionVariant {
     c.ops.split_heads(s.v, proj, W, 4 * C_, c.B, c.T, H_, D_);
     // tau_i = max(beta, 0) c_i, on the device from the device beta
     c.ops.threshold_tau(s.tau, beta(extra), float(cfg_.beta), false, c.T, cfg_.kappa, D_);
-    AttnArgs a = args(c, s, fetch1(c.ops, extra[0]));
+    // lambda_c = clamp(lambda, 0, 1) and [0 <= lambda <= 1], kept for the backward
+    c.ops.clamp_affine(s.lam, extra[0], 1.f, 0.f, 0.f, 1.f);
+    AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
     c.ops.rmsnorm_forward(y, s.rstd, y, extra[gi()], c.B * c.T * H_, D_, float(cfg_.head_norm_eps));
@@ -69,14 +73,13 @@ class TdaAttention final : public AttentionVariant {
     const size_t n = size_t(c.B) * c.T * C_, nr = size_t(c.B) * H_ * c.T;
     float *om = scratch, *dom = om + n, *g = dom + n, *dv = g + n;
     float* dqk[4] = {dv + n, dv + 2 * n, dv + 3 * n, dv + 4 * n};  // dq1, dk1, dq2, dk2
-    float *dtau = dv + 5 * n, *dlam = dtau + nr, *cc = dlam + nr;
+    float *dtau = dv + 5 * n, *dlam = dtau + nr, *cc = dlam + nr, *dl_sum = cc + c.T;
     const int W = proj_width();
     c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, H_, D_);
     c.ops.zero(dom, n);
     c.ops.rmsnorm_backward(dom, dextra[gi()], dy, om, extra[gi()], s.rstd, c.B * c.T * H_, D_);
     c.ops.split_heads(g, dom, C_, 0, c.B, c.T, H_, D_);
-    const float lam = fetch1(c.ops, extra[0]);
-    AttnArgs a = args(c, s, lam);
+    AttnArgs a = args(c, s);
     a.dout = g;
     a.dq = dqk[0];
     a.dk = dqk[1];
@@ -86,9 +89,10 @@ class TdaAttention final : public AttentionVariant {
     a.drow_tau = dtau;
     a.drow_lambda = dlam;
     c.ops.attention_backward(a);
-    // dlambda = -sum e a2, through clamp(lambda, 0, 1) with inclusive bounds
-    if (lam >= 0.f && lam <= 1.f)
-      c.ops.head_row_sum(dextra[0], dlam, nullptr, 1.f, c.B * H_, 1, c.T);
+    // dlambda = -sum e a2, through clamp(lambda, 0, 1) with inclusive bounds: dlambda += gate sum
+    c.ops.zero(dl_sum, 1);
+    c.ops.head_row_sum(dl_sum, dlam, nullptr, 1.f, c.B * H_, 1, c.T);
+    c.ops.axpby(dextra[0], 1.f, dl_sum, 1.f, 1, s.lam + 1);
     // dbeta = sum_i c_i dL/dtau_i (both views share tau), only while beta > 0
     if (cfg_.learn_beta) {  // weights [beta > 0] c_i: no gradient while beta <= 0
       c.ops.threshold_tau(cc, beta(extra), 0.f, true, c.T, cfg_.kappa, D_);
@@ -105,19 +109,19 @@ class TdaAttention final : public AttentionVariant {
 
  private:
   struct Buf {
-    float *q1, *k1, *q2, *k2, *v, *o, *q1n, *k1n, *q2n, *k2n, *rstd, *tau;
+    float *q1, *k1, *q2, *k2, *v, *o, *q1n, *k1n, *q2n, *k2n, *rstd, *tau, *lam;
   };
   Buf buffers(float* act, int B, int T) const {
     const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
     float* p = act + 6 * n;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, act + 5 * n,
-               p,   p + nr,  p + 2 * nr,  p + 3 * nr,  p + 4 * nr,  p + 5 * nr};
+    return Buf{act,    act + n,    act + 2 * n, act + 3 * n, act + 4 * n, act + 5 * n,   p,
+               p + nr, p + 2 * nr, p + 3 * nr,  p + 4 * nr,  p + 5 * nr,  p + 5 * nr + T};
   }
   int gi() const { return cfg_.learn_beta ? 2 : 1; }           // index of gamma in extra
   const float* beta(const std::vector<float*>& extra) const {  // null: the fixed cfg_.beta
     return cfg_.learn_beta ? extra[1] : nullptr;
   }
-  AttnArgs args(const AttnContext& c, const Buf& s, float lambda) const {
+  AttnArgs args(const AttnContext& c, const Buf& s) const {
     AttnArgs a = make_args(AttnMath::kDiffThreshold, c, H_, D_, D_, 1.0f);
     a.q = s.q1;
     a.k = s.k1;
@@ -127,7 +131,7 @@ class TdaAttention final : public AttentionVariant {
     a.out = s.o;
     a.tau = s.tau;
     a.power = cfg_.power;
-    a.lambda = std::min(std::max(lambda, 0.f), 1.f);  // lambda_c = clamp(lambda, 0, 1)
+    a.lambda = s.lam;  // lambda_c = clamp(lambda, 0, 1), on the device
     return a;
   }
   int C_, H_, D_;

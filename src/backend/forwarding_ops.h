@@ -42,8 +42,9 @@ class ForwardingOps : public Ops {
   void embedding_forward(float* y, const int32_t* t, const float* wte, int N, int C) override {
     in_.embedding_forward(y, t, wte, N, C);
   }
-  void embedding_backward(float* dwte, const float* dy, const int32_t* t, int N, int C) override {
-    in_.embedding_backward(dwte, dy, t, N, C);
+  void embedding_backward(float* dwte, const float* dy, const int32_t* t, const int32_t* plan,
+                          int N, int C) override {
+    in_.embedding_backward(dwte, dy, t, plan, N, C);
   }
   void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
                     const float* sin, int B, int T, int H, int D, int pos0) override {
@@ -113,8 +114,24 @@ class ForwardingOps : public Ops {
                              const float* z, int zs, int N, int C, int group) override {
     in_.sigmoid_gate_backward(g, dz, dzs, dy, o, z, zs, N, C, group);
   }
-  void axpby(float* y, float a, const float* x, float b, size_t n) override {
-    in_.axpby(y, a, x, b, n);
+  void axpby(float* y, float a, const float* x, float b, size_t n,
+             const float* s = nullptr) override {
+    in_.axpby(y, a, x, b, n, s);
+  }
+  void clamp_affine(float* out, const float* x, float a, float b, float lo, float hi) override {
+    in_.clamp_affine(out, x, a, b, lo, hi);
+  }
+  void diff_lambda(float* out, const float* lq1, const float* lk1, const float* lq2,
+                   const float* lk2, int d, float init) override {
+    in_.diff_lambda(out, lq1, lk1, lq2, lk2, d, init);
+  }
+  void diff_lambda_backward(float* dlq1, float* dlk1, float* dlq2, float* dlk2, const float* lq1,
+                            const float* lk1, const float* lq2, const float* lk2, const float* e,
+                            const float* dl_sum, int d) override {
+    in_.diff_lambda_backward(dlq1, dlk1, dlq2, dlk2, lq1, lk1, lq2, lk2, e, dl_sum, d);
+  }
+  void position_scales(float* f, const float* s, const float* b, float div, int H, int T) override {
+    in_.position_scales(f, s, b, div, H, T);
   }
   void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
                          const float* w, int N, int C, float eps, bool center) override {

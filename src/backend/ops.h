@@ -69,7 +69,10 @@ struct AttnArgs {
   // Threshold kinds: tau_i per query position (T), shared by batch and heads; power p.
   const float* tau = nullptr;
   int power = 2;
-  float lambda = 0.f;  // weight of view 2 (already clamped / re-parameterised by the variant)
+  // Two-view kinds: the weight of view 2, one float in this backend's memory (a device scalar:
+  // kernels read it, the host never does), already clamped / re-parameterised by the variant
+  // (Ops::clamp_affine, Ops::diff_lambda).
+  const float* lambda = nullptr;
   // Entmax: threshold solver (false = exact sort, true = bisection with `entmax_iters` steps).
   bool entmax_bisect = false;
   int entmax_iters = 30;
@@ -112,6 +115,7 @@ void device_pointers(const AttnArgs& a, F&& f) {
   f(a.q2, "q2");
   f(a.k2, "k2");
   f(a.tau, "tau");
+  f(a.lambda, "lambda");
   f(a.out, "out");
   f(a.out2, "out2");
   f(a.stats, "stats");
@@ -163,14 +167,18 @@ class Ops {
 
   virtual void add(float* y, const float* a, const float* b, size_t n) = 0;
   virtual void add_inplace(float* y, const float* a, size_t n) = 0;
-  // y = a x + b y over n floats (b == 0: y is only written, as in BLAS).
-  virtual void axpby(float* y, float a, const float* x, float b, size_t n) = 0;
+  // y = a s x + b y over n floats (b == 0: y is only written, as in BLAS). s: null (1), or one
+  // float in this backend's memory, a coefficient the host does not read (a learned scalar).
+  virtual void axpby(float* y, float a, const float* x, float b, size_t n,
+                     const float* s = nullptr) = 0;
 
-  // y(N,C) = wte[tokens]; dwte[tokens] += dy
+  // y(N,C) = wte[tokens]; dwte[tokens] += dy, rows of one token summed in increasing n.
+  // plan: embedding_plan() of the same tokens (backend/embedding_plan.h), built on the host and
+  // uploaded with them, for backends that group the rows by token (CUDA); CpuOps walks tokens.
   virtual void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N,
                                  int C) = 0;
-  virtual void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
-                                  int C) = 0;
+  virtual void embedding_backward(float* dwte, const float* dy, const int32_t* tokens,
+                                  const int32_t* plan, int N, int C) = 0;
 
   // Rotary embedding on one head slice per (b, t, h): x points at row (b*T + t) of a (B*T, row)
   // matrix, head h occupies columns [col0 + h*D, col0 + (h+1)*D). Result written to
@@ -228,6 +236,27 @@ class Ops {
   // [beta > 0] dL/dtau_i). beta null: the fixed value beta_fixed instead.
   virtual void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative,
                              int T, double kappa, int d) = 0;
+  // Small parameters of the variants on the device, so that no micro-step reads one on the host
+  // (docs/perf.md: host syncs). One thread does each (they are a few floats); the CPU backend
+  // computes the same float expressions in the same order.
+  //   out[0] = clamp(v, lo, hi), out[1] = [lo <= v <= hi] (1 or 0),  v = a x[0] + b
+  // (TDA's lambda_c = clamp(lambda, 0, 1) and the gate of its gradient; dex's annealed lambda).
+  virtual void clamp_affine(float* out, const float* x, float a, float b, float lo, float hi) = 0;
+  // The Diff kinds' view-2 weight from four d-vectors:  out = {e1, e2, lambda},
+  //   e_t = exp(lq_t . lk_t) (dot products in float, d = 0..d-1 in order),
+  //   lambda = e1 - e2 + init.
+  virtual void diff_lambda(float* out, const float* lq1, const float* lk1, const float* lq2,
+                           const float* lk2, int d, float init) = 0;
+  // Its backward, with dl = dl_sum[0] (dL/dlambda) and e = diff_lambda's out:
+  //   dlq1 += (dl e1) lk1,  dlk1 += (dl e1) lq1,  dlq2 += (-dl e2) lk2,  dlk2 += (-dl e2) lq2.
+  virtual void diff_lambda_backward(float* dlq1, float* dlk1, float* dlq2, float* dlk2,
+                                    const float* lq1, const float* lk1, const float* lq2,
+                                    const float* lk2, const float* e, const float* dl_sum,
+                                    int d) = 0;
+  // Length factors per (head, position):  f[h T + i] = s_h (log(i+1) / div) + b_h  (i < T),
+  // s null: s_h = 1, b null: b_h = 0 (ssmax's s_h log n_i + b_h; lssa's log(n_i) / log(base)).
+  virtual void position_scales(float* f, const float* s, const float* b, float div, int H,
+                               int T) = 0;
   // Per-(head, position) scale of a (B, H, T, D) tensor: y[b,h,t,:] = f[h f_head_stride + t]
   // x[b,h,t,:] (y may be x; f_head_stride 0 shares one row of T factors between heads).
   virtual void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H,

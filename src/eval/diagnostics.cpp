@@ -158,7 +158,8 @@ std::vector<std::vector<float>> materialize_head(const AttnArgs& a, int b, int h
   view_map(x, single, a.q + off, a.k + off, v[1].data(), tails);
   view_map(x, single, a.q2 + off, a.k2 + off, v[2].data(), tails ? tails + 1 : nullptr);
   // effective map: A = A^1 - lambda A^2 (lambda already clamped / re-parameterised)
-  for (size_t e = 0; e < TT; ++e) v[0][e] = v[1][e] - a.lambda * v[2][e];
+  const float lam = *a.lambda;
+  for (size_t e = 0; e < TT; ++e) v[0][e] = v[1][e] - lam * v[2][e];
   return v;
 }
 
@@ -167,7 +168,7 @@ LayerMaps materialize_maps(const AttnArgs& a, int b) {
   L.math = a.math;
   L.H = a.H;
   L.T = a.T;
-  L.lambda = a.lambda;
+  L.lambda = attn_two_views(a.math) ? *a.lambda : 0.f;
   for (int h = 0; h < a.H; ++h) L.head_views.push_back(materialize_head(a, b, h));
   return L;
 }
@@ -209,7 +210,7 @@ void ProbeOps::attention_forward(const AttnArgs& a) {
   // The maps are built on the host from batch element 0: on a device backend, from copies of its
   // q, k (q2, k2) and tau. Head h starts h * sqk floats in; the last head's T x Dqk rows end it.
   AttnArgs h = a;
-  std::vector<float> q, k, q2, k2, tau;
+  std::vector<float> q, k, q2, k2, tau, lambda;
   if (!in_.host_memory()) {
     const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(a.T) * a.Dqk;
     const size_t span = size_t(a.H - 1) * sqk + size_t(a.T) * a.Dqk;
@@ -218,6 +219,7 @@ void ProbeOps::attention_forward(const AttnArgs& a) {
     h.q2 = host_copy(in_, a.q2, span, q2);
     h.k2 = host_copy(in_, a.k2, span, k2);
     h.tau = host_copy(in_, a.tau, size_t(a.T), tau);
+    h.lambda = host_copy(in_, a.lambda, 1, lambda);
   }
   if (keep_maps) layers.push_back(materialize_maps(h, 0));
   if (on_attention) on_attention(h);

@@ -16,7 +16,7 @@ LayerDiag analyse_layer(const AttnArgs& a, const DiagGrid& g, int dump_head,
   const bool two = attn_two_views(a.math);
   const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * a.Dqk;
   LayerDiag d;
-  d.lambda = a.lambda;
+  d.lambda = two ? *a.lambda : 0.f;
   // The tails need the layer's sigma (all heads) before any score is counted: the moments come
   // in closed form from q and k, the counting happens while the maps are built.
   std::vector<ScoreMoments> mom(two ? 2 : 1);

@@ -1,7 +1,9 @@
 #include "model/gpt2.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "backend/embedding_plan.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/rope.h"
@@ -167,7 +169,9 @@ void GPT2::set_batch(int B, int T) {
     arena_ = DeviceArray<float>(
         ops_, total, "activation arena (B=" + std::to_string(B) + ", T=" + std::to_string(T) + ")");
   }
-  if (2 * N > tokens_.size()) tokens_ = DeviceArray<int32_t>(ops_, 2 * N, "token buffer");
+  const size_t token_ints = 2 * N + embedding_plan_size(int(N));
+  if (token_ints > tokens_.size()) tokens_ = DeviceArray<int32_t>(ops_, token_ints, "token buffer");
+  tokens_host_.assign(token_ints, 0);
   size_t at = 0;
   for (const Slot& s : slots) {
     *s.ptr = arena_.data() + at;
@@ -178,6 +182,7 @@ void GPT2::set_batch(int B, int T) {
   T_ = T;
   inputs_ = tokens_.data();
   targets_ = tokens_.data() + N;
+  plan_ = tokens_.data() + 2 * N;
   losses_host_.assign(N, 0.f);
 }
 
@@ -202,14 +207,16 @@ GPT2::Acts GPT2::acts(int l) const {
               fcg_ + L * NC * 4};
 }
 
-void GPT2::forward_trunk(const int32_t* inputs) {
+void GPT2::check_tokens(const int32_t* tokens, int limit, const char* what) const {
+  for (int n = 0; n < B_ * T_; ++n)
+    TDA_CHECK(tokens[n] >= 0 && tokens[n] < limit, std::string("model: ") + what + " token " +
+                                                       std::to_string(tokens[n]) + " out of range");
+}
+
+void GPT2::forward_trunk() {
   const int N = B_ * T_, C = m_.d_model, W = attn_->proj_width();
   const float eps = float(m_.norm_eps);
   float* P = params_.data();
-  for (int n = 0; n < N; ++n)
-    TDA_CHECK(inputs[n] >= 0 && inputs[n] < m_.vocab_size,
-              "model: input token " + std::to_string(inputs[n]) + " out of range");
-  tokens_.upload(inputs, size_t(N));
   ops_.embedding_forward(resid_, inputs_, P + wte_, N, C);
   const size_t NC = size_t(N) * C;
   for (int l = 0; l < m_.n_layer; ++l) {
@@ -233,15 +240,24 @@ void GPT2::forward_trunk(const int32_t* inputs) {
 double GPT2::forward(const int32_t* inputs, const int32_t* targets, bool train, float grad_scale) {
   TDA_CHECK(B_ > 0, "model: set_batch() before forward()");
   const int N = B_ * T_, C = m_.d_model;
-  for (int n = 0; n < N; ++n)
-    TDA_CHECK(targets[n] >= 0 && targets[n] < m_.real_vocab_size,
-              "model: target token " + std::to_string(targets[n]) + " out of range");
-  forward_trunk(inputs);
-  tokens_.upload(targets, size_t(N), size_t(N));
+  check_tokens(inputs, m_.vocab_size, "input");
+  check_tokens(targets, m_.real_vocab_size, "target");
+  // Inputs, targets and (training) the embedding backward's plan go up together: the one
+  // host-to-device transfer of a micro-step.
+  int32_t* host = tokens_host_.data();
+  std::copy(inputs, inputs + N, host);
+  std::copy(targets, targets + N, host + N);
+  size_t count = 2 * size_t(N);
+  if (train) {
+    embedding_plan(inputs, N, host + count);
+    count += embedding_plan_size(N);
+  }
+  tokens_.upload(host, count);
+  forward_trunk();
   ops_.lm_head_loss(losses_, train ? dlnf_ : nullptr, train ? grads_.data() + lm_head_ : nullptr,
                     lnf_out_, params_.data() + lm_head_, targets_, N, C, m_.vocab_size,
                     m_.real_vocab_size, grad_scale);
-  // The only device-to-host transfer of a training step: N floats, summed in order on the host.
+  // The one device-to-host transfer of a micro-step: N floats, summed in order on the host.
   ops_.download(losses_host_.data(), losses_, size_t(N) * sizeof(float));
   double sum = 0.0;
   for (int n = 0; n < N; ++n) sum += losses_host_[size_t(n)];
@@ -250,7 +266,9 @@ double GPT2::forward(const int32_t* inputs, const int32_t* targets, bool train, 
 
 void GPT2::forward_logits(const int32_t* inputs, int T, float* logits) {
   set_batch(1, T);
-  forward_trunk(inputs);
+  check_tokens(inputs, m_.vocab_size, "input");
+  tokens_.upload(inputs, size_t(T));
+  forward_trunk();
   ops_.lm_head_logits(logits_, lnf_out_ + size_t(T - 1) * m_.d_model, params_.data() + lm_head_,
                       m_.d_model, m_.vocab_size);
   ops_.download(logits, logits_, size_t(m_.vocab_size) * sizeof(float));
@@ -280,7 +298,7 @@ void GPT2::backward() {
     ops_.matmul_backward(dbuf_, G + L.c_attn, dproj_, a.ln1, P + L.c_attn, N, C, W, false);
     ops_.rmsnorm_backward(dres, G + L.ln1, dbuf_, a.x, P + L.ln1, a.rstd1, N, C);
   }
-  ops_.embedding_backward(G + wte_, dres, inputs_, N, C);
+  ops_.embedding_backward(G + wte_, dres, inputs_, plan_, N, C);
 }
 
 void GPT2::zero_grad() {

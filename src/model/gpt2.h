@@ -118,7 +118,8 @@ class GPT2 {
     float *x, *ln1, *rstd1, *proj, *attn, *atty, *xmid, *ln2, *rstd2, *fc, *fcg;
   };
   Acts acts(int l) const;
-  void forward_trunk(const int32_t* inputs);
+  void check_tokens(const int32_t* tokens, int limit, const char* what) const;
+  void forward_trunk();  // from the inputs in tokens_
   std::vector<float*> extras(float* base, const Layer& L);
   void params_written();  // refreshes the backend's bf16 copy (dtype bf16)
 
@@ -141,8 +142,11 @@ class GPT2 {
   // shape needs more than it holds (so sampling at B = 1 after training allocates nothing).
   int B_ = 0, T_ = 0;
   DeviceArray<float> arena_;
-  DeviceArray<int32_t> tokens_;  // inputs (N) then targets (N)
-  int32_t *inputs_ = nullptr, *targets_ = nullptr;
+  // inputs (N), targets (N) and the embedding backward's plan (backend/embedding_plan.h), one
+  // upload per micro-step from tokens_host_ (docs/perf.md: host syncs).
+  DeviceArray<int32_t> tokens_;
+  std::vector<int32_t> tokens_host_;
+  int32_t *inputs_ = nullptr, *targets_ = nullptr, *plan_ = nullptr;
   float* resid_ = nullptr;  // (L+1, N, C): input of each block, then the final stream
   float *ln1_ = nullptr, *rstd1_ = nullptr, *proj_ = nullptr, *attn_act_ = nullptr;
   float *atty_ = nullptr, *xmid_ = nullptr, *ln2_ = nullptr, *rstd2_ = nullptr, *fc_ = nullptr;

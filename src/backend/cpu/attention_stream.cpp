@@ -85,6 +85,7 @@ void stream_forward(const AttnArgs& a) {
   // same order as in a full forward, so its result is bit-identical.
   TDA_CHECK(a.q_start >= 0 && a.q_start <= T, "attention: q_start outside [0, T]");
   const int qs = a.q_start, first_block = (qs / kTile) * kTile;
+  const float lam = kTwo ? *a.lambda : 0.f;
   for (int bh = 0; bh < a.B * a.H; ++bh) {
     std::fill(a.out + size_t(bh) * T * Dv, a.out + (size_t(bh) * T + qs) * Dv, 0.f);
     if (kTwoAcc) std::fill(a.out2 + size_t(bh) * T * Dv, a.out2 + (size_t(bh) * T + qs) * Dv, 0.f);
@@ -152,7 +153,7 @@ void stream_forward(const AttnArgs& a) {
                 if (kTwoAcc) {
                   for (int d = 0; d < Dv; ++d) ar2[d] += w2 * vj[d];
                 } else {
-                  w = w1 - a.lambda * w2;  // Delta a_ij = a1 - lambda a2
+                  w = w1 - lam * w2;  // Delta a_ij = a1 - lambda a2
                 }
               }
               if (a.survivors) surv[r * 3] += (w1 != 0.f);
@@ -172,7 +173,7 @@ void stream_forward(const AttnArgs& a) {
             float* o2 = a.out2 + row * Dv;
             for (int d = 0; d < Dv; ++d) {
               o2[d] = acc2[size_t(r) * Dv + d] * inv2;
-              o[d] = acc1[size_t(r) * Dv + d] * inv1 - a.lambda * o2[d];
+              o[d] = acc1[size_t(r) * Dv + d] * inv1 - lam * o2[d];
             }
           } else {
             for (int d = 0; d < Dv; ++d) o[d] = acc1[size_t(r) * Dv + d] * inv1;
@@ -195,7 +196,7 @@ void stream_backward(const AttnArgs& a) {
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   const int nst = attn_n_stats(a.math);
   const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
-  const float lam = a.lambda;
+  const float lam = kTwo ? *a.lambda : 0.f;
 #pragma omp parallel
   {
     std::vector<float> s1(kTile * kTile), s2(kTwo ? kTile * kTile : 0);

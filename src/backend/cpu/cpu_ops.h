@@ -24,8 +24,8 @@ class CpuOps final : public Ops {
   void add(float* y, const float* a, const float* b, size_t n) override;
   void add_inplace(float* y, const float* a, size_t n) override;
   void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) override;
-  void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
-                          int C) override;
+  void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, const int32_t* plan,
+                          int N, int C) override;
   void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
                     const float* sin, int B, int T, int H, int D, int pos0) override;
   void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
@@ -58,7 +58,15 @@ class CpuOps final : public Ops {
                             int group) override;
   void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, const float* o,
                              const float* z, int z_stride, int N, int C, int group) override;
-  void axpby(float* y, float a, const float* x, float b, size_t n) override;
+  void axpby(float* y, float a, const float* x, float b, size_t n,
+             const float* s = nullptr) override;
+  void clamp_affine(float* out, const float* x, float a, float b, float lo, float hi) override;
+  void diff_lambda(float* out, const float* lq1, const float* lk1, const float* lq2,
+                   const float* lk2, int d, float init) override;
+  void diff_lambda_backward(float* dlq1, float* dlk1, float* dlq2, float* dlk2, const float* lq1,
+                            const float* lk1, const float* lq2, const float* lk2, const float* e,
+                            const float* dl_sum, int d) override;
+  void position_scales(float* f, const float* s, const float* b, float div, int H, int T) override;
   void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
                          const float* w, int N, int C, float eps, bool center) override;
   void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,

@@ -48,7 +48,8 @@ void CpuOps::scale(float* x, size_t n, float s) {
 }
 
 // y = a x + b y (b == 0: y is not read)
-void CpuOps::axpby(float* y, float a, const float* x, float b, size_t n) {
+void CpuOps::axpby(float* y, float a, const float* x, float b, size_t n, const float* s) {
+  if (s) a *= *s;
   if (b == 0.f) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; ++i) y[i] = a * x[i];

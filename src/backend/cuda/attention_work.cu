@@ -38,7 +38,7 @@ AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float sca
                                 const std::vector<float>& q2, const std::vector<float>& k2,
                                 const std::vector<float>& tau) {
   Buf dq(q), dk(k), dv(v), dq2(q2), dk2(k2), dtau(tau), out(size_t(T) * Dv), out2(size_t(T) * Dv),
-      stats(2 * size_t(T));
+      stats(2 * size_t(T)), dlambda(std::vector<float>{lambda});
   auto* cnt =
       static_cast<long long*>(device_alloc(2 * sizeof(long long), "attention tile counters"));
   check(cudaMemset(cnt, 0, 2 * sizeof(long long)), "count_attention_tiles memset");
@@ -50,7 +50,7 @@ AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float sca
   a.Dv = Dv;
   a.scale = scale;
   a.power = power;
-  a.lambda = lambda;
+  a.lambda = dlambda.p;
   a.q = dq.p;
   a.k = dk.p;
   a.v = dv.p;

@@ -16,7 +16,6 @@ CudaOps::~CudaOps() {
   // Errors are ignored here: a destructor must not throw.
   if (fscratch_) cudaFree(fscratch_);
   if (dscratch_) cudaFree(dscratch_);
-  if (iscratch_) cudaFree(iscratch_);
   if (logits_) cudaFree(logits_);
   if (wbf16_) cudaFree(wbf16_);
   if (dlogits_bf16_) cudaFree(dlogits_bf16_);
@@ -144,11 +143,9 @@ void CudaOps::add_inplace(float* y, const float* a, size_t n) {
 void CudaOps::embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) {
   cuda::embedding_forward(y, tokens, wte, N, C);
 }
-void CudaOps::embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
-                                 int C) {
-  int32_t* s = cuda::scratch(iscratch_, iscratch_n_, cuda::embedding_backward_scratch(N),
-                             "embedding backward plan");
-  cuda::embedding_backward(dwte, dy, tokens, N, C, s);
+void CudaOps::embedding_backward(float* dwte, const float* dy, const int32_t*, const int32_t* plan,
+                                 int N, int C) {
+  cuda::embedding_backward(dwte, dy, plan, N, C);
 }
 
 void CudaOps::rope_forward(float* out, const float* x, int row, int col0, const float* cos,
@@ -203,8 +200,8 @@ void CudaOps::attention_backward(const AttnArgs& a) {
 }
 
 double CudaOps::sum_squares(const float* x, size_t n) {
-  double* s =
-      cuda::scratch(dscratch_, dscratch_n_, cuda::sum_squares_scratch(), "sum_squares partials");
+  double* s = cuda::scratch(dscratch_, dscratch_n_, cuda::sum_squares_scratch(),
+                            "reduction partials (double)");
   return cuda::sum_squares(x, n, s);
 }
 
@@ -221,8 +218,23 @@ void CudaOps::zero(float* x, size_t n) {
   cuda::zero(x, n);
 }
 
-void CudaOps::axpby(float* y, float a, const float* x, float b, size_t n) {
-  cuda::axpby(y, a, x, b, n);
+void CudaOps::axpby(float* y, float a, const float* x, float b, size_t n, const float* s) {
+  cuda::axpby(y, a, x, b, n, s);
+}
+void CudaOps::clamp_affine(float* out, const float* x, float a, float b, float lo, float hi) {
+  cuda::clamp_affine(out, x, a, b, lo, hi);
+}
+void CudaOps::diff_lambda(float* out, const float* lq1, const float* lk1, const float* lq2,
+                          const float* lk2, int d, float init) {
+  cuda::diff_lambda(out, lq1, lk1, lq2, lk2, d, init);
+}
+void CudaOps::diff_lambda_backward(float* dlq1, float* dlk1, float* dlq2, float* dlk2,
+                                   const float* lq1, const float* lk1, const float* lq2,
+                                   const float* lk2, const float* e, const float* dl_sum, int d) {
+  cuda::diff_lambda_backward(dlq1, dlk1, dlq2, dlk2, lq1, lk1, lq2, lk2, e, dl_sum, d);
+}
+void CudaOps::position_scales(float* f, const float* s, const float* b, float div, int H, int T) {
+  cuda::position_scales(f, s, b, div, H, T);
 }
 
 void CudaOps::l2norm_forward(float* x, float* norm, size_t N, int D) {
@@ -236,7 +248,9 @@ void CudaOps::row_dot(float* out, const float* a, const float* b, size_t N, int 
 }
 void CudaOps::head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H,
                            int T) {
-  cuda::head_row_sum(dst, x, w, scale, B, H, T);
+  double* s = cuda::scratch(dscratch_, dscratch_n_, cuda::head_row_sum_scratch(B, H, T),
+                            "reduction partials (double)");
+  cuda::head_row_sum(dst, x, w, scale, B, H, T, s);
 }
 void CudaOps::threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
                             double kappa, int d) {

@@ -26,7 +26,7 @@ void gelu_backward(float* dx, const float* x, const float* dy, size_t n);
 void add(float* y, const float* a, const float* b, size_t n);
 void add_inplace(float* y, const float* a, size_t n);
 void scale(float* x, size_t n, float s);
-void axpby(float* y, float a, const float* x, float b, size_t n);
+void axpby(float* y, float a, const float* x, float b, size_t n, const float* s = nullptr);
 void zero(float* x, size_t n);
 
 void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
@@ -41,9 +41,10 @@ void rmsnorm_backward_dw(float* dw, const float* dy, const float* x, const float
                          int C, float* scratch, int chunk_rows = kRmsnormDwRows);
 
 void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C);
-size_t embedding_backward_scratch(int N);  // int32 elements
-void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N, int C,
-                        int32_t* scratch);
+// plan: embedding_plan() of the tokens (backend/embedding_plan.h), device memory. One block per
+// distinct token, at most max_blocks (then each takes every max_blocks-th; tests pass a few).
+void embedding_backward(float* dwte, const float* dy, const int32_t* plan, int N, int C,
+                        int max_blocks = 8192);
 
 void rope_forward(float* out, const float* x, int row, int col0, const float* cos, const float* sin,
                   int B, int T, int H, int D, int pos0);
@@ -56,9 +57,22 @@ void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int
 void l2norm_forward(float* x, float* norm, size_t N, int D);
 void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D);
 void row_dot(float* out, const float* a, const float* b, size_t N, int D);
-void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H, int T);
+// head_row_sum over many blocks: chunks of >= items_per_block (b, t) items per head, then the
+// chunks in order; scratch: head_row_sum_scratch() doubles. Tests pass a small items_per_block.
+constexpr int kHeadRowSumItems = 4096;
+size_t head_row_sum_scratch(int B, int H, int T, int items_per_block = kHeadRowSumItems);
+void head_row_sum(float* dst, const float* x, const float* w, float scale, int B, int H, int T,
+                  double* scratch, int items_per_block = kHeadRowSumItems);
 void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
                    double kappa, int d);
+// The variants' small parameters on the device (kernels/attn_scalars.cu; ops.h documents them).
+void clamp_affine(float* out, const float* x, float a, float b, float lo, float hi);
+void diff_lambda(float* out, const float* lq1, const float* lk1, const float* lq2, const float* lk2,
+                 int d, float init);
+void diff_lambda_backward(float* dlq1, float* dlk1, float* dlq2, float* dlk2, const float* lq1,
+                          const float* lk1, const float* lq2, const float* lk2, const float* e,
+                          const float* dl_sum, int d);
+void position_scales(float* f, const float* s, const float* b, float div, int H, int T);
 void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,
                 int D);
 void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group);
@@ -94,6 +108,10 @@ void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, flo
 
 size_t sum_squares_scratch();  // doubles
 double sum_squares(const float* x, size_t n, double* scratch);
+// out[c] += sum_r in[r ld + c] (rows x C, row stride ld), over many blocks in a fixed order
+// (reduce.cu); scratch: column_sum_scratch(rows, C) floats.
+size_t column_sum_scratch(int rows, int C);
+void column_sum(float* out, const float* in, int rows, int C, size_t ld, float* scratch);
 
 // Causal attention, every AttnMath (src/backend/cuda/attention.cu dispatches to the tensor-core
 // kernels/attention_fwd.cu, attention_bwd.cu; entmax adds its row pre-passes).
@@ -136,8 +154,8 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void add(float* y, const float* a, const float* b, size_t n) override;
   void add_inplace(float* y, const float* a, size_t n) override;
   void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C) override;
-  void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, int N,
-                          int C) override;
+  void embedding_backward(float* dwte, const float* dy, const int32_t* tokens, const int32_t* plan,
+                          int N, int C) override;
   void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
                     const float* sin, int B, int T, int H, int D, int pos0) override;
   void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
@@ -170,7 +188,15 @@ class CudaOps final : public Ops, public Bf16Matmuls {
                             int group) override;
   void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, const float* o,
                              const float* z, int z_stride, int N, int C, int group) override;
-  void axpby(float* y, float a, const float* x, float b, size_t n) override;
+  void axpby(float* y, float a, const float* x, float b, size_t n,
+             const float* s = nullptr) override;
+  void clamp_affine(float* out, const float* x, float a, float b, float lo, float hi) override;
+  void diff_lambda(float* out, const float* lq1, const float* lk1, const float* lq2,
+                   const float* lk2, int d, float init) override;
+  void diff_lambda_backward(float* dlq1, float* dlk1, float* dlq2, float* dlk2, const float* lq1,
+                            const float* lk1, const float* lq2, const float* lk2, const float* e,
+                            const float* dl_sum, int d) override;
+  void position_scales(float* f, const float* s, const float* b, float div, int H, int T) override;
   void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
                          const float* w, int N, int C, float eps, bool center) override;
   void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,
@@ -218,8 +244,6 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   size_t fscratch_n_ = 0;
   double* dscratch_ = nullptr;
   size_t dscratch_n_ = 0;
-  int32_t* iscratch_ = nullptr;
-  size_t iscratch_n_ = 0;
   float* logits_ = nullptr;
   size_t logits_n_ = 0;
 };
