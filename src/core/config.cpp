@@ -55,16 +55,6 @@ std::string dir_of(const std::string& path) {
   return p == std::string::npos ? std::string(".") : path.substr(0, p);
 }
 
-// Child keys override base keys, recursively for objects.
-void merge_into(json& dst, const json& src) {
-  for (auto it = src.begin(); it != src.end(); ++it) {
-    if (it.value().is_object() && dst.contains(it.key()) && dst[it.key()].is_object())
-      merge_into(dst[it.key()], it.value());
-    else
-      dst[it.key()] = it.value();
-  }
-}
-
 json load_with_bases(const std::string& path, int depth) {
   TDA_CHECK(depth < 16, "config: 'base' chain too deep at '" + path + "'");
   json j = read_json_file(path);
@@ -91,7 +81,6 @@ const char* type_name(const json& v) {
   return v.type_name();
 }
 
-// Every key of `user` must exist in `defaults` with a compatible type.
 void validate(const json& user, const json& defaults, const std::string& prefix,
               const std::string& origin) {
   for (auto it = user.begin(); it != user.end(); ++it) {
@@ -102,7 +91,7 @@ void validate(const json& user, const json& defaults, const std::string& prefix,
     bool ok = (want.is_object() && got.is_object()) || (want.is_boolean() && got.is_boolean()) ||
               (want.is_string() && got.is_string()) ||
               (want.is_number_integer() && got.is_number_integer()) ||
-              (want.is_number_float() && got.is_number());
+              (want.is_number_float() && got.is_number()) || (want.is_array() && got.is_array());
     TDA_CHECK(ok, origin + ": config key '" + key + "' must be " + type_name(want) + ", got " +
                       type_name(got) + " (" +
                       got.dump(-1, ' ', false, json::error_handler_t::replace) + ")");
@@ -118,19 +107,21 @@ void apply_override(json& j, const std::string& kv) {
   try {
     value = json::parse(text);
   } catch (const json::exception&) {  // parse_error, or out_of_range for 1e999
-    value = text;  // bare words are strings: --set attention.kind=tda
+    value = text;                     // bare words are strings: --set attention.kind=tda
   }
   json* node = &j;
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (dot == std::string::npos) {
       (*node)[part] = value;
       break;
     }
     node = &(*node)[part];
-    TDA_CHECK(node->is_object() || node->is_null(), "--set '" + kv + "': '" + part + "' is not an object");
+    TDA_CHECK(node->is_object() || node->is_null(),
+              "--set '" + kv + "': '" + part + "' is not an object");
     start = dot + 1;
   }
 }
@@ -153,6 +144,20 @@ T get(const json& j, const char* section, const char* key) {
 }
 
 }  // namespace
+
+void merge_into(json& dst, const json& src) {
+  for (auto it = src.begin(); it != src.end(); ++it) {
+    if (it.value().is_object() && dst.contains(it.key()) && dst[it.key()].is_object())
+      merge_into(dst[it.key()], it.value());
+    else
+      dst[it.key()] = it.value();
+  }
+}
+
+void check_keys(const json& user, const json& defaults, const std::string& origin,
+                const std::string& prefix) {
+  validate(user, defaults, prefix, origin);
+}
 
 Config config_from_json(const json& user, const std::string& origin) {
   TDA_CHECK(user.is_object(), origin + ": config must be a JSON object");
@@ -292,12 +297,14 @@ Config config_from_json(const json& user, const std::string& origin) {
   long tokens_per_micro = long(t.micro_batch) * m.seq_len;
   TDA_CHECK(t.total_batch_tokens % tokens_per_micro == 0,
             origin + ": train.total_batch_tokens (" + std::to_string(t.total_batch_tokens) +
-                ") must be a multiple of micro_batch*seq_len (" + std::to_string(tokens_per_micro) + ")");
+                ") must be a multiple of micro_batch*seq_len (" + std::to_string(tokens_per_micro) +
+                ")");
   TDA_CHECK(t.dtype == "fp32" || t.dtype == "bf16",
             origin + ": train.dtype must be \"fp32\" or \"bf16\", got \"" + t.dtype + "\"");
   TDA_CHECK(t.device == "cpu" || t.device == "cuda",
             origin + ": train.device must be \"cpu\" or \"cuda\", got \"" + t.device + "\"");
-  TDA_CHECK(c.dist.zero_stage == 0 || c.dist.zero_stage == 1, origin + ": dist.zero_stage must be 0 or 1");
+  TDA_CHECK(c.dist.zero_stage == 0 || c.dist.zero_stage == 1,
+            origin + ": dist.zero_stage must be 0 or 1");
   return c;
 }
 
@@ -313,6 +320,20 @@ Config parse_config(const std::string& text, const std::vector<std::string>& ove
   TDA_CHECK(!j.contains("base"), "config: '" + origin + "': 'base' names a file (use load_config)");
   for (const auto& kv : overrides) apply_override(j, kv);
   return config_from_json(j, origin);
+}
+
+std::string default_run_dir(const std::string& config_path) {
+  const auto slash = config_path.find_last_of('/');
+  const std::string file = config_path.substr(slash == std::string::npos ? 0 : slash + 1);
+  const std::string name = file.substr(0, file.rfind('.'));
+  std::string folder;
+  if (slash != std::string::npos) {
+    const std::string dir = config_path.substr(0, slash);
+    folder = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
+  }
+  if (folder.empty() || folder == "." || folder == ".." || folder == "configs")
+    return "runs/" + name;
+  return "runs/" + folder + "/" + name;
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
