@@ -11,7 +11,10 @@
 namespace tda {
 
 // The paper's GPT-2-162M recipe is configs/gpt2_162m/base.json; these defaults are the same
-// numbers so that a minimal config is still the paper's model.
+// numbers so that a minimal config is still the paper's model. The paper gives lr, min_lr,
+// warmup, weight decay, seed, the batch and RoPE's theta; ASSUMED (the paper is silent): AdamW
+// beta1 0.9, beta2 0.95, eps 1e-8 and gradient clipping at global norm 1.0, llm.c's GPT-2 values
+// (docs/sweeps.md, "ASSUMED in the recipe").
 const json& config_defaults() {
   static const json d = json::parse(R"({
     "model": {"n_layer": 12, "d_model": 768, "n_head": 12, "seq_len": 1024,
@@ -20,8 +23,9 @@ const json& config_defaults() {
     "attention": {"kind": "softmax", "beta": 1.0, "kappa": 1.0, "power": 2, "learn_beta": true,
                   "lambda_init": 0.5, "gate_shape": "elementwise", "ssmax_s_init": 0.43,
                   "ssmax_bias": false, "entmax_solver": "sort", "entmax_iters": 30,
-                  "lssa_scale_base": "head_dim", "rela_norm": "gated_rmsnorm", "rela_eps": 1e-6,
-                  "head_norm_eps": 1e-5, "dex_anneal_steps": 715},
+                  "entmax_alpha": 1.5, "lssa_scale_base": "head_dim", "rela_norm": "gated_rmsnorm",
+                  "rela_eps": 1e-6, "head_norm_eps": 1e-5, "dex_anneal_steps": 715,
+                  "tda_heads": "full"},
     "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
              "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true},
     "train": {"total_batch_tokens": 524288, "micro_batch": 16, "max_steps": 19073,
@@ -188,11 +192,13 @@ Config config_from_json(const json& user, const std::string& origin) {
   a.ssmax_bias = get<bool>(r, "attention", "ssmax_bias");
   a.entmax_solver = get<std::string>(r, "attention", "entmax_solver");
   a.entmax_iters = get<int>(r, "attention", "entmax_iters");
+  a.entmax_alpha = get<double>(r, "attention", "entmax_alpha");
   a.lssa_scale_base = get<std::string>(r, "attention", "lssa_scale_base");
   a.rela_norm = get<std::string>(r, "attention", "rela_norm");
   a.rela_eps = get<double>(r, "attention", "rela_eps");
   a.head_norm_eps = get<double>(r, "attention", "head_norm_eps");
   a.dex_anneal_steps = get<int>(r, "attention", "dex_anneal_steps");
+  a.tda_heads = get<std::string>(r, "attention", "tda_heads");
   c.data.train = get<std::string>(r, "data", "train");
   c.data.val = get<std::string>(r, "data", "val");
   c.data.shuffle = get<bool>(r, "data", "shuffle");
@@ -289,6 +295,12 @@ Config config_from_json(const json& user, const std::string& origin) {
   }
   TDA_CHECK(r["train"]["seed"].is_number_unsigned(),
             origin + ": config key 'train.seed' must be >= 0, got " + r["train"]["seed"].dump());
+  // The entmax kernels (CPU sort and bisection, CUDA bisection pre-pass) solve 1.5-entmax only:
+  // p = [z/2 - tau]_+^2. The key exists so that a config states its alpha (docs/attention.md).
+  TDA_CHECK(a.entmax_alpha == 1.5,
+            origin + ": config key 'attention.entmax_alpha' must be 1.5, got " +
+                fmt_num(a.entmax_alpha) +
+                ": the CPU and CUDA entmax kernels implement 1.5-entmax only (docs/attention.md)");
   TDA_CHECK(m.d_model % m.n_head == 0,
             origin + ": model.d_model must be divisible by model.n_head");
   TDA_CHECK(m.head_dim() % 2 == 0, origin + ": head dim (d_model/n_head) must be even for RoPE");
