@@ -5,7 +5,6 @@
 // every whole batch of it), read in order like the trainer's validation. JSON on stdout and in
 // --out.
 #include <cxxopts.hpp>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -43,26 +42,10 @@ int cmd_eval_val(int argc, char** argv) {
   const int B = r["batch"].as<int>() > 0 ? r["batch"].as<int>() : lm.cfg.train.micro_batch;
   TDA_CHECK(r["sequences"].as<long>() >= 0, "eval val: --sequences must be >= 0");
   const ValLossResult v = validation_loss(*lm.model, data, B, r["sequences"].as<long>());
-  const nlohmann::json j = {{"val_loss", v.loss},
-                            {"sequences", v.sequences},
-                            {"tokens", v.tokens},
-                            {"available_sequences", v.available},
-                            {"batch", B},
-                            {"data", data},
-                            {"checkpoint", ckpt},
-                            {"step", lm.step},
-                            {"seq_len", lm.cfg.model.seq_len},
-                            {"attention", lm.cfg.attention.kind},
-                            {"device", dev.device},
-                            {"dtype", dev.dtype}};
-  const std::string s = j.dump(2);
-  std::cout << s << std::endl;
-  const std::string out = r["out"].as<std::string>();
-  if (!out.empty()) {
-    std::ofstream f(out);
-    TDA_CHECK(f.good(), "eval val: cannot write '" + out + "'");
-    f << s << "\n";
-  }
+  const nlohmann::json j = {{"val_loss", v.loss}, {"sequences", v.sequences},
+                            {"tokens", v.tokens}, {"available_sequences", v.available},
+                            {"batch", B},         {"data", data}};
+  emit_eval_result(j, ckpt, lm, dev, r["out"].as<std::string>(), "eval val");
   return 0;
 }
 
