@@ -214,6 +214,27 @@ TEST_CASE("attention: threshold kinds with many empty rows keep exact and finite
   }
 }
 
+// attention.tda_heads "halved" (parameter-matched TDA): H/2 heads with q/k views of d and values
+// of 2d. Two halved heads (d_model 256, n_head 4), so a head-indexing slip shows.
+TEST_CASE("attention: finite-difference gradients of parameter-matched TDA (tda_heads halved)",
+          "[attention]") {
+  for (int T : {1, 17, 70}) {
+    Config cfg = attn_test_config("tda", 256, 4, json{{"tda_heads", "halved"}});
+    AttnHarness h(cfg, 2, T, 555 + T);
+    REQUIRE(h.var->proj_width() == 3 * cfg.model.d_model);  // softmax's c_attn width
+    kStep = fd_step("tda");
+    Rng rng(31 + T);
+    perturb_params(h, rng);
+    h.grads();
+    for (float v : h.dproj) REQUIRE(std::isfinite(v));
+    for (const auto& g : groups(h)) {
+      const double w = check_group(h, g, 3, rng);
+      INFO("tda halved T=" << T << " group " << g.name << " worst err/tol " << w);
+      CHECK(w <= 1.0);
+    }
+  }
+}
+
 TEST_CASE("attention: outputs at or before i ignore proj rows after i (causality)", "[attention]") {
   for (const auto& kind : kKinds) {
     if (!registered(kind)) continue;

@@ -27,7 +27,8 @@ TEST_CASE("config: unknown key and wrong type name the key path", "[config][badi
   CHECK_THROWS_WITH(load_config(dir.path + "/a.json"),
                     Catch::Contains("unknown config key 'model.n_layers'"));
   write_text(dir.path + "/b.json", R"({"optim": {"lr": "fast"}})");
-  CHECK_THROWS_WITH(load_config(dir.path + "/b.json"), Catch::Contains("'optim.lr' must be number"));
+  CHECK_THROWS_WITH(load_config(dir.path + "/b.json"),
+                    Catch::Contains("'optim.lr' must be number"));
   write_text(dir.path + "/c.json", R"({"model": {"n_layer": 2.5}})");
   CHECK_THROWS_WITH(load_config(dir.path + "/c.json"),
                     Catch::Contains("'model.n_layer' must be integer"));
@@ -79,6 +80,8 @@ TEST_CASE("config: values that parse but cannot train are errors naming the key 
       {"attention.kappa=0", "'attention.kappa' must be > 0"},
       {"attention.power=0", "'attention.power' must be >= 1"},
       {"attention.entmax_iters=0", "'attention.entmax_iters' must be > 0"},
+      {"attention.entmax_alpha=2", "'attention.entmax_alpha' must be 1.5, got 2: the CPU and CUDA"},
+      {"attention.entmax_alpha=1.25", "'attention.entmax_alpha' must be 1.5, got 1.25"},
       {"attention.rela_eps=0", "'attention.rela_eps' must be > 0"},
       {"attention.head_norm_eps=-1", "'attention.head_norm_eps' must be > 0"},
       {"attention.dex_anneal_steps=-1", "'attention.dex_anneal_steps' must be >= 0"},
@@ -99,6 +102,7 @@ TEST_CASE("config: values that parse but cannot train are errors naming the key 
       {"optim.beta2=0"},
       {"optim.grad_clip=0"},
       {"optim.warmup_steps=0"},
+      {"attention.entmax_alpha=1.5", "attention.kind=entmax"},
       {"train.val_every=0"},
       {"train.checkpoint_every=0"},
       {"train.keep_checkpoints=0"},

@@ -141,6 +141,8 @@ TEST_CASE("cuda variants: head dim 32 and the variants' options match the CPU ba
   check_kind("ssmax", 128, 2, 45, {{"ssmax_bias", true}});
   check_kind("tda", 128, 2, 45, {{"learn_beta", false}, {"power", 1}});
   check_kind("entmax", 128, 2, 45, {{"entmax_solver", "bisect"}});
+  // parameter-matched TDA: two heads of q/k 64 and values 128 (the (64, 128) kernel bucket)
+  check_kind("tda", 256, 4, 45, {{"tda_heads", "halved"}});
 }
 
 TEST_CASE("cuda variants: the comparison catches a lost parameter-gradient reduction",

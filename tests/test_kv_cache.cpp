@@ -111,26 +111,36 @@ void set_dying_threshold(GPT2& model) {
   });
 }
 
+// A perturbed tiny model of `kind` (layer 0's threshold dying during decoding): prompt 60 tokens
+// prefilled in chunks of 16, decoding positions 60..75 across the 64-row kernel tile boundary.
+void check_kv_decoding(const std::string& kind, const std::vector<std::string>& sets) {
+  Config cfg = tiny_eval_config(kind, 128, sets);
+  CpuOps ops;
+  GPT2 model(cfg.model, cfg.attention, ops);
+  model.init_weights(11);
+  perturb_for_test(model, 5);
+  set_dying_threshold(model);
+  model.set_step(300);
+  const Compare r = decode_both(model, random_prompt(60, 300, 3), 16, 16, 0);
+  INFO("max relative logit error " << r.max_rel_err);
+  CHECK(r.kv_tokens == r.full_tokens);
+  CHECK(r.max_rel_err <= 1e-5);
+  // the decoded continuation is not a constant token (logits not degenerate)
+  CHECK(std::count(r.full_tokens.begin(), r.full_tokens.end(), r.full_tokens[0]) < 16);
+}
+
 TEST_CASE("KV-cache greedy decoding equals full recomputation for every mechanism", "[kv]") {
-  // Prompt 60 tokens prefilled in chunks of 16 (the last chunk straddles nothing; decoding runs
-  // positions 60..75, across the 64-row kernel tile boundary).
   for (const auto& kind : kKinds) {
     DYNAMIC_SECTION(kind) {
-      Config cfg = tiny_eval_config(kind, 128, kTinyShape);
-      CpuOps ops;
-      GPT2 model(cfg.model, cfg.attention, ops);
-      model.init_weights(11);
-      perturb_for_test(model, 5);
-      set_dying_threshold(model);
-      model.set_step(300);
-      const Compare r = decode_both(model, random_prompt(60, 300, 3), 16, 16, 0);
-      INFO("max relative logit error " << r.max_rel_err);
-      CHECK(r.kv_tokens == r.full_tokens);
-      CHECK(r.max_rel_err <= 1e-5);
-      // the decoded continuation is not a constant token (logits not degenerate)
-      CHECK(std::count(r.full_tokens.begin(), r.full_tokens.end(), r.full_tokens[0]) < 16);
+      check_kv_decoding(kind, kTinyShape);
     }
   }
+}
+
+TEST_CASE("KV-cache greedy decoding equals full recomputation for parameter-matched TDA", "[kv]") {
+  std::vector<std::string> sets = kTinyShape;
+  sets.push_back("attention.tda_heads=halved");  // 1 head, q/k views of 16, a value of 32
+  check_kv_decoding("tda", sets);
 }
 
 // Forwards every op to CpuOps and records the rows of each matmul and attention call. With

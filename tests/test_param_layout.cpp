@@ -80,6 +80,32 @@ TEST_CASE("every parameter tensor starts on a 256-byte boundary, every kind, d12
   }
 }
 
+// The paper's TDA (full-size W_Q2, W_K2) has 8.7% more parameters than softmax at GPT-2-162M;
+// attention.tda_heads "halved" (H/2 heads, values of 2d, as the Differential Transformer) gives
+// back softmax's count up to TDA's per-layer scalars and gain.
+TEST_CASE("parameter-matched TDA (tda_heads halved) has softmax's parameter count at 162M",
+          "[model][layout]") {
+  auto count = [](const std::vector<std::string>& sets) {
+    const Config cfg = load_config(source_dir() + "/configs/gpt2_162m/tda.json", sets);
+    size_t n = 0;
+    for (const auto& t : GPT2::layout(cfg.model, cfg.attention)) n += t.numel;
+    return double(n);
+  };
+  const double softmax = count({"attention.kind=softmax"}), full = count({});
+  const double halved = count({"attention.tda_heads=halved"});
+  INFO("softmax " << softmax << ", tda " << full << ", tda halved " << halved);
+  CHECK(full / softmax - 1 > 0.086);
+  CHECK(full / softmax - 1 < 0.088);
+  CHECK(halved - softmax == 12 * (2 + 128));  // lambda, beta and a gain of 2d per layer
+  const Config bad =
+      load_config(source_dir() + "/configs/tiny/tda.json", {"attention.tda_heads=quarter"});
+  CHECK_THROWS_WITH(make_attention(bad.model, bad.attention),
+                    Catch::Contains("attention.tda_heads must be \"full\" or \"halved\""));
+  const Config odd = load_config(source_dir() + "/configs/tiny/tda.json",
+                                 {"attention.tda_heads=halved", "model.n_head=1"});
+  CHECK_THROWS_WITH(make_attention(odd.model, odd.attention), Catch::Contains("even model.n_head"));
+}
+
 TEST_CASE("the alignment gaps stay zero in parameters and gradients through training",
           "[model][layout]") {
   TempDir dir;

@@ -30,7 +30,7 @@ ATTENTION_DEFAULTS = {
     "lambda_init": 0.5, "gate_shape": "elementwise", "ssmax_s_init": 0.43, "ssmax_bias": False,
     "entmax_solver": "sort", "entmax_iters": 30, "lssa_scale_base": "head_dim",
     "rela_norm": "gated_rmsnorm", "rela_eps": 1e-6, "head_norm_eps": 1e-5,
-    "dex_anneal_steps": 715,
+    "dex_anneal_steps": 715, "entmax_alpha": 1.5, "tda_heads": "full",
 }
 
 

@@ -12,6 +12,12 @@ Parameter names equal the checkpoint's (docs/checkpoints.md), except that "beta"
 "bias"/"weight", as transformers renames them on load (hf_param_name). Logits are returned for
 the real vocabulary only (the padded rows of lm_head never received gradient and must not take
 probability mass).
+
+Padding: `attention_mask` (B, T) of 1 (token) / 0 (padding) is honoured on either side. Each
+row's positions count its tokens only (RoPE angle, the TRA/TDA threshold c_i, ssmax's and lssa's
+log(i+1), entmax's row length), and no token attends to padding, so a left-padded row of a batch
+(lm-evaluation-harness pads generation batches on the left) gives the logits it gives alone.
+Padding rows attend to themselves only; their outputs are meaningless.
 """
 
 import json
@@ -76,6 +82,25 @@ class RMSNorm(nn.Module):
         return rms_norm(x, self.weight, self.eps)
 
 
+class Context:
+    """What every layer needs besides x: RoPE cos/sin (Bc, 1, T, D/2), the visibility mask
+    (Bc, 1, T, T) (causal, padding keys hidden, the diagonal always visible), and each row's
+    position (Bc, T), Bc = 1 without an attention_mask."""
+
+    def __init__(self, cfg, T, dtype, device, attention_mask=None):
+        causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
+        if attention_mask is None:
+            self.pos = torch.arange(T, device=device)[None, :]
+            self.mask = causal[None, None]
+        else:
+            keep = attention_mask.to(device=device).bool()
+            self.pos = (keep.long().cumsum(-1) - 1).clamp(min=0)
+            eye = torch.eye(T, dtype=torch.bool, device=device)
+            self.mask = ((causal[None] & keep[:, None, :]) | eye[None])[:, None]
+        cos, sin = rope_tables(cfg, T, dtype, device)
+        self.cos, self.sin = cos[self.pos][:, None], sin[self.pos][:, None]
+
+
 def rope_tables(cfg, T, dtype, device):
     # NTK-aware base: theta' = theta * s^(D/(D-2)); angle t * theta'^(-2i/D) (src/model/gpt2.cpp)
     D = cfg.d_model // cfg.n_head
@@ -107,19 +132,21 @@ def merge(o):
     return o.transpose(1, 2).reshape(B, T, H * D)
 
 
-def causal_mask(T, device):
-    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
-
-
 def l2n(x):
     return F.normalize(x, dim=-1, eps=1e-12)
 
 
-def threshold_c(T, kappa, d, dtype, device):
-    # c_i = sqrt(2 max(0, log((i+1)/kappa)) / d), i 0-indexed (computed in double, stored float)
-    i = torch.arange(T, dtype=torch.float64)
+def threshold_c(pos, kappa, d, dtype):
+    # c_i = sqrt(2 max(0, log((i+1)/kappa)) / d) at each row's position i (0-indexed; computed in
+    # double, stored float)
+    i = pos.to(torch.float64)
     c = torch.sqrt(2.0 * torch.clamp(torch.log((i + 1) / kappa), min=0.0) / d)
-    return c.float().to(dtype=dtype, device=device)
+    return c.float().to(dtype=dtype)
+
+
+def log_row_length(pos, dtype):
+    # log(i + 1) in float32 at each row's position (ssmax, lssa), as the C++ tables
+    return torch.log((pos + 1).to(torch.float32)).to(dtype)
 
 
 def diff_lambda_init(layer):
@@ -189,8 +216,10 @@ class Attention(nn.Module):
         self.step = cfg.step
         C, H, D = self.C, self.H, self.D
         k = self.kind
+        # tda_heads "halved": H/2 heads of two q/k views of D and a value of 2D (3C wide)
+        self.halved = k == "tda" and a.get("tda_heads", "full") == "halved"
         width = {"gated_softmax": 3 * C + (H if a["gate_shape"] == "headwise" else C),
-                 "tda": 5 * C}.get(k, 3 * C)
+                 "tda": 3 * C if self.halved else 5 * C}.get(k, 3 * C)
         self.c_attn = nn.Linear(C, width, bias=False)
         self.c_proj = nn.Linear(C, C, bias=False)
         extra = []  # (name, shape, init value)
@@ -214,7 +243,7 @@ class Attention(nn.Module):
                 extra.append(("lambda", (1,), a["lambda_init"]))
             if a["learn_beta"]:
                 extra.append(("beta", (1,), a["beta"]))
-            extra.append(("gamma", (D,), 1.0))
+            extra.append(("gamma", (2 * D if self.halved else D,), 1.0))
         elif k not in ("softmax", "gated_softmax", "entmax", "lssa"):
             raise ValueError("unknown attention.kind " + repr(k))
         for name, shape, val in extra:
@@ -224,79 +253,73 @@ class Attention(nn.Module):
     def p(self, name):
         return getattr(self, hf_param_name(name))
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, ctx):
         proj = self.c_attn(x)
-        y = getattr(self, "_" + self.kind)(proj, cos, sin)
+        y = getattr(self, "_" + self.kind)(proj, ctx)
         return self.c_proj(y)
 
     # -- helpers --------------------------------------------------------------------------
-    def _qkv(self, proj, cos, sin, H=None, D=None):
-        H, D = H or self.H, D or self.D
-        C = self.C
-        return (rope(heads(proj, 0, H, D), cos, sin), rope(heads(proj, C, H, D), cos, sin),
-                heads(proj, 2 * C, self.H, self.D))
+    def _qkv(self, proj, ctx):
+        C, H, D = self.C, self.H, self.D
+        return (rope(heads(proj, 0, H, D), ctx.cos, ctx.sin),
+                rope(heads(proj, C, H, D), ctx.cos, ctx.sin), heads(proj, 2 * C, H, D))
 
-    def _softmax_o(self, q, k, v):
-        T = q.shape[-2]
+    def _softmax_o(self, q, k, v, ctx):
         s = (q @ k.transpose(-1, -2)) / math.sqrt(self.D)
-        s = s.masked_fill(~causal_mask(T, q.device), float("-inf"))
+        s = s.masked_fill(~ctx.mask, float("-inf"))
         return torch.softmax(s, dim=-1) @ v
 
-    def _relu_scores(self, q, k, scale, tau=None, power=1):
-        T = q.shape[-2]
+    def _relu_scores(self, q, k, scale, ctx, tau=None, power=1):
         s = (q @ k.transpose(-1, -2)) * scale
         if tau is not None:
-            s = s - tau[:, None]
+            s = s - tau
         a = torch.clamp(s, min=0).pow(power)
-        return a.masked_fill(~causal_mask(T, q.device), 0.0)
+        return a.masked_fill(~ctx.mask, 0.0)
 
-    def _tau(self, T, dtype, device):
+    def _tau(self, ctx, dtype):
+        # (Bc, 1, T, 1): tau_i = max(beta, 0) c_i at each row's position
         a = self.a
         beta = self.p("beta")[0] if a["learn_beta"] else torch.tensor(float(a["beta"]))
         beta = torch.clamp(beta.to(dtype), min=0)  # beta_eff = max(beta, 0)
-        return beta * threshold_c(T, a["kappa"], self.D, dtype, device)
+        return beta * threshold_c(ctx.pos, a["kappa"], self.D, dtype)[:, None, :, None]
 
     # -- the mechanisms (docs/attention.md) ------------------------------------------------
-    def _softmax(self, proj, cos, sin):
-        return merge(self._softmax_o(*self._qkv(proj, cos, sin)))
+    def _softmax(self, proj, ctx):
+        return merge(self._softmax_o(*self._qkv(proj, ctx), ctx))
 
-    def _gated_softmax(self, proj, cos, sin):
-        y = self._softmax(proj, cos, sin)
+    def _gated_softmax(self, proj, ctx):
+        y = self._softmax(proj, ctx)
         z = proj[..., 3 * self.C:]
         if self.a["gate_shape"] == "headwise":
             z = z.repeat_interleave(self.D, dim=-1)
         return y * torch.sigmoid(z)
 
-    def _ssmax(self, proj, cos, sin):
-        q, k, v = self._qkv(proj, cos, sin)
-        T = q.shape[-2]
-        logn = torch.log(torch.arange(1, T + 1, dtype=torch.float32)).to(q)  # log(i + 1)
-        f = self.p("ssmax_s")[:, None] * logn[None, :]
+    def _ssmax(self, proj, ctx):
+        q, k, v = self._qkv(proj, ctx)
+        logn = log_row_length(ctx.pos, torch.float32)[:, None, :]  # (Bc, 1, T): log(i + 1)
+        f = self.p("ssmax_s")[None, :, None] * logn
         if self.a["ssmax_bias"]:
-            f = f + self.p("ssmax_b")[:, None]
-        return merge(self._softmax_o(q * f[None, :, :, None], k, v))
+            f = f + self.p("ssmax_b")[None, :, None]
+        return merge(self._softmax_o(q * f[..., None].to(q), k, v, ctx))
 
-    def _entmax(self, proj, cos, sin):
-        q, k, v = self._qkv(proj, cos, sin)
+    def _entmax(self, proj, ctx):
+        q, k, v = self._qkv(proj, ctx)
         z = (q @ k.transpose(-1, -2)) / math.sqrt(self.D)
-        mask = causal_mask(q.shape[-2], q.device)
         if self.a["entmax_solver"] == "bisect":  # the trained model's own (inexact) weights
-            return merge(entmax15_bisect(z, mask, int(self.a["entmax_iters"])) @ v)
-        return merge(entmax15(z, mask) @ v)
+            return merge(entmax15_bisect(z, ctx.mask, int(self.a["entmax_iters"])) @ v)
+        return merge(entmax15(z, ctx.mask) @ v)
 
-    def _lssa(self, proj, cos, sin):
-        q, k, v = self._qkv(proj, cos, sin)
-        T = q.shape[-2]
+    def _lssa(self, proj, ctx):
+        q, k, v = self._qkv(proj, ctx)
         base = self.D if self.a["lssa_scale_base"] == "head_dim" else self.seq_len
-        c = (torch.log(torch.arange(1, T + 1, dtype=torch.float32))
-             / math.log(base)).to(q)  # c_i = log(i+1)/log(base)
-        s = (q * c[:, None]) @ k.transpose(-1, -2) / math.sqrt(self.D)
-        w = F.softplus(s).masked_fill(~causal_mask(T, q.device), 0.0)
+        c = (log_row_length(ctx.pos, torch.float32) / math.log(base)).to(q)  # log(i+1)/log(base)
+        s = (q * c[:, None, :, None]) @ k.transpose(-1, -2) / math.sqrt(self.D)
+        w = F.softplus(s).masked_fill(~ctx.mask, 0.0)
         return merge((w / w.sum(-1, keepdim=True)) @ v)
 
-    def _rela(self, proj, cos, sin):
-        q, k, v = self._qkv(proj, cos, sin)
-        u = merge(self._relu_scores(q, k, 1.0 / math.sqrt(self.D)) @ v)
+    def _rela(self, proj, ctx):
+        q, k, v = self._qkv(proj, ctx)
+        u = merge(self._relu_scores(q, k, 1.0 / math.sqrt(self.D), ctx) @ v)
         gamma, eps, kind = self.p("norm_gamma"), self.a["rela_eps"], self.a["rela_norm"]
         if kind == "layernorm":  # no bias
             mu = u.mean(-1, keepdim=True)
@@ -306,18 +329,17 @@ class Attention(nn.Module):
             y = y * torch.sigmoid(self.p("norm_gate") * u)
         return y
 
-    def _diff(self, proj, cos, sin, relu):
+    def _diff(self, proj, ctx, relu):
         Hp, D, C = self.H // 2, self.D, self.C
-        q = rope(heads(proj, 0, 2 * Hp, D), cos, sin)  # component 2h: view 1, 2h+1: view 2
-        k = rope(heads(proj, C, 2 * Hp, D), cos, sin)
+        q = rope(heads(proj, 0, 2 * Hp, D), ctx.cos, ctx.sin)  # component 2h: view 1, 2h+1: 2
+        k = rope(heads(proj, C, 2 * Hp, D), ctx.cos, ctx.sin)
         v = heads(proj, 2 * C, Hp, 2 * D)
         q1, q2, k1, k2 = q[:, 0::2], q[:, 1::2], k[:, 0::2], k[:, 1::2]
         if relu:
-            a1 = self._relu_scores(q1, k1, 1.0 / math.sqrt(D))
-            a2 = self._relu_scores(q2, k2, 1.0 / math.sqrt(D))
+            a1 = self._relu_scores(q1, k1, 1.0 / math.sqrt(D), ctx)
+            a2 = self._relu_scores(q2, k2, 1.0 / math.sqrt(D), ctx)
         else:
-            T = q.shape[-2]
-            m = causal_mask(T, q.device)
+            m = ctx.mask
             a1 = torch.softmax((q1 @ k1.transpose(-1, -2) / math.sqrt(D)).masked_fill(
                 ~m, float("-inf")), -1)
             a2 = torch.softmax((q2 @ k2.transpose(-1, -2) / math.sqrt(D)).masked_fill(
@@ -329,35 +351,38 @@ class Attention(nn.Module):
         o = rms_norm(o, self.p("gamma"), self.a["head_norm_eps"])
         return (1.0 - li) * merge(o)
 
-    def _diff_softmax(self, proj, cos, sin):
-        return self._diff(proj, cos, sin, relu=False)
+    def _diff_softmax(self, proj, ctx):
+        return self._diff(proj, ctx, relu=False)
 
-    def _diff_rela(self, proj, cos, sin):
-        return self._diff(proj, cos, sin, relu=True)
+    def _diff_rela(self, proj, ctx):
+        return self._diff(proj, ctx, relu=True)
 
-    def _dex(self, proj, cos, sin):
-        o = self._softmax_o(*self._qkv(proj, cos, sin))
+    def _dex(self, proj, ctx):
+        o = self._softmax_o(*self._qkv(proj, ctx), ctx)
         Ta, t = self.a["dex_anneal_steps"], float(self.step)
         alpha = min(1.0, t / Ta) if Ta > 0 else 1.0
         ramp = t / Ta if Ta > 0 else 0.0
         lam = (1 - alpha) * ramp * diff_lambda_init(self.layer) + alpha * self.p("dex_lambda")[0]
         return merge(o - lam * (o @ self.p("dex_W").transpose(0, 1)))  # o' = o - lam o M^T
 
-    def _tra(self, proj, cos, sin):
-        q, k, v = self._qkv(proj, cos, sin)
+    def _tra(self, proj, ctx):
+        q, k, v = self._qkv(proj, ctx)
         q, k = l2n(q), l2n(k)
-        tau = self._tau(q.shape[-2], q.dtype, q.device)
-        o = self._relu_scores(q, k, 1.0, tau, self.a["power"]) @ v
+        tau = self._tau(ctx, q.dtype)
+        o = self._relu_scores(q, k, 1.0, ctx, tau, self.a["power"]) @ v
         return merge(rms_norm(o, self.p("gamma"), self.a["head_norm_eps"]))
 
-    def _tda(self, proj, cos, sin):
-        H, D, C = self.H, self.D, self.C
-        q1, k1, q2, k2 = (l2n(rope(heads(proj, t * C, H, D), cos, sin)) for t in range(4))
-        v = heads(proj, 4 * C, H, D)
-        tau = self._tau(q1.shape[-2], q1.dtype, q1.device)
+    def _tda(self, proj, ctx):
+        D = self.D
+        H = self.H // 2 if self.halved else self.H  # halved: H/2 heads, values of 2D
+        Cq, Dv = H * D, (2 * D if self.halved else D)
+        q1, k1, q2, k2 = (l2n(rope(heads(proj, t * Cq, H, D), ctx.cos, ctx.sin)) for t in range(4))
+        v = heads(proj, 4 * Cq, H, Dv)
+        tau = self._tau(ctx, q1.dtype)
         p = self.a["power"]
         lam = torch.clamp(self.p("lambda")[0], 0.0, 1.0)
-        a = self._relu_scores(q1, k1, 1.0, tau, p) - lam * self._relu_scores(q2, k2, 1.0, tau, p)
+        a = (self._relu_scores(q1, k1, 1.0, ctx, tau, p)
+             - lam * self._relu_scores(q2, k2, 1.0, ctx, tau, p))
         return merge(rms_norm(a @ v, self.p("gamma"), self.a["head_norm_eps"]))
 
 
@@ -379,8 +404,8 @@ class Block(nn.Module):
         self.ln_2 = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = MLP(cfg.d_model)
 
-    def forward(self, x, cos, sin):
-        x = x + self.attn(self.ln_1(x), cos, sin)
+    def forward(self, x, ctx):
+        x = x + self.attn(self.ln_1(x), ctx)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -392,30 +417,31 @@ def _build(self, cfg):
     self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
 
 
-def _logits(self, input_ids):
+def _logits(self, input_ids, attention_mask=None):
     cfg = self.config
     T = input_ids.shape[1]
     T_max = math.ceil(cfg.seq_len * max(1.0, cfg.rope_ntk_factor))
     if T > T_max:
         raise ValueError("sequence of %d tokens exceeds the RoPE table (%d)" % (T, T_max))
     x = self.transformer.wte(input_ids)
-    cos, sin = rope_tables(cfg, T, x.dtype, x.device)
+    ctx = Context(cfg, T, x.dtype, x.device, attention_mask)
     for block in self.transformer.h:
-        x = block(x, cos, sin)
+        x = block(x, ctx)
     logits = self.lm_head(self.transformer.ln_f(x))
     return logits[..., :cfg.real_vocab_size]  # padded rows never trained
 
 
 class TdaLM(nn.Module):
-    """Plain PyTorch model: forward(input_ids (B, T) long) -> logits (B, T, real_vocab)."""
+    """Plain PyTorch model: forward(input_ids (B, T) long, attention_mask (B, T) or None)
+    -> logits (B, T, real_vocab)."""
 
     def __init__(self, config):
         super().__init__()
         self.config = config
         _build(self, config)
 
-    def forward(self, input_ids):
-        return _logits(self, input_ids)
+    def forward(self, input_ids, attention_mask=None):
+        return _logits(self, input_ids, attention_mask)
 
 
 if _HAVE_HF:
@@ -440,13 +466,12 @@ if _HAVE_HF:
         def get_output_embeddings(self):
             return self.lm_head
 
-        def prepare_inputs_for_generation(self, input_ids, **kwargs):
-            return {"input_ids": input_ids}  # no KV cache: the whole prefix every step
+        def prepare_inputs_for_generation(self, input_ids, attention_mask=None, **kwargs):
+            # no KV cache: the whole prefix every step, with the mask generate() extends
+            return {"input_ids": input_ids, "attention_mask": attention_mask}
 
         def forward(self, input_ids=None, attention_mask=None, labels=None, **kwargs):
-            # attention_mask is ignored: causal LM over left-aligned, unpadded rows (lm-eval
-            # loglikelihood pads on the right, which a causal model never sees).
-            logits = _logits(self, input_ids)
+            logits = _logits(self, input_ids, attention_mask)
             loss = None
             if labels is not None:
                 loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),

@@ -9,11 +9,17 @@
 // dlambda = -sum_ij e_ij a2_ij passes only for 0 <= lambda <= 1 (torch.clamp semantics).
 // lambda_c and that gate are computed on the device (Ops::clamp_affine) and read by the kernels
 // there: no host read of lambda.
+//
+// attention.tda_heads "halved" is the parameter-matched variant, built as the Differential
+// Transformer matches softmax: H/2 heads, each with two q/k views of d (the threshold keeps its
+// d) and a value of 2d, so c_attn is [q1 (C/2) | k1 (C/2) | q2 (C/2) | k2 (C/2) | v (C)], 3C wide
+// like softmax's, and gamma has 2d entries. The math per head is unchanged.
 #include <algorithm>
 #include <cmath>
 
 #include "attention/common.h"
 #include "attention/registry.h"
+#include "core/error.h"
 
 namespace tda {
 
@@ -24,24 +30,37 @@ using namespace attn_util;
 class TdaAttention final : public AttentionVariant {
  public:
   TdaAttention(const ModelConfig& m, const AttentionConfig& a)
-      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
+      : C_(m.d_model),
+        H_(a.tda_heads == "halved" ? m.n_head / 2 : m.n_head),
+        D_(m.head_dim()),
+        Dv_(a.tda_heads == "halved" ? 2 * m.head_dim() : m.head_dim()),
+        Cq_(H_ * D_),
+        cfg_(a) {
+    TDA_CHECK(
+        a.tda_heads == "full" || a.tda_heads == "halved",
+        "config: attention.tda_heads must be \"full\" or \"halved\", got \"" + a.tda_heads + "\"");
+    TDA_CHECK(a.tda_heads == "full" || m.n_head % 2 == 0,
+              "config: attention.tda_heads \"halved\" needs an even model.n_head, got " +
+                  std::to_string(m.n_head));
+  }
   std::string kind() const override { return "tda"; }
-  int proj_width() const override { return 5 * C_; }
+  int proj_width() const override { return 4 * Cq_ + C_; }
   // Order: lambda, [beta], gamma.
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p;
     p.push_back({"lambda", {1}, ParamSpec::Init::kConst, float(cfg_.lambda_init), false});
     if (cfg_.learn_beta)
       p.push_back({"beta", {1}, ParamSpec::Init::kConst, float(cfg_.beta), false});
-    p.push_back({"gamma", {D_}, ParamSpec::Init::kOnes, 0.f, false});
+    p.push_back({"gamma", {Dv_}, ParamSpec::Init::kOnes, 0.f, false});
     return p;
   }
   size_t act_floats(int B, int T) const override {
-    const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
-    return 6 * n + 5 * nr + size_t(T) + 2;  // ... tau, {lambda_c, gate}
+    const size_t n = size_t(B) * T * C_, nq = size_t(B) * T * Cq_, nr = size_t(B) * H_ * T;
+    return 4 * nq + 2 * n + 5 * nr + size_t(T) + 2;  // ... tau, {lambda_c, gate}
   }
   size_t scratch_floats(int B, int T) const override {
-    return 8 * size_t(B) * T * C_ + 2 * size_t(B) * H_ * T + size_t(T) + 1;
+    const size_t n = size_t(B) * T * C_, nq = size_t(B) * T * Cq_;
+    return 4 * n + 4 * nq + 2 * size_t(B) * H_ * T + size_t(T) + 1;
   }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
@@ -52,33 +71,35 @@ class TdaAttention final : public AttentionVariant {
     float* qk[4] = {s.q1, s.k1, s.q2, s.k2};
     float* nrm[4] = {s.q1n, s.k1n, s.q2n, s.k2n};
     for (int t = 0; t < 4; ++t) {
-      c.ops.rope_forward(qk[t], proj, W, t * C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+      c.ops.rope_forward(qk[t], proj, W, t * Cq_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
       c.ops.l2norm_forward(qk[t], nrm[t], nr, D_);
     }
-    c.ops.split_heads(s.v, proj, W, 4 * C_, c.B, c.T, H_, D_);
+    c.ops.split_heads(s.v, proj, W, 4 * Cq_, c.B, c.T, H_, Dv_);
     // tau_i = max(beta, 0) c_i, on the device from the device beta
     c.ops.threshold_tau(s.tau, beta(extra), float(cfg_.beta), false, c.T, cfg_.kappa, D_);
     // lambda_c = clamp(lambda, 0, 1) and [0 <= lambda <= 1], kept for the backward
     c.ops.clamp_affine(s.lam, extra[0], 1.f, 0.f, 0.f, 1.f);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
-    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
-    c.ops.rmsnorm_forward(y, s.rstd, y, extra[gi()], c.B * c.T * H_, D_, float(cfg_.head_norm_eps));
+    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, Dv_);
+    c.ops.rmsnorm_forward(y, s.rstd, y, extra[gi()], c.B * c.T * H_, Dv_,
+                          float(cfg_.head_norm_eps));
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>& extra, const std::vector<float*>& dextra,
                 float* scratch) override {
     Buf s = buffers(act, c.B, c.T);
-    const size_t n = size_t(c.B) * c.T * C_, nr = size_t(c.B) * H_ * c.T;
+    const size_t n = size_t(c.B) * c.T * C_, nq = size_t(c.B) * c.T * Cq_;
+    const size_t nr = size_t(c.B) * H_ * c.T;
     float *om = scratch, *dom = om + n, *g = dom + n, *dv = g + n;
-    float* dqk[4] = {dv + n, dv + 2 * n, dv + 3 * n, dv + 4 * n};  // dq1, dk1, dq2, dk2
-    float *dtau = dv + 5 * n, *dlam = dtau + nr, *cc = dlam + nr, *dl_sum = cc + c.T;
+    float* dqk[4] = {dv + n, dv + n + nq, dv + n + 2 * nq, dv + n + 3 * nq};  // dq1 dk1 dq2 dk2
+    float *dtau = dv + n + 4 * nq, *dlam = dtau + nr, *cc = dlam + nr, *dl_sum = cc + c.T;
     const int W = proj_width();
-    c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, H_, D_);
+    c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, H_, Dv_);
     c.ops.zero(dom, n);
-    c.ops.rmsnorm_backward(dom, dextra[gi()], dy, om, extra[gi()], s.rstd, c.B * c.T * H_, D_);
-    c.ops.split_heads(g, dom, C_, 0, c.B, c.T, H_, D_);
+    c.ops.rmsnorm_backward(dom, dextra[gi()], dy, om, extra[gi()], s.rstd, c.B * c.T * H_, Dv_);
+    c.ops.split_heads(g, dom, C_, 0, c.B, c.T, H_, Dv_);
     AttnArgs a = args(c, s);
     a.dout = g;
     a.dq = dqk[0];
@@ -102,9 +123,9 @@ class TdaAttention final : public AttentionVariant {
     const float* nrm[4] = {s.q1n, s.k1n, s.q2n, s.k2n};
     for (int t = 0; t < 4; ++t) {
       c.ops.l2norm_backward(dqk[t], qk[t], nrm[t], nr, D_);
-      c.ops.rope_backward(dproj, dqk[t], W, t * C_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+      c.ops.rope_backward(dproj, dqk[t], W, t * Cq_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     }
-    c.ops.merge_heads(dproj, dv, W, 4 * C_, c.B, c.T, H_, D_);
+    c.ops.merge_heads(dproj, dv, W, 4 * Cq_, c.B, c.T, H_, Dv_);
   }
 
  private:
@@ -112,17 +133,17 @@ class TdaAttention final : public AttentionVariant {
     float *q1, *k1, *q2, *k2, *v, *o, *q1n, *k1n, *q2n, *k2n, *rstd, *tau, *lam;
   };
   Buf buffers(float* act, int B, int T) const {
-    const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
-    float* p = act + 6 * n;
-    return Buf{act,    act + n,    act + 2 * n, act + 3 * n, act + 4 * n, act + 5 * n,   p,
-               p + nr, p + 2 * nr, p + 3 * nr,  p + 4 * nr,  p + 5 * nr,  p + 5 * nr + T};
+    const size_t n = size_t(B) * T * C_, nq = size_t(B) * T * Cq_, nr = size_t(B) * H_ * T;
+    float *v = act + 4 * nq, *p = v + 2 * n;
+    return Buf{act,    act + nq,   act + 2 * nq, act + 3 * nq, v,          v + n,         p,
+               p + nr, p + 2 * nr, p + 3 * nr,   p + 4 * nr,   p + 5 * nr, p + 5 * nr + T};
   }
   int gi() const { return cfg_.learn_beta ? 2 : 1; }           // index of gamma in extra
   const float* beta(const std::vector<float*>& extra) const {  // null: the fixed cfg_.beta
     return cfg_.learn_beta ? extra[1] : nullptr;
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kDiffThreshold, c, H_, D_, D_, 1.0f);
+    AttnArgs a = make_args(AttnMath::kDiffThreshold, c, H_, D_, Dv_, 1.0f);
     a.q = s.q1;
     a.k = s.k1;
     a.q2 = s.q2;
@@ -134,7 +155,7 @@ class TdaAttention final : public AttentionVariant {
     a.lambda = s.lam;  // lambda_c = clamp(lambda, 0, 1), on the device
     return a;
   }
-  int C_, H_, D_;
+  int C_, H_, D_, Dv_, Cq_;  // H_ heads of q/k dim D_ and value dim Dv_; Cq_ = H_ D_ per q/k
   AttentionConfig cfg_;
 };
 

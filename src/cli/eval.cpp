@@ -66,23 +66,30 @@ int cmd_eval_mc(int argc, char** argv) {
                       {"truncated_requests", res.truncated},
                       {"data", d.path},
                       {"format", d.format},
-                      {"arc_fixed_rows", d.fixed_rows.size()},
-                      {"checkpoint", ckpt},
-                      {"step", lm.step},
-                      {"seq_len", lm.cfg.model.seq_len},
-                      {"attention", lm.cfg.attention.kind},
-                      {"device", dev.device},
-                      {"dtype", dev.dtype}};
-  const std::string s = j.dump(2);
-  std::cout << s << std::endl;
-  const std::string out = r["out"].as<std::string>();
-  if (!out.empty()) {
-    std::ofstream f(out);
-    TDA_CHECK(f.good(), "eval: cannot write '" + out + "'");
-    f << s << "\n";
-  }
+                      {"arc_fixed_rows", d.fixed_rows.size()}};
+  emit_eval_result(j, ckpt, lm, dev, r["out"].as<std::string>(), "eval mc");
   return 0;
 }
+
+}  // namespace
+
+void emit_eval_result(nlohmann::json result, const std::string& checkpoint, const LoadedModel& lm,
+                      const EvalDevice& dev, const std::string& out, const std::string& who) {
+  result["checkpoint"] = checkpoint;
+  result["step"] = lm.step;
+  result["seq_len"] = lm.cfg.model.seq_len;
+  result["attention"] = lm.cfg.attention.kind;
+  result["device"] = dev.device;
+  result["dtype"] = dev.dtype;
+  const std::string s = result.dump(2);
+  std::cout << s << std::endl;
+  if (out.empty()) return;
+  std::ofstream f(out);
+  TDA_CHECK(f.good(), who + ": cannot write '" + out + "'");
+  f << s << "\n";
+}
+
+namespace {
 
 RegisterEvalCommand reg_mc("mc", "zero-shot multiple choice (lm-eval scoring)", cmd_eval_mc);
 

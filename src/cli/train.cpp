@@ -68,7 +68,8 @@ int run_rank(const Config& cfg, TrainOptions to) {
 int cmd_train(int argc, char** argv) {
   cxxopts::Options opts(argv[0], "Train GPT-2 with a pluggable attention mechanism");
   opts.add_options()("c,config", "JSON config file", cxxopts::value<std::string>())(
-      "o,out", "run directory (config, metrics, checkpoints)", cxxopts::value<std::string>())(
+      "o,out", "run directory (config, metrics, checkpoints; default runs/<config folder>/<name>)",
+      cxxopts::value<std::string>())(
       "resume", "'auto' (newest checkpoint in --out) or a checkpoint directory",
       cxxopts::value<std::string>()->default_value(""))(
       "overwrite", "replace the run already in --out (its metrics, config and checkpoints)")(
@@ -76,7 +77,8 @@ int cmd_train(int argc, char** argv) {
       cxxopts::value<std::vector<std::string>>())(
       "steps", "stop after this many steps (default: train.max_steps)",
       cxxopts::value<int>()->default_value("-1"))(
-      "device", "cpu or cuda (same as --set train.device=...; this build's cuda may be the "
+      "device",
+      "cpu or cuda (same as --set train.device=...; this build's cuda may be the "
       "CPU emulator, docs/cuda.md)",
       cxxopts::value<std::string>())(
       "dtype", "fp32 or bf16 (same as --set train.dtype=...; bf16 needs --device cuda)",
@@ -84,8 +86,7 @@ int cmd_train(int argc, char** argv) {
       "procs", "data-parallel CPU ranks, started by tda under the system mpirun",
       cxxopts::value<int>()->default_value("1"))(
       "gpus", "data-parallel GPU ranks (NCCL), one worker process per GPU started by tda",
-      cxxopts::value<int>()->default_value("0"))(
-      "h,help", "show help");
+      cxxopts::value<int>()->default_value("0"))("h,help", "show help");
   cxxopts::ParseResult r;
   int code = 0;
   if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
@@ -94,14 +95,8 @@ int cmd_train(int argc, char** argv) {
   if (r.count("dtype")) sets.push_back("train.dtype=" + r["dtype"].as<std::string>());
   Config cfg = load_config(r["config"].as<std::string>(), sets);
   TrainOptions to;
-  if (r.count("out")) {
-    to.out_dir = r["out"].as<std::string>();
-  } else {
-    std::string c = r["config"].as<std::string>();
-    auto slash = c.find_last_of('/');
-    std::string base = c.substr(slash == std::string::npos ? 0 : slash + 1);
-    to.out_dir = "runs/" + base.substr(0, base.rfind('.'));
-  }
+  to.out_dir =
+      r.count("out") ? r["out"].as<std::string>() : default_run_dir(r["config"].as<std::string>());
   to.resume = r["resume"].as<std::string>();
   to.overwrite = r.count("overwrite") > 0;
   to.max_steps_override = r["steps"].as<int>();

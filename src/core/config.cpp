@@ -11,7 +11,10 @@
 namespace tda {
 
 // The paper's GPT-2-162M recipe is configs/gpt2_162m/base.json; these defaults are the same
-// numbers so that a minimal config is still the paper's model.
+// numbers so that a minimal config is still the paper's model. The paper gives lr, min_lr,
+// warmup, weight decay, seed, the batch and RoPE's theta; ASSUMED (the paper is silent): AdamW
+// beta1 0.9, beta2 0.95, eps 1e-8 and gradient clipping at global norm 1.0, llm.c's GPT-2 values
+// (docs/sweeps.md, "ASSUMED in the recipe").
 const json& config_defaults() {
   static const json d = json::parse(R"({
     "model": {"n_layer": 12, "d_model": 768, "n_head": 12, "seq_len": 1024,
@@ -20,8 +23,9 @@ const json& config_defaults() {
     "attention": {"kind": "softmax", "beta": 1.0, "kappa": 1.0, "power": 2, "learn_beta": true,
                   "lambda_init": 0.5, "gate_shape": "elementwise", "ssmax_s_init": 0.43,
                   "ssmax_bias": false, "entmax_solver": "sort", "entmax_iters": 30,
-                  "lssa_scale_base": "head_dim", "rela_norm": "gated_rmsnorm", "rela_eps": 1e-6,
-                  "head_norm_eps": 1e-5, "dex_anneal_steps": 715},
+                  "entmax_alpha": 1.5, "lssa_scale_base": "head_dim", "rela_norm": "gated_rmsnorm",
+                  "rela_eps": 1e-6, "head_norm_eps": 1e-5, "dex_anneal_steps": 715,
+                  "tda_heads": "full"},
     "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
              "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true},
     "train": {"total_batch_tokens": 524288, "micro_batch": 16, "max_steps": 19073,
@@ -55,16 +59,6 @@ std::string dir_of(const std::string& path) {
   return p == std::string::npos ? std::string(".") : path.substr(0, p);
 }
 
-// Child keys override base keys, recursively for objects.
-void merge_into(json& dst, const json& src) {
-  for (auto it = src.begin(); it != src.end(); ++it) {
-    if (it.value().is_object() && dst.contains(it.key()) && dst[it.key()].is_object())
-      merge_into(dst[it.key()], it.value());
-    else
-      dst[it.key()] = it.value();
-  }
-}
-
 json load_with_bases(const std::string& path, int depth) {
   TDA_CHECK(depth < 16, "config: 'base' chain too deep at '" + path + "'");
   json j = read_json_file(path);
@@ -91,7 +85,6 @@ const char* type_name(const json& v) {
   return v.type_name();
 }
 
-// Every key of `user` must exist in `defaults` with a compatible type.
 void validate(const json& user, const json& defaults, const std::string& prefix,
               const std::string& origin) {
   for (auto it = user.begin(); it != user.end(); ++it) {
@@ -102,7 +95,7 @@ void validate(const json& user, const json& defaults, const std::string& prefix,
     bool ok = (want.is_object() && got.is_object()) || (want.is_boolean() && got.is_boolean()) ||
               (want.is_string() && got.is_string()) ||
               (want.is_number_integer() && got.is_number_integer()) ||
-              (want.is_number_float() && got.is_number());
+              (want.is_number_float() && got.is_number()) || (want.is_array() && got.is_array());
     TDA_CHECK(ok, origin + ": config key '" + key + "' must be " + type_name(want) + ", got " +
                       type_name(got) + " (" +
                       got.dump(-1, ' ', false, json::error_handler_t::replace) + ")");
@@ -118,19 +111,21 @@ void apply_override(json& j, const std::string& kv) {
   try {
     value = json::parse(text);
   } catch (const json::exception&) {  // parse_error, or out_of_range for 1e999
-    value = text;  // bare words are strings: --set attention.kind=tda
+    value = text;                     // bare words are strings: --set attention.kind=tda
   }
   json* node = &j;
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (dot == std::string::npos) {
       (*node)[part] = value;
       break;
     }
     node = &(*node)[part];
-    TDA_CHECK(node->is_object() || node->is_null(), "--set '" + kv + "': '" + part + "' is not an object");
+    TDA_CHECK(node->is_object() || node->is_null(),
+              "--set '" + kv + "': '" + part + "' is not an object");
     start = dot + 1;
   }
 }
@@ -153,6 +148,20 @@ T get(const json& j, const char* section, const char* key) {
 }
 
 }  // namespace
+
+void merge_into(json& dst, const json& src) {
+  for (auto it = src.begin(); it != src.end(); ++it) {
+    if (it.value().is_object() && dst.contains(it.key()) && dst[it.key()].is_object())
+      merge_into(dst[it.key()], it.value());
+    else
+      dst[it.key()] = it.value();
+  }
+}
+
+void check_keys(const json& user, const json& defaults, const std::string& origin,
+                const std::string& prefix) {
+  validate(user, defaults, prefix, origin);
+}
 
 Config config_from_json(const json& user, const std::string& origin) {
   TDA_CHECK(user.is_object(), origin + ": config must be a JSON object");
@@ -183,11 +192,13 @@ Config config_from_json(const json& user, const std::string& origin) {
   a.ssmax_bias = get<bool>(r, "attention", "ssmax_bias");
   a.entmax_solver = get<std::string>(r, "attention", "entmax_solver");
   a.entmax_iters = get<int>(r, "attention", "entmax_iters");
+  a.entmax_alpha = get<double>(r, "attention", "entmax_alpha");
   a.lssa_scale_base = get<std::string>(r, "attention", "lssa_scale_base");
   a.rela_norm = get<std::string>(r, "attention", "rela_norm");
   a.rela_eps = get<double>(r, "attention", "rela_eps");
   a.head_norm_eps = get<double>(r, "attention", "head_norm_eps");
   a.dex_anneal_steps = get<int>(r, "attention", "dex_anneal_steps");
+  a.tda_heads = get<std::string>(r, "attention", "tda_heads");
   c.data.train = get<std::string>(r, "data", "train");
   c.data.val = get<std::string>(r, "data", "val");
   c.data.shuffle = get<bool>(r, "data", "shuffle");
@@ -284,6 +295,12 @@ Config config_from_json(const json& user, const std::string& origin) {
   }
   TDA_CHECK(r["train"]["seed"].is_number_unsigned(),
             origin + ": config key 'train.seed' must be >= 0, got " + r["train"]["seed"].dump());
+  // The entmax kernels (CPU sort and bisection, CUDA bisection pre-pass) solve 1.5-entmax only:
+  // p = [z/2 - tau]_+^2. The key exists so that a config states its alpha (docs/attention.md).
+  TDA_CHECK(a.entmax_alpha == 1.5,
+            origin + ": config key 'attention.entmax_alpha' must be 1.5, got " +
+                fmt_num(a.entmax_alpha) +
+                ": the CPU and CUDA entmax kernels implement 1.5-entmax only (docs/attention.md)");
   TDA_CHECK(m.d_model % m.n_head == 0,
             origin + ": model.d_model must be divisible by model.n_head");
   TDA_CHECK(m.head_dim() % 2 == 0, origin + ": head dim (d_model/n_head) must be even for RoPE");
@@ -292,12 +309,14 @@ Config config_from_json(const json& user, const std::string& origin) {
   long tokens_per_micro = long(t.micro_batch) * m.seq_len;
   TDA_CHECK(t.total_batch_tokens % tokens_per_micro == 0,
             origin + ": train.total_batch_tokens (" + std::to_string(t.total_batch_tokens) +
-                ") must be a multiple of micro_batch*seq_len (" + std::to_string(tokens_per_micro) + ")");
+                ") must be a multiple of micro_batch*seq_len (" + std::to_string(tokens_per_micro) +
+                ")");
   TDA_CHECK(t.dtype == "fp32" || t.dtype == "bf16",
             origin + ": train.dtype must be \"fp32\" or \"bf16\", got \"" + t.dtype + "\"");
   TDA_CHECK(t.device == "cpu" || t.device == "cuda",
             origin + ": train.device must be \"cpu\" or \"cuda\", got \"" + t.device + "\"");
-  TDA_CHECK(c.dist.zero_stage == 0 || c.dist.zero_stage == 1, origin + ": dist.zero_stage must be 0 or 1");
+  TDA_CHECK(c.dist.zero_stage == 0 || c.dist.zero_stage == 1,
+            origin + ": dist.zero_stage must be 0 or 1");
   return c;
 }
 
@@ -313,6 +332,20 @@ Config parse_config(const std::string& text, const std::vector<std::string>& ove
   TDA_CHECK(!j.contains("base"), "config: '" + origin + "': 'base' names a file (use load_config)");
   for (const auto& kv : overrides) apply_override(j, kv);
   return config_from_json(j, origin);
+}
+
+std::string default_run_dir(const std::string& config_path) {
+  const auto slash = config_path.find_last_of('/');
+  const std::string file = config_path.substr(slash == std::string::npos ? 0 : slash + 1);
+  const std::string name = file.substr(0, file.rfind('.'));
+  std::string folder;
+  if (slash != std::string::npos) {
+    const std::string dir = config_path.substr(0, slash);
+    folder = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
+  }
+  if (folder.empty() || folder == "." || folder == ".." || folder == "configs")
+    return "runs/" + name;
+  return "runs/" + folder + "/" + name;
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {

@@ -19,9 +19,11 @@ struct ModelConfig {
 struct AttentionConfig {
   std::string kind;
   double beta, kappa, lambda_init, ssmax_s_init, rela_eps, head_norm_eps;
+  double entmax_alpha;  // 1.5 only (config.cpp says why)
   int power, entmax_iters, dex_anneal_steps;
   bool learn_beta, ssmax_bias;
   std::string gate_shape, entmax_solver, lssa_scale_base, rela_norm;
+  std::string tda_heads;  // "full" | "halved" (parameter-matched; src/attention/tda.cpp)
 };
 
 struct DataConfig {
@@ -71,6 +73,19 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 // load_config checks them; `origin` names it in messages (fuzzing, tests).
 Config parse_config(const std::string& text, const std::vector<std::string>& overrides,
                     const std::string& origin);
+// Every key of `user` must exist in `defaults` with a compatible type (an integer where the
+// default is one, any number for a float, an array for an array), recursively for objects;
+// otherwise throws "<origin>: unknown config key '<prefix.key>'" or names the wrong type.
+// Used for configs and for other strict JSON files (sweep specs).
+void check_keys(const json& user, const json& defaults, const std::string& origin,
+                const std::string& prefix = "");
+// Child keys override base keys, recursively for objects (how `base` files and defaults merge).
+void merge_into(json& dst, const json& src);
+// Where `tda train --config PATH` writes without --out: runs/<folder>/<name> for
+// <folder>/<name>.json (configs/tiny/tda.json -> runs/tiny/tda, configs/gpt2_162m/tda.json ->
+// runs/gpt2_162m/tda), so that configs of the same name in two folders never share a run; a
+// config directly in a folder named `configs`, or given without a folder, -> runs/<name>.
+std::string default_run_dir(const std::string& config_path);
 // Build a Config from an already-resolved JSON object (e.g. the one saved in a checkpoint).
 Config config_from_json(const json& resolved, const std::string& origin);
 

@@ -42,4 +42,7 @@ class WorkerRecord {
   int rank_;
 };
 
+// This binary (/proc/self/exe): what the launchers and `tda sweep` start as children.
+std::string self_exe();
+
 }  // namespace tda

@@ -20,8 +20,6 @@ std::string worker_failure(const std::string& dir, int procs, int first_gone,
 // OMP_NUM_THREADS / OPENBLAS_NUM_THREADS = cores / procs, unless the user set them.
 void split_cores_between(int procs);
 
-std::string self_exe();  // this binary, from /proc/self/exe
-
 // SIGINT / SIGTERM caught while a launcher waits for its workers (no SA_RESTART, so waitpid and
 // usleep return early and the launcher can forward them). The previous handlers come back when
 // this goes out of scope, or in a forked child by restore().
