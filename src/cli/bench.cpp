@@ -20,6 +20,7 @@
 #include "backend/cuda/startup.h"
 #include "backend/cuda/timing.h"
 #include "cli/bench_gpu.h"
+#include "cli/bench_profile.h"
 #include "cli/command.h"
 #include "cli/config_flags.h"
 #include "core/config.h"
@@ -52,7 +53,9 @@ int bench_train(int argc, char** argv) {
   cxxopts::Options opts(argv[0], "Benchmark training steps");
   opts.add_options()("c,config", "JSON config", cxxopts::value<std::string>())(
       "steps", "timed steps", cxxopts::value<int>()->default_value("5"))(
-      "set", "override a config key", cxxopts::value<std::vector<std::string>>())("h,help", "help");
+      "set", "override a config key", cxxopts::value<std::vector<std::string>>())(
+      "profile", "time every op by phase and print the table after the JSON line")("h,help",
+                                                                                   "help");
   cxxopts::ParseResult r;
   int code = 0;
   if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
@@ -66,8 +69,13 @@ int bench_train(int argc, char** argv) {
   TrainOptions to;
   to.out_dir = "/tmp/tda_bench_run";
   to.overwrite = true;  // a scratch directory: the previous benchmark's run is not worth keeping
+  to.profile = r.count("profile") > 0;
   Trainer trainer(cfg, to);
   trainer.train_step();  // warm-up: first-touch of buffers, BLAS thread start, cuBLASLt plans
+  if (ProfileOps* p = trainer.profile()) {
+    p->reset();  // the warm-up step's first touches are not the step's cost
+    name_matmuls(*p, cfg.model, trainer.model().attention().proj_width());
+  }
   const int steps = r["steps"].as<int>();
   TDA_CHECK(steps >= 1, "bench train: --steps must be >= 1");
   // Each step ends with the loss download (a sync), so the host clock is right on the CPU; on a
@@ -121,7 +129,9 @@ int bench_train(int argc, char** argv) {
     out["sgemm_shape"] = {N, m.vocab_size, m.d_model};
     out["ratio"] = gflops / blas;
   }
+  if (ProfileOps* p = trainer.profile()) out["profile"] = profile_json(*p, steps);
   std::cout << out.dump() << std::endl;
+  if (ProfileOps* p = trainer.profile()) print_profile(std::cout, *p, steps, median(ms));
   return 0;
 }
 

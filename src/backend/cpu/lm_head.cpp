@@ -56,10 +56,10 @@ void CpuOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, c
       }
     }
     if (dx) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, V_padded, 1.0f, buf,
-                  V_padded, W, C, 0.0f, dx + size_t(n0) * C, C);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V_padded, C, rows, 1.0f, buf,
-                  V_padded, xc, C, 1.0f, dW, C);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, V_padded, 1.0f, buf, V_padded,
+                  W, C, 0.0f, dx + size_t(n0) * C, C);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V_padded, C, rows, 1.0f, buf, V_padded,
+                  xc, C, 1.0f, dW, C);
     }
   }
 }
