@@ -18,8 +18,8 @@ namespace tda {
 
 namespace {
 
-// Inputs, outputs and gradients of one attention call, filled at random. qk_std scales q, k:
-// the threshold kinds' cosine-scale scores then straddle tau_i.
+// Inputs, outputs and gradients of one attention call, filled at random. The threshold kinds'
+// q, k have std qk_std_thr (0.15: their cosine-scale scores straddle tau_i).
 struct AttnCase {
   AttnMath math;
   int B, H, T, Dk, Dv;
@@ -29,11 +29,12 @@ struct AttnCase {
     long long skipped = 0, total = 0;
   };
 
-  AttnCase(AttnMath m, int B_, int H_, int T_, int Dk_, int Dv_, uint64_t seed)
+  AttnCase(AttnMath m, int B_, int H_, int T_, int Dk_, int Dv_, uint64_t seed,
+           float qk_std_thr = 0.15f)
       : math(m), B(B_), H(H_), T(T_), Dk(Dk_), Dv(Dv_) {
     Rng rng(seed);
     const bool thr = m == AttnMath::kThreshold || m == AttnMath::kDiffThreshold;
-    const float qk_std = thr ? 0.15f : 1.f;
+    const float qk_std = thr ? qk_std_thr : 1.f;
     const size_t nqk = size_t(B) * H * T * Dk, nv = size_t(B) * H * T * Dv;
     for (auto* x : {&q, &k, &q2, &k2}) {
       x->resize(nqk);
@@ -125,13 +126,18 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return d / m;
 }
 
-// The worst relative difference over every output and gradient.
-double worst_diff(const AttnCase::Out& x, const AttnCase::Out& ref) {
+// The worst relative difference over every output and gradient. drow_tau only where it is a
+// gradient (the rectifiers' dL/dtau): for a softmax it is sum_j a_ij (e_ij - D_i) = 0 up to
+// rounding, and its noise has no scale to be relative to.
+double worst_diff(const AttnCase::Out& x, const AttnCase::Out& ref, AttnMath m) {
   double w = 0;
   for (auto f : {&AttnCase::Out::out, &AttnCase::Out::out2, &AttnCase::Out::stats,
                  &AttnCase::Out::dq, &AttnCase::Out::dk, &AttnCase::Out::dv, &AttnCase::Out::dq2,
-                 &AttnCase::Out::dk2, &AttnCase::Out::drow_tau, &AttnCase::Out::drow_lambda})
+                 &AttnCase::Out::dk2, &AttnCase::Out::drow_lambda})
     w = std::max(w, rel_diff(x.*f, ref.*f));
+  const bool normalised = m == AttnMath::kSoftmax || m == AttnMath::kSoftplus ||
+                          m == AttnMath::kDiffSoftmax;
+  if (!normalised) w = std::max(w, rel_diff(x.drow_tau, ref.drow_tau));
   return w;
 }
 
@@ -156,7 +162,7 @@ TEST_CASE("cpu attention: vectorised kernels match the scalar reference", "[atte
       CAPTURE(int(m), s.T, s.Dk, s.Dv);
       const AttnCase c(m, s.B, s.H, s.T, s.Dk, s.Dv, 11);
       const AttnCase::Out ref = c.run(true), vec = c.run(false);
-      CHECK(worst_diff(vec, ref) < kTol);
+      CHECK(worst_diff(vec, ref, m) < kTol);
       CHECK(vec.surv == ref.surv);  // survivor counts are exact
       CHECK(vec.skipped == ref.skipped);
       CHECK(vec.total == ref.total);
@@ -181,18 +187,18 @@ TEST_CASE("cpu attention: the comparison with the reference rejects a wrong back
   for (AttnMath m : {AttnMath::kSoftmax, AttnMath::kThreshold, AttnMath::kDiffThreshold}) {
     CAPTURE(int(m));
     const AttnCase c(m, 1, 2, 100, 64, 64, 7);
-    CHECK(worst_diff(c.run(false, 0, true), c.run(true)) > 100 * kTol);
+    CHECK(worst_diff(c.run(false, 0, true), c.run(true), m) > 100 * kTol);
   }
 }
 
 TEST_CASE("cpu attention: sparse threshold kinds skip dead tiles at long T", "[attention][simd]") {
-  // Unit-scale random q, k at T = 512: most tiles far from the diagonal are dead, and the
-  // vectorised kernel skips exactly the reference's tiles with the same results.
-  const AttnCase c(AttnMath::kThreshold, 1, 1, 512, 64, 64, 3);
+  // Small random q, k at T = 512 (scores of std 0.02 against tau_i ~ 0.3-0.4): most tiles are
+  // dead, and the vectorised kernel skips exactly the reference's tiles with the same results.
+  const AttnCase c(AttnMath::kThreshold, 1, 1, 512, 64, 64, 3, 0.05f);
   const AttnCase::Out ref = c.run(true), vec = c.run(false);
-  CHECK(ref.skipped > 0);
+  CHECK(ref.skipped > ref.total / 2);
   CHECK(vec.skipped == ref.skipped);
-  CHECK(worst_diff(vec, ref) < kTol);
+  CHECK(worst_diff(vec, ref, AttnMath::kThreshold) < kTol);
 }
 
 TEST_CASE("fast_expf is within 2.5e-7 of exp and flushes to exact zero", "[ops][simd]") {
@@ -208,7 +214,7 @@ TEST_CASE("fast_expf is within 2.5e-7 of exp and flushes to exact zero", "[ops][
   CHECK(fast_expf(NAN) == 0.f);  // documented: NaN lands on the low clamp
 }
 
-TEST_CASE("gelu forward and backward stay within 1e-6 of the libm tanh formula", "[ops][simd]") {
+TEST_CASE("gelu forward and backward stay within 1e-6 and 5e-6 of the libm tanh formula", "[ops][simd]") {
   const size_t n = 4001;
   std::vector<float> x(n), y(n), dy(n, 1.f), dx(n);
   for (size_t i = 0; i < n; ++i) x[i] = -12.f + 24.f * float(i) / float(n - 1);
@@ -224,8 +230,9 @@ TEST_CASE("gelu forward and backward stay within 1e-6 of the libm tanh formula",
     wf = std::max(wf, std::fabs(y[i] - f) / std::max(1.0, std::fabs(f)));
     wb = std::max(wb, std::fabs(dx[i] - g) / std::max(1.0, std::fabs(g)));
   }
+  // tanh_fast is within ~1.2e-7 of tanh; the derivative multiplies that by about x (2e-6 seen).
   CHECK(wf < 1e-6);
-  CHECK(wb < 1e-6);
+  CHECK(wb < 5e-6);
 }
 
 TEST_CASE("adamw_clip_zero is scale + adamw + zero in one pass, bit for bit", "[ops][simd]") {
