@@ -135,8 +135,8 @@ double worst_diff(const AttnCase::Out& x, const AttnCase::Out& ref, AttnMath m) 
                  &AttnCase::Out::dq, &AttnCase::Out::dk, &AttnCase::Out::dv, &AttnCase::Out::dq2,
                  &AttnCase::Out::dk2, &AttnCase::Out::drow_lambda})
     w = std::max(w, rel_diff(x.*f, ref.*f));
-  const bool normalised = m == AttnMath::kSoftmax || m == AttnMath::kSoftplus ||
-                          m == AttnMath::kDiffSoftmax;
+  const bool normalised =
+      m == AttnMath::kSoftmax || m == AttnMath::kSoftplus || m == AttnMath::kDiffSoftmax;
   if (!normalised) w = std::max(w, rel_diff(x.drow_tau, ref.drow_tau));
   return w;
 }
@@ -214,7 +214,8 @@ TEST_CASE("fast_expf is within 2.5e-7 of exp and flushes to exact zero", "[ops][
   CHECK(fast_expf(NAN) == 0.f);  // documented: NaN lands on the low clamp
 }
 
-TEST_CASE("gelu forward and backward stay within 1e-6 and 5e-6 of the libm tanh formula", "[ops][simd]") {
+TEST_CASE("gelu forward and backward stay within 1e-6 and 5e-6 of the libm tanh formula",
+          "[ops][simd]") {
   const size_t n = 4001;
   std::vector<float> x(n), y(n), dy(n, 1.f), dx(n);
   for (size_t i = 0; i < n; ++i) x[i] = -12.f + 24.f * float(i) / float(n - 1);

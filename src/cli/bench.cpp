@@ -5,6 +5,7 @@
 // each step is timed with CUDA events (backend/cuda/timing.h) and the device memory the run
 // holds is reported.
 #include <cblas.h>
+#include <omp.h>
 
 #include <chrono>
 #include <cxxopts.hpp>
@@ -27,16 +28,21 @@
 #include "core/rng.h"
 #include "train/trainer.h"
 
+extern "C" void openblas_set_num_threads(int);
+
 namespace tda {
 int bench_checkpoint(int argc, char** argv);  // bench_checkpoint.cpp
 // bench_attention_cpu.cpp: the CPU side of tda bench attention (random or a checkpoint's q, k).
-int bench_attention_cpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts,
-                        int reps, int heads, const std::string& checkpoint,
-                        const std::string& tokens_file);
+int bench_attention_cpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts, int reps,
+                        int heads, const std::string& checkpoint, const std::string& tokens_file);
 
 namespace {
 
+// OpenBLAS's own threaded SGEMM (as many threads as OpenMP's team): the library at its best,
+// the reference of the step's rate. (The CPU backend splits its GEMMs over OpenMP instead and
+// sets OpenBLAS back to one thread at its next call: backend/cpu/matmul.cpp.)
 double sgemm_gflops(int M, int N, int K, int reps) {
+  openblas_set_num_threads(omp_get_max_threads());
   std::vector<float> a(size_t(M) * K), b(size_t(N) * K), c(size_t(M) * N);
   Rng rng(1);
   for (auto& x : a) x = rng.uniform();
@@ -228,11 +234,11 @@ int bench_attention(int argc, char** argv) {
       "checkpoint",
       "cpu: time the kernels on the q, k, v of this checkpoint's model (its kind) reading "
       "--tokens-file",
-      cxxopts::value<std::string>())(
-      "tokens-file", "cpu --checkpoint: token shard whose first T tokens are read",
-      cxxopts::value<std::string>()->default_value(
-          "data/tinyshakespeare/tiny_shakespeare_val.bin"))("warmup", "cuda time: untimed repetitions first",
-                                                  cxxopts::value<int>()->default_value("2"))(
+      cxxopts::value<std::string>())("tokens-file",
+                                     "cpu --checkpoint: token shard whose first T tokens are read",
+                                     cxxopts::value<std::string>()->default_value(
+                                         "data/tinyshakespeare/tiny_shakespeare_val.bin"))(
+      "warmup", "cuda time: untimed repetitions first", cxxopts::value<int>()->default_value("2"))(
       "h,help", "help");
   alias_flag(argc, argv, "--T", "--lengths");
   auto r = opts.parse(argc, argv);

@@ -88,8 +88,7 @@ int bench_checkpoint_attention(const std::string& dir, const std::string& tokens
   const auto tokens = read_shard(tokens_file, cfg.model.real_vocab_size);
   TDA_CHECK(tokens.size() >= size_t(T_max), "bench attention: " + tokens_file + " holds " +
                                                 std::to_string(tokens.size()) +
-                                                " tokens, fewer than --T " +
-                                                std::to_string(T_max));
+                                                " tokens, fewer than --T " + std::to_string(T_max));
   CpuOps cpu;
   ProbeOps probe(cpu);
   probe.keep_maps = false;
@@ -215,9 +214,8 @@ int bench_random_attention(const std::vector<std::string>& kinds, const std::vec
 }
 }  // namespace
 
-int bench_attention_cpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts,
-                        int reps, int heads, const std::string& checkpoint,
-                        const std::string& tokens_file) {
+int bench_attention_cpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts, int reps,
+                        int heads, const std::string& checkpoint, const std::string& tokens_file) {
   TDA_CHECK(reps >= 1, "bench attention: --reps must be >= 1");
   TDA_CHECK(heads >= 1, "bench attention: --heads must be >= 1");
   if (!checkpoint.empty()) return bench_checkpoint_attention(checkpoint, tokens_file, Ts, reps);
