@@ -40,7 +40,7 @@ namespace {
 
 // OpenBLAS's own threaded SGEMM (as many threads as OpenMP's team): the library at its best,
 // the reference of the step's rate. (The CPU backend splits its GEMMs over OpenMP instead and
-// sets OpenBLAS back to one thread at its next call: backend/cpu/matmul.cpp.)
+// sets OpenBLAS back to one thread at its next call: backend/cpu/sgemm.cpp.)
 double sgemm_gflops(int M, int N, int K, int reps) {
   openblas_set_num_threads(omp_get_max_threads());
   std::vector<float> a(size_t(M) * K), b(size_t(N) * K), c(size_t(M) * N);

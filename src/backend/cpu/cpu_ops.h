@@ -9,7 +9,7 @@ namespace tda {
 void cpu_entmax_forward(const AttnArgs& a);
 void cpu_entmax_backward(const AttnArgs& a);
 // Row-major C(M,N) = alpha op(A) op(B) + beta C with cblas_sgemm's arguments, split over the
-// OpenMP team, one single-threaded OpenBLAS call per thread (matmul.cpp says why).
+// OpenMP team, one single-threaded OpenBLAS call per thread (sgemm.cpp says why).
 void cpu_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc);
 // The scalar streaming kernels (attention_scalar.cpp): one (i, j) at a time, as the backend was

@@ -14,8 +14,8 @@ namespace tda {
 
 namespace {
 // 256 rows: 51 MB of logits at vocabulary 50304, past the L3 cache. Chunks that fit it (64 rows,
-// 13 MB) would keep the softmax in cache, but its passes are a few percent of the head, and the
-// three GEMMs run at ~0.6 of their 256-row rate at M = 64 (docs/perf.md, CPU).
+// 13 MB) keep the softmax passes in cache but make the three GEMMs smaller, and measured slower
+// per training step, tiny and d12 (docs/perf.md, CPU).
 constexpr int kChunkRows = 256;
 }  // namespace
 
