@@ -77,6 +77,10 @@ class ForwardingOps : public Ops {
              float eps, float wd, int t) override {
     in_.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, t);
   }
+  void adamw_clip_zero(float* p, float* g, float* m, float* v, size_t n, float lr, float b1,
+                       float b2, float eps, float wd, int t, float grad_scale) override {
+    in_.adamw_clip_zero(p, g, m, v, n, lr, b1, b2, eps, wd, t, grad_scale);
+  }
   bool host_memory() const override { return in_.host_memory(); }
   void* alloc_bytes(size_t bytes, const std::string& what) override {
     return in_.alloc_bytes(bytes, what);

@@ -23,6 +23,13 @@ void Ops::matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const f
   gelu_backward(dpre, pre, dpre, size_t(N) * size_t(C));
 }
 
+void Ops::adamw_clip_zero(float* p, float* g, float* m, float* v, size_t n, float lr, float beta1,
+                          float beta2, float eps, float wd, int t, float grad_scale) {
+  if (grad_scale != 1.f) scale(g, n, grad_scale);
+  adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, t);
+  zero(g, n);
+}
+
 void* Ops::alloc_bytes(size_t bytes, const std::string& what) {
   constexpr size_t kAlign = 64;  // a cache line; AVX-512 loads never straddle two
   const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;

@@ -213,6 +213,12 @@ class Ops {
   // AdamW with decoupled weight decay; step t >= 1 for bias correction.
   virtual void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
                      float beta2, float eps, float wd, int t) = 0;
+  // The optimizer's pass over one tensor: AdamW on g * grad_scale (global-norm clipping; 1: none),
+  // then g = 0, so the next step accumulates into zeros without a zeroing pass of its own. The
+  // default in ops.cpp composes scale, adamw and zero; the CPU backend does it in one pass.
+  virtual void adamw_clip_zero(float* p, float* g, float* m, float* v, size_t n, float lr,
+                               float beta1, float beta2, float eps, float wd, int t,
+                               float grad_scale);
   virtual void zero(float* x, size_t n) = 0;
 
   // Pre/post pieces of the attention variants (attention-variants.md §0.1), so that every

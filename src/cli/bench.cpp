@@ -5,7 +5,7 @@
 // each step is timed with CUDA events (backend/cuda/timing.h) and the device memory the run
 // holds is reported.
 #include <cblas.h>
-#include <sys/resource.h>
+#include <omp.h>
 
 #include <chrono>
 #include <cxxopts.hpp>
@@ -20,6 +20,7 @@
 #include "backend/cuda/startup.h"
 #include "backend/cuda/timing.h"
 #include "cli/bench_gpu.h"
+#include "cli/bench_profile.h"
 #include "cli/command.h"
 #include "cli/config_flags.h"
 #include "core/config.h"
@@ -27,13 +28,22 @@
 #include "core/rng.h"
 #include "train/trainer.h"
 
+extern "C" void openblas_set_num_threads(int);
+
 namespace tda {
 int bench_checkpoint(int argc, char** argv);  // bench_checkpoint.cpp
 int bench_dryrun(int argc, char** argv);      // bench_dryrun.cpp
+// bench_attention_cpu.cpp: the CPU side of tda bench attention (random or a checkpoint's q, k).
+int bench_attention_cpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts, int reps,
+                        int heads, const std::string& checkpoint, const std::string& tokens_file);
 
 namespace {
 
+// OpenBLAS's own threaded SGEMM (as many threads as OpenMP's team): the library at its best,
+// the reference of the step's rate. (The CPU backend splits its GEMMs over OpenMP instead and
+// sets OpenBLAS back to one thread at its next call: backend/cpu/sgemm.cpp.)
 double sgemm_gflops(int M, int N, int K, int reps) {
+  openblas_set_num_threads(omp_get_max_threads());
   std::vector<float> a(size_t(M) * K), b(size_t(N) * K), c(size_t(M) * N);
   Rng rng(1);
   for (auto& x : a) x = rng.uniform();
@@ -53,7 +63,9 @@ int bench_train(int argc, char** argv) {
   cxxopts::Options opts(argv[0], "Benchmark training steps");
   opts.add_options()("c,config", "JSON config", cxxopts::value<std::string>())(
       "steps", "timed steps", cxxopts::value<int>()->default_value("5"))(
-      "set", "override a config key", cxxopts::value<std::vector<std::string>>())("h,help", "help");
+      "set", "override a config key", cxxopts::value<std::vector<std::string>>())(
+      "profile", "time every op by phase and print the table after the JSON line")("h,help",
+                                                                                   "help");
   cxxopts::ParseResult r;
   int code = 0;
   if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
@@ -67,8 +79,13 @@ int bench_train(int argc, char** argv) {
   TrainOptions to;
   to.out_dir = "/tmp/tda_bench_run";
   to.overwrite = true;  // a scratch directory: the previous benchmark's run is not worth keeping
+  to.profile = r.count("profile") > 0;
   Trainer trainer(cfg, to);
   trainer.train_step();  // warm-up: first-touch of buffers, BLAS thread start, cuBLASLt plans
+  if (ProfileOps* p = trainer.profile()) {
+    p->reset();  // the warm-up step's first touches are not the step's cost
+    name_matmuls(*p, cfg.model, trainer.model().attention().proj_width());
+  }
   const int steps = r["steps"].as<int>();
   TDA_CHECK(steps >= 1, "bench train: --steps must be >= 1");
   // Each step ends with the loss download (a sync), so the host clock is right on the CPU; on a
@@ -122,14 +139,13 @@ int bench_train(int argc, char** argv) {
     out["sgemm_shape"] = {N, m.vocab_size, m.d_model};
     out["ratio"] = gflops / blas;
   }
+  if (ProfileOps* p = trainer.profile()) out["profile"] = profile_json(*p, steps);
   std::cout << out.dump() << std::endl;
+  if (ProfileOps* p = trainer.profile()) print_profile(std::cout, *p, steps, median(ms));
   return 0;
 }
 
-// Forward + backward of one attention layer (proj -> y -> dproj) for one sequence and one head
-// (two for the differential kinds, which pair heads), head dim 64, at each T. Memory is what
-// the variant keeps between forward and backward plus its backward scratch (exact, from the
-// variant) and the process's peak RSS after the run.
+// tda bench attention. CPU: bench_attention_cpu.cpp (random inputs, or --checkpoint).
 // --device cuda --mode count (the default of the emulated build, which has no GPU: "time": "no
 // GPU"): the tiled kernels run on synthetic inputs of the kind's math (one head, head dim 64;
 // diff kinds Dqk 32; cosine kinds unit-norm q, k with their tau_i = beta c_i) and the tile
@@ -214,9 +230,16 @@ int bench_attention(int argc, char** argv) {
       cxxopts::value<std::string>())("tokens",
                                      "cuda time: tokens per problem, B = max(1, tokens / T)",
                                      cxxopts::value<int>()->default_value("16384"))(
-      "heads", "cuda time: heads of dimension 64 (even)",
-      cxxopts::value<int>()->default_value("16"))("warmup", "cuda time: untimed repetitions first",
-                                                  cxxopts::value<int>()->default_value("2"))(
+      "heads", "heads of dimension 64 (cuda time: even, default 16; cpu: default 1)",
+      cxxopts::value<int>())(
+      "checkpoint",
+      "cpu: time the kernels on the q, k, v of this checkpoint's model (its kind) reading "
+      "--tokens-file",
+      cxxopts::value<std::string>())("tokens-file",
+                                     "cpu --checkpoint: token shard whose first T tokens are read",
+                                     cxxopts::value<std::string>()->default_value(
+                                         "data/tinyshakespeare/tiny_shakespeare_val.bin"))(
+      "warmup", "cuda time: untimed repetitions first", cxxopts::value<int>()->default_value("2"))(
       "h,help", "help");
   alias_flag(argc, argv, "--T", "--lengths");
   auto r = opts.parse(argc, argv);
@@ -238,72 +261,16 @@ int bench_attention(int argc, char** argv) {
     if (mode == "count") return bench_attention_cuda(kinds, Ts);
     GpuAttnBench o;
     o.tokens = r["tokens"].as<int>();
-    o.heads = r["heads"].as<int>();
+    if (r.count("heads")) o.heads = r["heads"].as<int>();
     o.warmup = r["warmup"].as<int>();
     if (r.count("reps")) o.reps = r["reps"].as<int>();
     return bench_attention_gpu(kinds, Ts, o);
   }
   TDA_CHECK(!r.count("mode"), "bench attention: --mode is for --device cuda");
-  const int reps = r.count("reps") ? r["reps"].as<int>() : 1;
-  CpuOps ops;
-  for (const auto& kind : kinds) {
-    for (int T : Ts) {
-      const bool two = kind.rfind("diff_", 0) == 0;
-      json j = {
-          {"attention", {{"kind", kind}}},
-          {"model",
-           {{"n_layer", 1}, {"d_model", two ? 128 : 64}, {"n_head", two ? 2 : 1}, {"seq_len", T}}},
-          {"train", {{"micro_batch", 1}, {"total_batch_tokens", T}}}};
-      Config cfg = config_from_json(j, "bench");
-      auto attn = make_attention(cfg.model, cfg.attention);
-      const int C = cfg.model.d_model, W = attn->proj_width(), D = cfg.model.head_dim();
-      Rng rng(1);
-      std::vector<std::vector<float>> extra_store, dextra_store;
-      std::vector<float*> extra, dextra;
-      for (const auto& spec : attn->extra_params(0)) {
-        size_t n = 1;
-        for (auto d : spec.shape) n *= size_t(d);
-        extra_store.emplace_back(n);
-        dextra_store.emplace_back(n, 0.f);
-        init_param(extra_store.back().data(), n, spec.init, spec.a, rng);
-      }
-      for (size_t i = 0; i < extra_store.size(); ++i) {
-        extra.push_back(extra_store[i].data());
-        dextra.push_back(dextra_store[i].data());
-      }
-      std::vector<float> proj(size_t(T) * W), y(size_t(T) * C), dy(size_t(T) * C),
-          dproj(proj.size());
-      for (auto& x : proj) x = rng.normal();
-      for (auto& x : dy) x = rng.normal();
-      std::vector<float> act(attn->act_floats(1, T)), scratch(attn->scratch_floats(1, T));
-      std::vector<float> cosv(size_t(T) * D / 2, 1.f), sinv(size_t(T) * D / 2, 0.f);
-      AttnContext ctx{ops, 1, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
-      double fwd = 0, bwd = 0;
-      for (int rep = 0; rep < reps; ++rep) {
-        auto t0 = std::chrono::steady_clock::now();
-        attn->forward(ctx, proj.data(), y.data(), act.data(), extra);
-        auto t1 = std::chrono::steady_clock::now();
-        attn->backward(ctx, proj.data(), dy.data(), dproj.data(), act.data(), extra, dextra,
-                       scratch.data());
-        auto t2 = std::chrono::steady_clock::now();
-        fwd += std::chrono::duration<double, std::milli>(t1 - t0).count() / reps;
-        bwd += std::chrono::duration<double, std::milli>(t2 - t1).count() / reps;
-      }
-      struct rusage ru;
-      getrusage(RUSAGE_SELF, &ru);
-      json out = {{"bench", "attention"},
-                  {"kind", kind},
-                  {"T", T},
-                  {"heads", two ? 2 : 1},
-                  {"fwd_ms", fwd},
-                  {"bwd_ms", bwd},
-                  {"saved_plus_scratch_bytes", 4.0 * double(act.size() + scratch.size())},
-                  {"bytes_per_token", 4.0 * double(act.size() + scratch.size()) / T},
-                  {"peak_rss_mb", double(ru.ru_maxrss) / 1024.0}};
-      std::cout << out.dump() << std::endl;
-    }
-  }
-  return 0;
+  return bench_attention_cpu(kinds, Ts, r.count("reps") ? r["reps"].as<int>() : 1,
+                             r.count("heads") ? r["heads"].as<int>() : 1,
+                             r.count("checkpoint") ? r["checkpoint"].as<std::string>() : "",
+                             r["tokens-file"].as<std::string>());
 }
 
 int cmd_bench(int argc, char** argv) {

@@ -55,8 +55,8 @@ std::string fmt_duration(double s) {
 }
 
 void check_grad_norm(double norm, int step) {
-  TDA_CHECK(std::isfinite(norm), "training diverged: gradient norm is not finite at step " +
-                                     std::to_string(step));
+  TDA_CHECK(std::isfinite(norm),
+            "training diverged: gradient norm is not finite at step " + std::to_string(step));
 }
 
 // Rank 0's value of an integer on every rank (exact below 2^53): the others contribute 0.
@@ -92,6 +92,12 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
     openblas_set_num_threads(cfg_.train.threads);
   }
   ops_ = make_ops(cfg_.train.device);
+  if (opt_.profile) {
+    backend_ = std::move(ops_);
+    auto p = std::make_unique<ProfileOps>(*backend_);
+    profile_ = p.get();
+    ops_ = std::move(p);
+  }
   if (!opt_.comm) {
     own_comm_ = std::make_unique<LocalCommunicator>();
     opt_.comm = own_comm_.get();
@@ -129,12 +135,12 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   ops_->zero(v_.data(), v_.size());
   inputs_.resize(size_t(t.micro_batch) * m.seq_len);
   targets_.resize(inputs_.size());
-  train_loader_ = std::make_unique<DataLoader>(cfg_.data.train, t.micro_batch, m.seq_len,
-                                               m.real_vocab_size, cfg_.data.shuffle, t.seed,
-                                               comm_->rank(), comm_->world());
-  val_loader_ = std::make_unique<DataLoader>(cfg_.data.val, t.micro_batch, m.seq_len,
-                                             m.real_vocab_size, false, t.seed, comm_->rank(),
-                                             comm_->world());
+  train_loader_ =
+      std::make_unique<DataLoader>(cfg_.data.train, t.micro_batch, m.seq_len, m.real_vocab_size,
+                                   cfg_.data.shuffle, t.seed, comm_->rank(), comm_->world());
+  val_loader_ =
+      std::make_unique<DataLoader>(cfg_.data.val, t.micro_batch, m.seq_len, m.real_vocab_size,
+                                   false, t.seed, comm_->rank(), comm_->world());
   state_.config = cfg_.raw;
 
   // Rank 0 alone looks at the disk (checkpoints live where rank 0 wrote them, which need not be
@@ -250,20 +256,26 @@ bool Trainer::run_step(StepMetrics* out, bool interruptible) {
   const int N = t.micro_batch * cfg_.model.seq_len;
   model_->set_batch(t.micro_batch, cfg_.model.seq_len);  // sampling may have resized it
   model_->set_step(state_.step);
-  model_->zero_grad();
+  phase("zero_grad");
+  if (!grads_zero_) model_->zero_grad();
+  grads_zero_ = false;  // from here on the step accumulates into them
   double loss = 0.0;
   const float grad_scale = 1.0f / float(N * accum_ * comm_->world());
   for (int micro = 0; micro < accum_; ++micro) {
     // A 162M step on the CPU is minutes of micro-batches: a stop must not wait for all of them.
     // Nothing is updated before the optimizer, so dropping the step loses only its work.
     if (interruptible && stop_requested()) return false;
+    phase("data");
     train_loader_->next(inputs_.data(), targets_.data());
+    phase("forward");
     loss += model_->forward(inputs_.data(), targets_.data(), true, grad_scale);
+    phase("backward");
     model_->backward();
   }
+  phase("optimizer");
   loss = comm_->all_reduce_sum(loss / accum_) / comm_->world();
-  TDA_CHECK(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) + " at step " +
-                                     std::to_string(state_.step) +
+  TDA_CHECK(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) +
+                                     " at step " + std::to_string(state_.step) +
                                      "; checkpoints written before this step are intact");
   const double lr = learning_rate(state_.step, o.lr, o.min_lr, o.warmup_steps, t.max_steps);
   double norm = 0.0;
@@ -271,6 +283,7 @@ bool Trainer::run_step(StepMetrics* out, bool interruptible) {
     optimizer_step_zero1(lr, &norm);
   else
     optimizer_step(lr, &norm);
+  phase("");
   state_.step += 1;
   state_.last_train_loss = loss;
   state_.loader = train_loader_->position();
@@ -285,19 +298,25 @@ bool Trainer::run_step(StepMetrics* out, bool interruptible) {
 void Trainer::optimizer_step(double lr, double* norm) {
   const auto& o = cfg_.optim;
   const size_t P = model_->flat_size();
+  phase("grad_reduce");
   GradReducer(*comm_, size_t(cfg_.dist.bucket_mb * double(1 << 20))).reduce(model_->grads(), P);
+  phase("grad_norm");
   *norm = std::sqrt(ops_->sum_squares(model_->grads(), P));
   check_grad_norm(*norm, state_.step);
-  if (o.grad_clip > 0 && *norm > o.grad_clip)
-    ops_->scale(model_->grads(), P, float(o.grad_clip / (*norm + 1e-6)));
-  // Per tensor, so the alignment gaps between tensors are never touched (they stay zero).
+  const float clip =
+      o.grad_clip > 0 && *norm > o.grad_clip ? float(o.grad_clip / (*norm + 1e-6)) : 1.f;
+  // Per tensor, so the alignment gaps between tensors are never touched (they stay zero). One
+  // pass per tensor: clip, AdamW, and the gradient zeroed for the next step.
+  phase("adamw");
   model_->update_params([&](float* params) {
     for (const auto& ten : model_->tensors()) {
-      ops_->adamw(params + ten.offset, model_->grads() + ten.offset, m_.data() + ten.offset,
-                  v_.data() + ten.offset, ten.numel, float(lr), float(o.beta1), float(o.beta2),
-                  float(o.eps), ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
+      ops_->adamw_clip_zero(params + ten.offset, model_->grads() + ten.offset,
+                            m_.data() + ten.offset, v_.data() + ten.offset, ten.numel, float(lr),
+                            float(o.beta1), float(o.beta2), float(o.eps),
+                            ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1, clip);
     }
   });
+  grads_zero_ = true;
 }
 
 // ZeRO-1: reduce-scatter the gradients, clip by the global norm (a double all-reduce of the
@@ -403,8 +422,8 @@ void Trainer::maybe_sample() {
 
 int Trainer::run() {
   const auto& t = cfg_.train;
-  const int last = opt_.max_steps_override >= 0 ? std::min(opt_.max_steps_override, t.max_steps)
-                                                : t.max_steps;
+  const int last =
+      opt_.max_steps_override >= 0 ? std::min(opt_.max_steps_override, t.max_steps) : t.max_steps;
   g_stop_signal.store(0);
   g_announce.store(comm_->rank() == 0);
   auto old_int = std::signal(SIGINT, on_stop_signal);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "backend/profile_ops.h"
 #include "core/config.h"
 #include "data/loader.h"
 #include "dist/communicator.h"
@@ -33,6 +34,8 @@ struct TrainOptions {
   // nothing reads them, and drawing 162M normals on the host is most of its time).
   bool init_weights = true;
   Communicator* comm = nullptr;  // null: single process
+  // Wrap the backend in ProfileOps and name the step's phases (tda bench train --profile).
+  bool profile = false;
 };
 
 struct StepMetrics {
@@ -57,6 +60,7 @@ class Trainer {
   int grad_accum_steps() const { return accum_; }
   int step() const { return state_.step; }
   const std::vector<double>& val_history() const { return val_history_; }
+  ProfileOps* profile() { return profile_; }  // null unless TrainOptions::profile
 
  private:
   // The step and the validation pass check for SIGINT/SIGTERM before every micro-batch when
@@ -69,15 +73,21 @@ class Trainer {
   void save(bool final_save);
   void log_json(const json& j);
   void maybe_sample();
-  void optimizer_step(double lr, double* norm);       // replicated moments
+  void optimizer_step(double lr, double* norm);        // replicated moments
   void optimizer_step_zero1(double lr, double* norm);  // sharded moments (ZeRO-1)
   // Rank 0 read a checkpoint into the model and m/v (host, P floats): every rank gets its share.
   void share_resumed(std::vector<float>& m, std::vector<float>& v);
   bool zero1() const { return cfg_.dist.zero_stage == 1; }
 
+  void phase(const char* name) {
+    if (profile_) profile_->set_phase(name);
+  }
+
   Config cfg_;
   TrainOptions opt_;
+  std::unique_ptr<Ops> backend_;  // the real backend when ops_ is a ProfileOps around it
   std::unique_ptr<Ops> ops_;
+  ProfileOps* profile_ = nullptr;
   std::unique_ptr<Communicator> own_comm_;
   Communicator* comm_;
   std::unique_ptr<GPT2> model_;
@@ -90,6 +100,9 @@ class Trainer {
   TrainState state_;
   int accum_ = 1;
   int saved_step_ = -1;  // step of the last checkpoint this process wrote
+  // The optimizer zeroed the gradients in its pass (adamw_clip_zero): the next step needs no
+  // zeroing pass of its own.
+  bool grads_zero_ = false;
   std::vector<double> val_history_;
   FILE* metrics_ = nullptr;
 };

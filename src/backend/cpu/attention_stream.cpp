@@ -2,28 +2,43 @@
 // templated on a policy from attention/policies.h (how a score becomes a weight, its derivative,
 // the row statistic) and on the number of views. FlashAttention-2 schedule on the CPU:
 //   - query rows in blocks of kTile, key tiles of kTile, only tiles with j0 <= i (causal);
-//     inside a tile only j <= i is computed (never "fill with zero": a rectifier with tau <= 0
-//     would let a filled zero through);
-//   - no T x T buffer: one kTile x kTile score tile per view per thread, plus per-row state;
-//   - sparse policies skip zero weights in the P.V product and skip a whole (row block, key tile)
-//     pair when no (i, j) in it survives in any view (counted in tiles_skipped).
+//     inside a tile only j <= i is used (never "fill with zero": a rectifier with tau <= 0
+//     would let a filled zero through; masked weights are written as exact zeros);
+//   - no T x T buffer: a few kTile x kTile tiles per thread, plus per-row state;
+//   - sparse policies skip a whole (row block, key tile) pair when no (i, j) in it survives in
+//     any view (counted in tiles_skipped), and zero weights inside the products.
 // Forward:   o_i = sum_j a_ij v_j;  two views: o_i = sum_j (a1_ij - lambda a2_ij) v_j
 // Backward:  e_ij = g_i.v_j;  ds_ij = f_ij (e_ij - D_i)   (D_i = g_i.o_i if normalised, else 0)
 //            dv_j = sum_i (a1 - lambda a2)_ij g_i;  dq_i = scale sum_j ds_ij k_j;
 //            dk_j = scale sum_i ds_ij q_i;  view 2 sees g2 = -lambda g.
-// The entmax kernel (attention_entmax.cpp) needs whole rows and has its own loop.
+//
+// Each tile is three steps: score products (S = Q K^T, E = G V^T) as small matrix products on
+// simd::Vec registers, the policy's math row by row over the tile (vectorised loops), and the
+// accumulating products (O += W V; dV += W^T G, dQ += dS K, dK += dS^T Q), again on registers.
+// Every sum runs over j (or i) in increasing order, as in attention_scalar.cpp, the one (i, j) at
+// a time reference the tests compare this with; only the exponential (fast_expf, not expf) and
+// the order inside row sums (SIMD lanes) differ. The entmax kernel (attention_entmax.cpp) needs
+// whole rows and has its own loop.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "attention/policies.h"
-#include "backend/cpu/cpu_ops.h"
-#include "core/error.h"
+#include "backend/cpu/attention_cpu.h"
+#include "backend/cpu/fast_exp.h"
+#include "backend/cpu/simd.h"
 
 namespace tda {
 
 namespace {
-constexpr int kTile = 64;
+using namespace cpu_attn;
+using simd::kLanes;
+using simd::Vec;
+
+// Register blocks: kRows rows x kVecs vectors of accumulators (16 of 32 zmm with AVX-512; 8 of
+// 16 registers with AVX or SSE).
+constexpr int kRows = 4;
+constexpr int kVecs = kLanes == 16 ? 4 : 2;
+static_assert(kTile % (kVecs * kLanes) == 0, "a tile row is whole register blocks");
 
 inline float dot(const float* a, const float* b, int n) {
   float s = 0.f;
@@ -31,52 +46,228 @@ inline float dot(const float* a, const float* b, int n) {
   return s;
 }
 
-struct Slices {
-  const float *q, *k, *v, *q2, *k2;
-};
-
-inline Slices slices(const AttnArgs& a, int bh) {
-  const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(a.T) * a.Dqk;
-  const size_t sv = size_t(a.T) * a.Dv;
-  Slices s{a.q + bh * sqk, a.k + bh * sqk, a.v + bh * sv, nullptr, nullptr};
-  if (a.q2) {
-    s.q2 = a.q2 + bh * sqk;
-    s.k2 = a.k2 + bh * sqk;
-  }
-  return s;
+// Bt (K x kTile) = the first `rows` rows of B (row stride ldb, K columns) transposed; columns
+// past `rows` are zero.
+void transpose_tile(float* Bt, const float* B, size_t ldb, int rows, int K) {
+  std::fill(Bt, Bt + size_t(K) * kTile, 0.f);
+  for (int j = 0; j < rows; ++j)
+    for (int k = 0; k < K; ++k) Bt[size_t(k) * kTile + j] = B[size_t(j) * ldb + k];
 }
 
-// Scores of rows [ib, i1) against keys [j0, j1) into st (kTile x kTile, row i at i - i0, where
-// i0 <= ib is the block's first row), j <= i only.
-inline void score_tile(float* st, const float* q, const float* k, int i0, int ib, int i1, int j0,
-                       int j1, int D, float scale) {
-  for (int i = ib; i < i1; ++i) {
-    const int jend = std::min(j1, i + 1);
-    for (int j = j0; j < jend; ++j)
-      st[(i - i0) * kTile + (j - j0)] = scale * dot(q + size_t(i) * D, k + size_t(j) * D, D);
-  }
-}
-
-// True when some causal (i, j), i in [ib, i1), of the tile has a non-zero weight in some view.
-template <class P, bool kTwo>
-bool tile_alive(const AttnArgs& a, const float* s1, const float* s2, int i0, int ib, int i1, int j0,
-                int j1) {
-  for (int i = ib; i < i1; ++i) {
-    const float tau = a.tau ? a.tau[i] : 0.f;
-    const int jend = std::min(j1, i + 1);
-    for (int j = j0; j < jend; ++j) {
-      const int idx = (i - i0) * kTile + (j - j0);
-      if (s1[idx] > tau) return true;
-      if (kTwo && s2[idx] > tau) return true;
+// S[r][0..kTile) = scale * sum_{k<K} A[r lda + k] Bt[k][0..kTile) for R rows.
+template <int R>
+inline void scores_block(float* S, const float* A, size_t lda, const float* Bt, int K,
+                         float scale) {
+  for (int c0 = 0; c0 < kTile; c0 += kVecs * kLanes) {
+    Vec acc[R][kVecs] = {};
+    for (int k = 0; k < K; ++k) {
+      Vec b[kVecs];
+      for (int v = 0; v < kVecs; ++v) b[v] = simd::load(Bt + size_t(k) * kTile + c0 + v * kLanes);
+      for (int r = 0; r < R; ++r) {
+        const float x = A[r * lda + k];
+        for (int v = 0; v < kVecs; ++v) acc[r][v] += x * b[v];
+      }
     }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < kVecs; ++v)
+        simd::store(S + r * kTile + c0 + v * kLanes, acc[r][v] * scale);
+  }
+}
+
+// The score tile of M rows of A against the kTile keys of Bt (see scores_block).
+void tile_scores(float* S, const float* A, size_t lda, int M, const float* Bt, int K, float scale) {
+  int r = 0;
+  for (; r + kRows <= M; r += kRows)
+    scores_block<kRows>(S + r * kTile, A + r * lda, lda, Bt, K, scale);
+  for (; r < M; ++r) scores_block<1>(S + r * kTile, A + r * lda, lda, Bt, K, scale);
+}
+
+// C[r][0..NV lanes) += sum_{k<K} A(r, k) B[k][...] for R rows, A(r, k) = A[r ars + k aks].
+// sparse: a k whose R coefficients are all zero adds nothing and is skipped.
+template <int R, int NV>
+inline void acc_block(float* C, size_t ldc, const float* A, size_t ars, size_t aks, int K,
+                      const float* B, size_t ldb, bool sparse) {
+  Vec acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = simd::load(C + r * ldc + v * kLanes);
+  for (int k = 0; k < K; ++k) {
+    float x[R];
+    bool any = false;
+    for (int r = 0; r < R; ++r) {
+      x[r] = A[r * ars + k * aks];
+      any |= x[r] != 0.f;
+    }
+    if (sparse && !any) continue;
+    Vec b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = simd::load(B + size_t(k) * ldb + v * kLanes);
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < NV; ++v) acc[r][v] += x[r] * b[v];
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) simd::store(C + r * ldc + v * kLanes, acc[r][v]);
+}
+
+template <int R>
+void acc_rows(float* C, size_t ldc, int N, const float* A, size_t ars, size_t aks, int K,
+              const float* B, size_t ldb, bool sparse) {
+  int c = 0;
+  for (; c + kVecs * kLanes <= N; c += kVecs * kLanes)
+    acc_block<R, kVecs>(C + c, ldc, A, ars, aks, K, B + c, ldb, sparse);
+  for (; c + kLanes <= N; c += kLanes)
+    acc_block<R, 1>(C + c, ldc, A, ars, aks, K, B + c, ldb, sparse);
+  for (; c < N; ++c)  // a head dim that is not a multiple of the vector width
+    for (int r = 0; r < R; ++r) {
+      float s = C[r * ldc + c];
+      for (int k = 0; k < K; ++k) s += A[r * ars + k * aks] * B[size_t(k) * ldb + c];
+      C[r * ldc + c] = s;
+    }
+}
+
+// C (M x N, row stride ldc) += A B with A(r, k) = A[r ars + k aks] (M x K) and B (K x N, row
+// stride ldb): ars = kTile, aks = 1 reads a tile as is, ars = 1, aks = kTile its transpose.
+void tile_accumulate(float* C, size_t ldc, int M, int N, const float* A, size_t ars, size_t aks,
+                     int K, const float* B, size_t ldb, bool sparse) {
+  int r = 0;
+  for (; r + kRows <= M; r += kRows)
+    acc_rows<kRows>(C + r * ldc, ldc, N, A + r * ars, ars, aks, K, B, ldb, sparse);
+  for (; r < M; ++r) acc_rows<1>(C + r * ldc, ldc, N, A + r * ars, ars, aks, K, B, ldb, sparse);
+}
+
+// True when a causal score of the tile exceeds its row's tau (0 without tau), i.e. some weight
+// is non-zero: rows ib..ib+M-1 (S holds row ib first), keys j0..min(j1, i + 1) - 1.
+bool any_above(const float* S, int ib, int M, int j0, int j1, const float* tau) {
+  for (int r = 0; r < M; ++r) {
+    const int i = ib + r, n = std::min(j1, i + 1) - j0;
+    const float* s = S + r * kTile;
+    const float t = tau ? tau[i] : 0.f;
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+    if (mx > t) return true;
   }
   return false;
+}
+
+// The policy's math over the n causal scores of one row: weights (forward) and (a, f)
+// (backward). The default applies the policy's scalar functions; softmax and the threshold
+// rectifier have loops the compiler vectorises.
+template <class P>
+struct RowMath {
+  // w[j] for j < n, folded into the row state; returns the factor that rescales the row's
+  // accumulator (online-max policies), 1 otherwise.
+  static float weights(typename P::Row& row, const float* s, float* w, int n, float tau, int p) {
+    float c = 1.f;
+    if (P::kOnlineMax) {
+      float mx = -INFINITY;
+      for (int j = 0; j < n; ++j) mx = std::max(mx, s[j]);
+      c = P::rebase(row, mx);
+    }
+    for (int j = 0; j < n; ++j) {
+      w[j] = P::weight(row, s[j], tau, p);
+      P::add(row, w[j]);
+    }
+    return c;
+  }
+  static void bwd(const float* s, float stat, float tau, int p, float* a, float* f, int n) {
+    for (int j = 0; j < n; ++j) P::bwd(s[j], stat, tau, p, &a[j], &f[j]);
+  }
+};
+
+template <>
+struct RowMath<attn::SoftmaxPolicy> {
+  using P = attn::SoftmaxPolicy;
+  static float weights(P::Row& row, const float* s, float* w, int n, float, int) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+    const float c = P::rebase(row, mx);
+    const float m = row.m;
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; ++j) {
+      w[j] = fast_expf(s[j] - m);
+      sum += w[j];
+    }
+    row.l += sum;
+    return c;
+  }
+  static void bwd(const float* s, float lse, float, int, float* a, float* f, int n) {
+#pragma omp simd
+    for (int j = 0; j < n; ++j) {
+      a[j] = fast_expf(s[j] - lse);
+      f[j] = a[j];
+    }
+  }
+};
+
+template <>
+struct RowMath<attn::ThresholdPolicy> {
+  // r^p as ipow computes it (1 * r * r ...), for the same bits.
+  static float power(float r, int p) {
+    float y = 1.f;
+    for (int e = 0; e < p; ++e) y *= r;
+    return y;
+  }
+  static float weights(attn::ThresholdPolicy::Row&, const float* s, float* w, int n, float tau,
+                       int p) {
+    if (p == 2) {
+#pragma omp simd
+      for (int j = 0; j < n; ++j) {
+        const float r = s[j] - tau;
+        w[j] = r > 0.f ? r * r : 0.f;
+      }
+    } else if (p == 1) {
+#pragma omp simd
+      for (int j = 0; j < n; ++j) {
+        const float r = s[j] - tau;
+        w[j] = r > 0.f ? r : 0.f;
+      }
+    } else {
+      for (int j = 0; j < n; ++j) {
+        const float r = s[j] - tau;
+        w[j] = r > 0.f ? power(r, p) : 0.f;
+      }
+    }
+    return 1.f;
+  }
+  static void bwd(const float* s, float, float tau, int p, float* a, float* f, int n) {
+    if (p == 2) {
+#pragma omp simd
+      for (int j = 0; j < n; ++j) {
+        const float r = s[j] - tau;
+        a[j] = r > 0.f ? r * r : 0.f;
+        f[j] = r > 0.f ? 2.f * r : 0.f;
+      }
+    } else {
+      for (int j = 0; j < n; ++j) {
+        const float r = s[j] - tau;
+        a[j] = r > 0.f ? power(r, p) : 0.f;
+        f[j] = r > 0.f ? float(p) * power(r, p - 1) : 0.f;
+      }
+    }
+  }
+};
+
+// K^T of every (b, h) and key tile (kTile columns per row of D, zero past T): the forward's score
+// products read keys as columns, and each tile is read by every query block after it.
+std::vector<float> transposed_keys(const AttnArgs& a, bool second) {
+  const int nt = (a.T + kTile - 1) / kTile, BH = a.B * a.H, D = a.Dqk;
+  std::vector<float> kt(size_t(BH) * nt * D * kTile);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int bh = 0; bh < BH; ++bh)
+    for (int t = 0; t < nt; ++t) {
+      const Slices x = slices(a, bh);
+      const float* k = second ? x.k2 : x.k;
+      transpose_tile(kt.data() + (size_t(bh) * nt + t) * D * kTile, k + size_t(t) * kTile * D,
+                     size_t(D), std::min(kTile, a.T - t * kTile), D);
+    }
+  return kt;
 }
 
 template <class P, bool kTwo>
 void stream_forward(const AttnArgs& a) {
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
-  const int nst = attn_n_stats(a.math);
+  const int nst = attn_n_stats(a.math), nt = (T + kTile - 1) / kTile;
   // Normalised two-view (diff_softmax) keeps two accumulators, one per softmax normaliser;
   // un-normalised two-view kinds fold lambda into one accumulator of (a1 - lambda a2).
   constexpr bool kTwoAcc = kTwo && P::kNormalized;
@@ -90,10 +281,14 @@ void stream_forward(const AttnArgs& a) {
     std::fill(a.out + size_t(bh) * T * Dv, a.out + (size_t(bh) * T + qs) * Dv, 0.f);
     if (kTwoAcc) std::fill(a.out2 + size_t(bh) * T * Dv, a.out2 + (size_t(bh) * T + qs) * Dv, 0.f);
   }
+  const std::vector<float> kt = transposed_keys(a, false);
+  const std::vector<float> k2t = kTwo ? transposed_keys(a, true) : std::vector<float>();
+  const size_t tile_floats = size_t(Dk) * kTile;
   long long skipped = 0, total = 0;
 #pragma omp parallel reduction(+ : skipped, total)
   {
     std::vector<float> s1(kTile * kTile), s2(kTwo ? kTile * kTile : 0);
+    std::vector<float> w1(kTile * kTile), w2(kTwo ? kTile * kTile : 0);
     std::vector<float> acc1(size_t(kTile) * Dv), acc2(kTwoAcc ? size_t(kTile) * Dv : 0);
     std::vector<typename P::Row> row1(kTile), row2(kTile);
     std::vector<float> surv(size_t(kTile) * 3);
@@ -101,66 +296,66 @@ void stream_forward(const AttnArgs& a) {
     for (int bh = 0; bh < a.B * a.H; ++bh)
       for (int i0 = first_block; i0 < T; i0 += kTile) {
         const Slices x = slices(a, bh);
-        const int i1 = std::min(T, i0 + kTile), ib = std::max(i0, qs);
+        const int i1 = std::min(T, i0 + kTile), ib = std::max(i0, qs), M = i1 - ib;
         std::fill(row1.begin(), row1.end(), typename P::Row{});
         std::fill(row2.begin(), row2.end(), typename P::Row{});
         std::fill(acc1.begin(), acc1.end(), 0.f);
         std::fill(acc2.begin(), acc2.end(), 0.f);
         std::fill(surv.begin(), surv.end(), 0.f);
+        float* const S1 = s1.data() + (ib - i0) * kTile;
+        float* const S2 = kTwo ? s2.data() + (ib - i0) * kTile : nullptr;
         for (int j0 = 0; j0 < i1; j0 += kTile) {
           const int j1 = std::min(i1, j0 + kTile);
-          score_tile(s1.data(), x.q, x.k, i0, ib, i1, j0, j1, Dk, a.scale);
-          if (kTwo) score_tile(s2.data(), x.q2, x.k2, i0, ib, i1, j0, j1, Dk, a.scale);
+          const size_t tile = size_t(bh) * nt + size_t(j0 / kTile);
+          tile_scores(S1, x.q + size_t(ib) * Dk, size_t(Dk), M, kt.data() + tile * tile_floats, Dk,
+                      a.scale);
+          if (kTwo)
+            tile_scores(S2, x.q2 + size_t(ib) * Dk, size_t(Dk), M, k2t.data() + tile * tile_floats,
+                        Dk, a.scale);
           ++total;
-          if (P::kSparse && !a.no_skip &&
-              !tile_alive<P, kTwo>(a, s1.data(), s2.data(), i0, ib, i1, j0, j1)) {
+          if (P::kSparse && !a.no_skip && !any_above(S1, ib, M, j0, j1, a.tau) &&
+              !(kTwo && any_above(S2, ib, M, j0, j1, a.tau))) {
             ++skipped;  // every weight of the tile is exactly 0: nothing to add
             continue;
           }
           for (int i = ib; i < i1; ++i) {
-            const int r = i - i0, jend = std::min(j1, i + 1);
+            const int r = i - i0, n = std::min(j1, i + 1) - j0;
             const float tau = a.tau ? a.tau[i] : 0.f;
-            const float* t1 = s1.data() + r * kTile - j0;
-            const float* t2 = kTwo ? s2.data() + r * kTile - j0 : nullptr;
-            float* ar1 = acc1.data() + size_t(r) * Dv;
-            float* ar2 = kTwoAcc ? acc2.data() + size_t(r) * Dv : nullptr;
-            if (P::kOnlineMax) {
-              // m_new = max(m, max_j s_ij); the accumulator is rescaled by exp(m - m_new)
-              float mx1 = -INFINITY, mx2 = -INFINITY;
-              for (int j = j0; j < jend; ++j) {
-                mx1 = std::max(mx1, t1[j]);
-                if (kTwo) mx2 = std::max(mx2, t2[j]);
+            float* const wr1 = w1.data() + r * kTile;
+            const float c1 =
+                RowMath<P>::weights(row1[r], s1.data() + r * kTile, wr1, n, tau, a.power);
+            std::fill(wr1 + n, wr1 + kTile, 0.f);  // masked keys: exact zeros
+            if (P::kOnlineMax && c1 != 1.f)
+              for (int d = 0; d < Dv; ++d) acc1[size_t(r) * Dv + d] *= c1;
+            if (a.survivors)
+              for (int j = 0; j < n; ++j) surv[r * 3] += (wr1[j] != 0.f);
+            if (!kTwo) continue;
+            float* const wr2 = w2.data() + r * kTile;
+            const float c2 =
+                RowMath<P>::weights(row2[r], s2.data() + r * kTile, wr2, n, tau, a.power);
+            std::fill(wr2 + n, wr2 + kTile, 0.f);
+            if (a.survivors)
+              for (int j = 0; j < n; ++j) {
+                surv[r * 3 + 1] += (wr2[j] != 0.f);
+                surv[r * 3 + 2] += (wr1[j] != 0.f && wr2[j] != 0.f);
               }
-              const float c1 = P::rebase(row1[r], mx1);
-              for (int d = 0; d < Dv; ++d) ar1[d] *= c1;
-              if (kTwoAcc) {
-                const float c2 = P::rebase(row2[r], mx2);
-                for (int d = 0; d < Dv; ++d) ar2[d] *= c2;
-              }
-            }
-            for (int j = j0; j < jend; ++j) {
-              const float* vj = x.v + size_t(j) * Dv;
-              const float w1 = P::weight(row1[r], t1[j], tau, a.power);
-              P::add(row1[r], w1);
-              float w = w1;
-              if (kTwo) {
-                const float w2 = P::weight(row2[r], t2[j], tau, a.power);
-                P::add(row2[r], w2);
-                if (a.survivors) {
-                  surv[r * 3 + 1] += (w2 != 0.f);
-                  surv[r * 3 + 2] += (w1 != 0.f && w2 != 0.f);
-                }
-                if (kTwoAcc) {
-                  for (int d = 0; d < Dv; ++d) ar2[d] += w2 * vj[d];
-                } else {
-                  w = w1 - lam * w2;  // Delta a_ij = a1 - lambda a2
-                }
-              }
-              if (a.survivors) surv[r * 3] += (w1 != 0.f);
-              if (P::kSparse && w == 0.f) continue;  // exact zero: skip the value product
-              for (int d = 0; d < Dv; ++d) ar1[d] += w * vj[d];
+            if (kTwoAcc) {
+              if (P::kOnlineMax && c2 != 1.f)
+                for (int d = 0; d < Dv; ++d) acc2[size_t(r) * Dv + d] *= c2;
+            } else {
+              // Delta a_ij = a1 - lambda a2 (lam: the device lambda, read once above)
+#pragma omp simd
+              for (int j = 0; j < n; ++j) wr1[j] = wr1[j] - lam * wr2[j];
             }
           }
+          const float* vt = x.v + size_t(j0) * Dv;
+          tile_accumulate(acc1.data() + size_t(ib - i0) * Dv, size_t(Dv), M, Dv,
+                          w1.data() + (ib - i0) * kTile, kTile, 1, j1 - j0, vt, size_t(Dv),
+                          P::kSparse);
+          if (kTwoAcc)
+            tile_accumulate(acc2.data() + size_t(ib - i0) * Dv, size_t(Dv), M, Dv,
+                            w2.data() + (ib - i0) * kTile, kTile, 1, j1 - j0, vt, size_t(Dv),
+                            P::kSparse);
         }
         for (int i = ib; i < i1; ++i) {
           const int r = i - i0;
@@ -199,7 +394,11 @@ void stream_backward(const AttnArgs& a) {
   const float lam = kTwo ? *a.lambda : 0.f;
 #pragma omp parallel
   {
-    std::vector<float> s1(kTile * kTile), s2(kTwo ? kTile * kTile : 0);
+    constexpr int kTT = kTile * kTile;
+    std::vector<float> s1(kTT), s2(kTwo ? kTT : 0), e(kTT), w(kTT), ds1(kTT), ds2(kTwo ? kTT : 0);
+    std::vector<float> a1(kTile), f1(kTile), a2(kTile), f2(kTile);
+    std::vector<float> kt(size_t(Dk) * kTile), k2t(kTwo ? size_t(Dk) * kTile : 0),
+        vt(size_t(Dv) * kTile);
     std::vector<float> D1(size_t(T), 0.f), D2(size_t(T), 0.f);
     std::vector<float> dtau(static_cast<size_t>(T)), dlam(static_cast<size_t>(T));
     // One (b, h) per thread: dk, dv and the per-row scalar partials are owned by it, so every
@@ -242,63 +441,71 @@ void stream_backward(const AttnArgs& a) {
       }
       // Key tile outer, query blocks inner: dk/dv of a tile stay hot in cache.
       for (int j0 = 0; j0 < T; j0 += kTile) {
-        const int j1 = std::min(T, j0 + kTile);
-        for (int i0 = (j0 / kTile) * kTile; i0 < T; i0 += kTile) {
-          const int i1 = std::min(T, i0 + kTile);
-          score_tile(s1.data(), x.q, x.k, i0, i0, i1, j0, j1, Dk, a.scale);
-          if (kTwo) score_tile(s2.data(), x.q2, x.k2, i0, i0, i1, j0, j1, Dk, a.scale);
+        const int j1 = std::min(T, j0 + kTile), nk = j1 - j0;
+        transpose_tile(kt.data(), x.k + size_t(j0) * Dk, size_t(Dk), nk, Dk);
+        if (kTwo) transpose_tile(k2t.data(), x.k2 + size_t(j0) * Dk, size_t(Dk), nk, Dk);
+        transpose_tile(vt.data(), x.v + size_t(j0) * Dv, size_t(Dv), nk, Dv);
+        for (int i0 = j0; i0 < T; i0 += kTile) {
+          const int i1 = std::min(T, i0 + kTile), M = i1 - i0;
+          tile_scores(s1.data(), x.q + size_t(i0) * Dk, size_t(Dk), M, kt.data(), Dk, a.scale);
+          if (kTwo)
+            tile_scores(s2.data(), x.q2 + size_t(i0) * Dk, size_t(Dk), M, k2t.data(), Dk, a.scale);
           // A dead tile has a = 0 and da/ds = 0 everywhere: its ds, dv, dq, dk terms are all 0.
-          if (P::kSparse && !a.no_skip &&
-              !tile_alive<P, kTwo>(a, s1.data(), s2.data(), i0, i0, i1, j0, j1))
+          if (P::kSparse && !a.no_skip && !any_above(s1.data(), i0, M, j0, j1, a.tau) &&
+              !(kTwo && any_above(s2.data(), i0, M, j0, j1, a.tau)))
             continue;
-          for (int i = std::max(i0, j0); i < i1; ++i) {
+          tile_scores(e.data(), go + size_t(i0) * Dv, size_t(Dv), M, vt.data(), Dv, 1.f);
+          for (int i = i0; i < i1; ++i) {
             const size_t row = size_t(bh) * T + i;
-            const int jend = std::min(j1, i + 1);
+            const int r = i - i0, n = std::min(j1, i + 1) - j0;
             const float tau = a.tau ? a.tau[i] : 0.f;
             const float st1 = nst >= 1 ? a.stats[row * nst] : 0.f;
             const float st2 = nst >= 2 ? a.stats[row * nst + 1] : 0.f;
-            const float* qi = x.q + size_t(i) * Dk;
-            const float* q2i = kTwo ? x.q2 + size_t(i) * Dk : nullptr;
-            const float* gi = go + size_t(i) * Dv;
-            float* dqi = dq + size_t(i) * Dk;
-            float* dq2i = kTwo ? dq2 + size_t(i) * Dk : nullptr;
-            for (int j = j0; j < jend; ++j) {
-              const int idx = (i - i0) * kTile + (j - j0);
-              float a1, f1, a2 = 0.f, f2 = 0.f;
-              P::bwd(s1[idx], st1, tau, a.power, &a1, &f1);
-              if (kTwo) P::bwd(s2[idx], st2, tau, a.power, &a2, &f2);
-              if (P::kSparse && a1 == 0.f && a2 == 0.f) continue;  // dead (i, j): all terms 0
-              if (P::kSparse && a.debug_drop_term) {
-                f1 /= float(a.power);  // negative control: drop the chain-rule factor p
-                f2 /= float(a.power);
+            RowMath<P>::bwd(s1.data() + r * kTile, st1, tau, a.power, a1.data(), f1.data(), n);
+            if (kTwo)
+              RowMath<P>::bwd(s2.data() + r * kTile, st2, tau, a.power, a2.data(), f2.data(), n);
+            else
+              std::fill(a2.begin(), a2.begin() + n, 0.f);
+            if (P::kSparse && a.debug_drop_term)
+              for (int j = 0; j < n; ++j) {
+                f1[j] /= float(a.power);  // negative control: drop the chain-rule factor p
+                f2[j] /= float(a.power);
               }
-              const float* vj = x.v + size_t(j) * Dv;
-              const float e = dot(gi, vj, Dv);  // e_ij = g_i.v_j = da_ij
-              // view 1 sees g, view 2 sees -lambda g
-              const float ds1 = f1 * (e - D1[i]);
-              const float ds2 = kTwo ? f2 * (-lam * e - D2[i]) : 0.f;
-              const float w = a1 - lam * a2;  // lam = 0 for one view
-              float* dvj = dv + size_t(j) * Dv;
-              for (int d = 0; d < Dv; ++d) dvj[d] += w * gi[d];
-              if (kTwo && !P::kNormalized) dlam[i] -= e * a2;  // dlambda = -sum_ij e_ij a2_ij
-              dtau[i] -= ds1 + ds2;                            // s - tau: dtau = -sum ds
-              const float g1 = a.scale * ds1;
-              const float* kj = x.k + size_t(j) * Dk;
-              float* dkj = dk + size_t(j) * Dk;
-              for (int d = 0; d < Dk; ++d) {
-                dqi[d] += g1 * kj[d];
-                dkj[d] += g1 * qi[d];
-              }
-              if (kTwo) {
-                const float g2 = a.scale * ds2;
-                const float* k2j = x.k2 + size_t(j) * Dk;
-                float* dk2j = dk2 + size_t(j) * Dk;
-                for (int d = 0; d < Dk; ++d) {
-                  dq2i[d] += g2 * k2j[d];
-                  dk2j[d] += g2 * q2i[d];
-                }
-              }
+            const float* er = e.data() + r * kTile;
+            float* wr = w.data() + r * kTile;
+            float* d1r = ds1.data() + r * kTile;
+            float* d2r = kTwo ? ds2.data() + r * kTile : nullptr;
+            const float Di1 = D1[i], Di2 = D2[i], scale = a.scale;
+            float sum_ds = 0.f, sum_ea2 = 0.f;
+            // view 1 sees g, view 2 sees -lambda g;  w = a1 - lambda a2 (lambda = 0: one view)
+#pragma omp simd reduction(+ : sum_ds, sum_ea2)
+            for (int j = 0; j < n; ++j) {
+              const float d1 = f1[j] * (er[j] - Di1);
+              const float d2 = kTwo ? f2[j] * (-lam * er[j] - Di2) : 0.f;
+              wr[j] = a1[j] - lam * a2[j];
+              d1r[j] = scale * d1;
+              if (kTwo) d2r[j] = scale * d2;
+              sum_ds += d1 + d2;
+              sum_ea2 += er[j] * a2[j];
             }
+            std::fill(wr + n, wr + kTile, 0.f);  // masked keys: exact zeros
+            std::fill(d1r + n, d1r + kTile, 0.f);
+            if (kTwo) std::fill(d2r + n, d2r + kTile, 0.f);
+            dtau[i] -= sum_ds;                                // s - tau: dtau = -sum ds
+            if (kTwo && !P::kNormalized) dlam[i] -= sum_ea2;  // dlambda = -sum_ij e_ij a2_ij
+          }
+          // dv_j += sum_i w_ij g_i;  dq_i += sum_j ds_ij k_j;  dk_j += sum_i ds_ij q_i
+          tile_accumulate(dv + size_t(j0) * Dv, size_t(Dv), nk, Dv, w.data(), 1, kTile, M,
+                          go + size_t(i0) * Dv, size_t(Dv), P::kSparse);
+          tile_accumulate(dq + size_t(i0) * Dk, size_t(Dk), M, Dk, ds1.data(), kTile, 1, nk,
+                          x.k + size_t(j0) * Dk, size_t(Dk), P::kSparse);
+          tile_accumulate(dk + size_t(j0) * Dk, size_t(Dk), nk, Dk, ds1.data(), 1, kTile, M,
+                          x.q + size_t(i0) * Dk, size_t(Dk), P::kSparse);
+          if (kTwo) {
+            tile_accumulate(dq2 + size_t(i0) * Dk, size_t(Dk), M, Dk, ds2.data(), kTile, 1, nk,
+                            x.k2 + size_t(j0) * Dk, size_t(Dk), P::kSparse);
+            tile_accumulate(dk2 + size_t(j0) * Dk, size_t(Dk), nk, Dk, ds2.data(), 1, kTile, M,
+                            x.q2 + size_t(i0) * Dk, size_t(Dk), P::kSparse);
           }
         }
       }
@@ -311,72 +518,25 @@ void stream_backward(const AttnArgs& a) {
   }
 }
 
-void check_args(const AttnArgs& a) {
-  TDA_CHECK(a.q && a.k && a.v && a.out, "attention: q, k, v and out are required");
-  if (attn_two_views(a.math)) TDA_CHECK(a.q2 && a.k2, "attention: two-view math needs q2, k2");
-  if (a.math == AttnMath::kDiffSoftmax) TDA_CHECK(a.out2, "attention: kDiffSoftmax needs out2");
-  if (attn_n_stats(a.math) > 0) TDA_CHECK(a.stats, "attention: this math needs stats");
-  TDA_CHECK(a.power >= 1, "attention: power must be >= 1");
-}
-
-// ReLA is the threshold rectifier with tau = 0 and p = 1.
-AttnArgs relu_args(const AttnArgs& in) {
-  AttnArgs a = in;
-  a.tau = nullptr;
-  a.power = 1;
-  return a;
-}
+template <class P, bool kTwo>
+struct StreamForward {
+  static void run(const AttnArgs& a) { stream_forward<P, kTwo>(a); }
+};
+template <class P, bool kTwo>
+struct StreamBackward {
+  static void run(const AttnArgs& a) { stream_backward<P, kTwo>(a); }
+};
 }  // namespace
 
 void CpuOps::attention_forward(const AttnArgs& in) {
   check_args(in);
-  const AttnArgs a =
-      (in.math == AttnMath::kRelu || in.math == AttnMath::kDiffRelu) ? relu_args(in) : in;
-  using namespace attn;
-  switch (a.math) {
-    case AttnMath::kSoftmax:
-      return stream_forward<SoftmaxPolicy, false>(a);
-    case AttnMath::kSoftplus:
-      return stream_forward<SoftplusPolicy, false>(a);
-    case AttnMath::kRelu:
-    case AttnMath::kThreshold:
-      return stream_forward<ThresholdPolicy, false>(a);
-    case AttnMath::kDiffSoftmax:
-      return stream_forward<SoftmaxPolicy, true>(a);
-    case AttnMath::kDiffRelu:
-    case AttnMath::kDiffThreshold:
-      return stream_forward<ThresholdPolicy, true>(a);
-    case AttnMath::kEntmax15:
-      return cpu_entmax_forward(a);
-  }
-  throw Error("cpu backend: unsupported attention math");
+  dispatch<StreamForward>(resolve(in), cpu_entmax_forward);
 }
 
 void CpuOps::attention_backward(const AttnArgs& in) {
   check_args(in);
-  const AttnArgs a =
-      (in.math == AttnMath::kRelu || in.math == AttnMath::kDiffRelu) ? relu_args(in) : in;
-  TDA_CHECK(a.dout && a.dq && a.dk && a.dv, "attention: backward needs dout, dq, dk, dv");
-  TDA_CHECK(a.q_start == 0, "attention: backward needs q_start == 0 (full rows)");
-  if (attn_two_views(a.math)) TDA_CHECK(a.dq2 && a.dk2, "attention: two-view math needs dq2, dk2");
-  using namespace attn;
-  switch (a.math) {
-    case AttnMath::kSoftmax:
-      return stream_backward<SoftmaxPolicy, false>(a);
-    case AttnMath::kSoftplus:
-      return stream_backward<SoftplusPolicy, false>(a);
-    case AttnMath::kRelu:
-    case AttnMath::kThreshold:
-      return stream_backward<ThresholdPolicy, false>(a);
-    case AttnMath::kDiffSoftmax:
-      return stream_backward<SoftmaxPolicy, true>(a);
-    case AttnMath::kDiffRelu:
-    case AttnMath::kDiffThreshold:
-      return stream_backward<ThresholdPolicy, true>(a);
-    case AttnMath::kEntmax15:
-      return cpu_entmax_backward(a);
-  }
-  throw Error("cpu backend: unsupported attention math");
+  check_backward_args(in);
+  dispatch<StreamBackward>(resolve(in), cpu_entmax_backward);
 }
 
 }  // namespace tda

@@ -8,6 +8,14 @@ namespace tda {
 // Entmax needs whole rows (its threshold is a root over the row): attention_entmax.cpp.
 void cpu_entmax_forward(const AttnArgs& a);
 void cpu_entmax_backward(const AttnArgs& a);
+// Row-major C(M,N) = alpha op(A) op(B) + beta C with cblas_sgemm's arguments, split over the
+// OpenMP team, one single-threaded OpenBLAS call per thread (sgemm.cpp says why).
+void cpu_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc);
+// The scalar streaming kernels (attention_scalar.cpp): one (i, j) at a time, as the backend was
+// before its kernels were vectorised. The reference the tests hold CpuOps::attention_* to.
+void cpu_attention_forward_reference(const AttnArgs& a);
+void cpu_attention_backward_reference(const AttnArgs& a);
 
 class CpuOps final : public Ops {
  public:
@@ -44,6 +52,8 @@ class CpuOps final : public Ops {
   void scale(float* x, size_t n, float s) override;
   void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
              float beta2, float eps, float wd, int t) override;
+  void adamw_clip_zero(float* p, float* g, float* m, float* v, size_t n, float lr, float beta1,
+                       float beta2, float eps, float wd, int t, float grad_scale) override;
   void zero(float* x, size_t n) override;
   void l2norm_forward(float* x, float* norm, size_t N, int D) override;
   void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D) override;

@@ -13,8 +13,11 @@
 namespace tda {
 
 namespace {
+// 256 rows: 51 MB of logits at vocabulary 50304, past the L3 cache. Chunks that fit it (64 rows,
+// 13 MB) keep the softmax passes in cache but make the three GEMMs smaller, and measured slower
+// per training step, tiny and d12 (docs/perf.md, CPU).
 constexpr int kChunkRows = 256;
-}
+}  // namespace
 
 void CpuOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
                           const int32_t* targets, int N, int C, int V_padded, int V_real,
@@ -28,8 +31,7 @@ void CpuOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, c
   for (int n0 = 0; n0 < N; n0 += kChunkRows) {
     int rows = std::min(kChunkRows, N - n0);
     const float* xc = x + size_t(n0) * C;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V_padded, C, 1.0f, xc, C, W, C, 0.0f,
-                buf, V_padded);
+    cpu_sgemm(false, true, rows, V_padded, C, 1.0f, xc, C, W, C, 0.0f, buf, V_padded);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; ++r) {
       float* l = buf + size_t(r) * V_padded;
@@ -56,10 +58,9 @@ void CpuOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, c
       }
     }
     if (dx) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, V_padded, 1.0f, buf,
-                  V_padded, W, C, 0.0f, dx + size_t(n0) * C, C);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V_padded, C, rows, 1.0f, buf,
-                  V_padded, xc, C, 1.0f, dW, C);
+      cpu_sgemm(false, false, rows, C, V_padded, 1.0f, buf, V_padded, W, C, 0.0f,
+                dx + size_t(n0) * C, C);
+      cpu_sgemm(true, false, V_padded, C, rows, 1.0f, buf, V_padded, xc, C, 1.0f, dW, C);
     }
   }
 }

@@ -1,9 +1,10 @@
 // RMSNorm: y = w * x * rstd,  rstd = 1 / sqrt(mean(x^2) + eps)
 // backward (h = w * dy):  dx = rstd * h - x * rstd^3 * mean(h * x);   dw += dy * x * rstd
+// Row sums run in SIMD lanes (omp simd reductions: a fixed order for a given build).
+#include <omp.h>
+
 #include <cmath>
 #include <vector>
-
-#include <omp.h>
 
 #include "backend/cpu/cpu_ops.h"
 
@@ -16,6 +17,7 @@ void CpuOps::rmsnorm_forward(float* y, float* rstd, const float* x, const float*
     const float* xr = x + size_t(n) * C;
     float* yr = y + size_t(n) * C;
     float ss = 0.f;
+#pragma omp simd reduction(+ : ss)
     for (int c = 0; c < C; ++c) ss += xr[c] * xr[c];
     float r = 1.0f / std::sqrt(ss / C + eps);
     for (int c = 0; c < C; ++c) yr[c] = w[c] * xr[c] * r;
@@ -39,6 +41,7 @@ void CpuOps::rmsnorm_backward(float* dx, float* dw, const float* dy, const float
       float* dxr = dx + size_t(n) * C;
       float r = rstd[n];
       float hx = 0.f;
+#pragma omp simd reduction(+ : hx)
       for (int c = 0; c < C; ++c) hx += w[c] * dyr[c] * xr[c];
       float k = hx * r * r * r / C;
       for (int c = 0; c < C; ++c) {

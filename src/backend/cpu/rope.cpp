@@ -52,13 +52,15 @@ void CpuOps::rope_backward(float* dx, const float* dout, int row, int col0, cons
   rotate<true>(nullptr, nullptr, dx, dout, row, col0, cos, sin, B, T, H, D, pos0);
 }
 
-void CpuOps::split_heads(float* out, const float* x, int row, int col0, int B, int T, int H, int D) {
+void CpuOps::split_heads(float* out, const float* x, int row, int col0, int B, int T, int H,
+                         int D) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h)
         for (int d = 0; d < D; ++d)
-          out[((size_t(b) * H + h) * T + t) * D + d] = x[(size_t(b) * T + t) * row + col0 + h * D + d];
+          out[((size_t(b) * H + h) * T + t) * D + d] =
+              x[(size_t(b) * T + t) * row + col0 + h * D + d];
 }
 
 void CpuOps::merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H, int D) {
@@ -67,7 +69,8 @@ void CpuOps::merge_heads(float* x, const float* in, int row, int col0, int B, in
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h)
         for (int d = 0; d < D; ++d)
-          x[(size_t(b) * T + t) * row + col0 + h * D + d] = in[((size_t(b) * H + h) * T + t) * D + d];
+          x[(size_t(b) * T + t) * row + col0 + h * D + d] =
+              in[((size_t(b) * H + h) * T + t) * D + d];
 }
 
 }  // namespace tda

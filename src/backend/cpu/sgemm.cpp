@@ -1,0 +1,53 @@
+// cpu_sgemm: the CPU backend's one GEMM (cpu_ops.h), on OpenBLAS.
+//
+// One thread pool: every GEMM of the CPU backend is split by the OpenMP team that also runs
+// the backend's other loops, each thread calling a one-thread OpenBLAS SGEMM on its slab of C.
+// Left to itself, Debian's (pthread) OpenBLAS runs its own threads, which spin after each call
+// while OpenMP's spin after each loop: on a machine with as many threads as cores the two pools
+// take turns on the cores at every hand-off. Per GEMM shape the split is as fast as OpenBLAS's
+// threads but for c_attn's forward (docs/perf.md, CPU; scripts/bench/gemm_split_ab.cpp). Each
+// element of C is still one OpenBLAS kernel's sum over K, as in a whole-matrix call.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+
+#include "backend/cpu/cpu_ops.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace tda {
+
+void cpu_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  // Cheap (a store) and needed before every call: whoever called OpenBLAS last (a benchmark's
+  // reference SGEMM, the trainer's train.threads) may have set it to more.
+  openblas_set_num_threads(1);
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+  const int team = omp_get_max_threads();
+  // Below ~2 MFLOP a parallel region costs more than it saves.
+  if (team == 1 || 2.0 * M * N * K < 2e6) {
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // Slabs of the longer side of C, in multiples of 16 (whole register tiles of the kernels).
+  const bool by_cols = N >= M;
+  const int len = by_cols ? N : M;
+  const int slab = ((len + team - 1) / team + 15) / 16 * 16;
+#pragma omp parallel num_threads(team)
+  {
+    const int lo = std::min(len, omp_get_thread_num() * slab), hi = std::min(len, lo + slab);
+    if (hi > lo) {
+      if (by_cols)  // columns lo..hi of op(B) and C
+        cblas_sgemm(CblasRowMajor, ta, tb, M, hi - lo, K, alpha, A, lda,
+                    trans_b ? B + size_t(lo) * ldb : B + lo, ldb, beta, C + lo, ldc);
+      else  // rows lo..hi of op(A) and C
+        cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, N, K, alpha,
+                    trans_a ? A + lo : A + size_t(lo) * lda, lda, B, ldb, beta,
+                    C + size_t(lo) * ldc, ldc);
+    }
+  }
+}
+
+}  // namespace tda
