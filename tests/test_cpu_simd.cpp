@@ -18,6 +18,8 @@ namespace tda {
 
 namespace {
 
+const float kLambda = 0.6f;  // the two-view kinds' lambda (a device scalar; host memory here)
+
 // Inputs, outputs and gradients of one attention call, filled at random. The threshold kinds'
 // q, k have std qk_std_thr (0.15: their cosine-scale scores straddle tau_i).
 struct AttnCase {
@@ -78,7 +80,7 @@ struct AttnCase {
     }
     a.tau = tau.empty() ? nullptr : tau.data();
     a.power = 2;
-    a.lambda = 0.6f;
+    a.lambda = &kLambda;
     a.out = o.out.data();
     a.out2 = o.out2.data();
     a.stats = o.stats.data();

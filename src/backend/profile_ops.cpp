@@ -141,8 +141,9 @@ void ProfileOps::add_inplace(float* y, const float* a, size_t n) {
 void ProfileOps::embedding_forward(float* y, const int32_t* t, const float* wte, int N, int C) {
   TDA_TIMED("embedding_forward", in_.embedding_forward(y, t, wte, N, C));
 }
-void ProfileOps::embedding_backward(float* dwte, const float* dy, const int32_t* t, int N, int C) {
-  TDA_TIMED("embedding_backward", in_.embedding_backward(dwte, dy, t, N, C));
+void ProfileOps::embedding_backward(float* dwte, const float* dy, const int32_t* t,
+                                    const int32_t* plan, int N, int C) {
+  TDA_TIMED("embedding_backward", in_.embedding_backward(dwte, dy, t, plan, N, C));
 }
 void ProfileOps::rope_forward(float* out, const float* x, int row, int col0, const float* cos,
                               const float* sin, int B, int T, int H, int D, int pos0) {
@@ -219,8 +220,8 @@ void ProfileOps::sigmoid_gate_backward(float* g, float* dz, int dzs, const float
   TDA_TIMED("sigmoid_gate_backward",
             in_.sigmoid_gate_backward(g, dz, dzs, dy, o, z, zs, N, C, group));
 }
-void ProfileOps::axpby(float* y, float a, const float* x, float b, size_t n) {
-  TDA_TIMED("axpby", in_.axpby(y, a, x, b, n));
+void ProfileOps::axpby(float* y, float a, const float* x, float b, size_t n, const float* s) {
+  TDA_TIMED("axpby", in_.axpby(y, a, x, b, n, s));
 }
 void ProfileOps::rela_norm_forward(float* y, float* r, float* mu, const float* u,
                                    const float* gamma, const float* w, int N, int C, float eps,

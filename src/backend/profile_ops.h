@@ -53,7 +53,8 @@ class ProfileOps final : public ForwardingOps {
   void add(float* y, const float* a, const float* b, size_t n) override;
   void add_inplace(float* y, const float* a, size_t n) override;
   void embedding_forward(float* y, const int32_t* t, const float* wte, int N, int C) override;
-  void embedding_backward(float* dwte, const float* dy, const int32_t* t, int N, int C) override;
+  void embedding_backward(float* dwte, const float* dy, const int32_t* t, const int32_t* plan,
+                          int N, int C) override;
   void rope_forward(float* out, const float* x, int row, int col0, const float* cos,
                     const float* sin, int B, int T, int H, int D, int pos0) override;
   void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
@@ -85,7 +86,8 @@ class ProfileOps final : public ForwardingOps {
   void sigmoid_gate_forward(float* y, const float* z, int zs, int N, int C, int group) override;
   void sigmoid_gate_backward(float* g, float* dz, int dzs, const float* dy, const float* o,
                              const float* z, int zs, int N, int C, int group) override;
-  void axpby(float* y, float a, const float* x, float b, size_t n) override;
+  void axpby(float* y, float a, const float* x, float b, size_t n,
+             const float* s = nullptr) override;
   void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
                          const float* w, int N, int C, float eps, bool center) override;
   void rela_norm_backward(float* du, float* dgamma, float* dw, const float* dy, const float* u,

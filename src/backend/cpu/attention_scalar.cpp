@@ -63,6 +63,7 @@ void scalar_forward(const AttnArgs& a) {
   // Normalised two-view (diff_softmax) keeps two accumulators, one per softmax normaliser;
   // un-normalised two-view kinds fold lambda into one accumulator of (a1 - lambda a2).
   constexpr bool kTwoAcc = kTwo && P::kNormalized;
+  const float lam = kTwo ? *a.lambda : 0.f;  // a device scalar (Ops::clamp_affine, diff_lambda)
   // Rows below q_start are not computed (KV-cache decoding): their outputs are zeroed, and the
   // row blocks start at the block holding q_start. Each computed row sees the same tiles in the
   // same order as in a full forward, so its result is bit-identical.
@@ -135,7 +136,7 @@ void scalar_forward(const AttnArgs& a) {
                 if (kTwoAcc) {
                   for (int d = 0; d < Dv; ++d) ar2[d] += w2 * vj[d];
                 } else {
-                  w = w1 - a.lambda * w2;  // Delta a_ij = a1 - lambda a2
+                  w = w1 - lam * w2;  // Delta a_ij = a1 - lambda a2
                 }
               }
               if (a.survivors) surv[r * 3] += (w1 != 0.f);
@@ -155,7 +156,7 @@ void scalar_forward(const AttnArgs& a) {
             float* o2 = a.out2 + row * Dv;
             for (int d = 0; d < Dv; ++d) {
               o2[d] = acc2[size_t(r) * Dv + d] * inv2;
-              o[d] = acc1[size_t(r) * Dv + d] * inv1 - a.lambda * o2[d];
+              o[d] = acc1[size_t(r) * Dv + d] * inv1 - lam * o2[d];
             }
           } else {
             for (int d = 0; d < Dv; ++d) o[d] = acc1[size_t(r) * Dv + d] * inv1;
@@ -178,7 +179,7 @@ void scalar_backward(const AttnArgs& a) {
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   const int nst = attn_n_stats(a.math);
   const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
-  const float lam = a.lambda;
+  const float lam = kTwo ? *a.lambda : 0.f;
 #pragma omp parallel
   {
     std::vector<float> s1(kTile * kTile), s2(kTwo ? kTile * kTile : 0);
