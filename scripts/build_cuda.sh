@@ -61,19 +61,21 @@ FLAGS=(-std=c++17 -O3 -Isrc
        -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings -Xptxas -v)
 
 echo "nvcc: $("$NVCC" --version | grep release)" >>"$LOG"
-status=0
-for src in "${sources[@]}"; do
+# One nvcc per source, JOBS at a time (nvcc is single-threaded), each into its own log; the logs
+# are then joined in source order, so ptxas.log reads the same whatever ran first.
+compile_one() {
+  local src=$1 name obj keep log
   name=$(basename "${src%.cu}")
   obj="$BUILD_DIR/$name.o"
   keep="$BUILD_DIR/ptx/$name"
+  log="$BUILD_DIR/logs/$name.log"
   rm -rf "$keep" && mkdir -p "$keep"
   echo "[build_cuda] $src"
-  echo "=== $src" >>"$LOG"
+  echo "=== $src" >"$log"
   # ptxas -v reports on stderr; keep it all in the log and show it only if the build fails.
-  if ! "$NVCC" "${FLAGS[@]}" -keep -keep-dir "$keep" -c "$src" -o "$obj" >>"$LOG" 2>&1; then
-    echo "[build_cuda] FAILED: $src (see $LOG)" >&2
-    status=1
-  fi
+  local rc=0 ptx arch
+  "$NVCC" "${FLAGS[@]}" -keep -keep-dir "$keep" -c "$src" -o "$obj" >>"$log" 2>&1 || rc=1
+  [ $rc -eq 0 ] || { echo "[build_cuda] FAILED: $src (see $LOG)" >&2; : >"$log.failed"; }
   # ptxas -v does not print __launch_bounds__; the PTX does (.maxntid after an .entry's
   # parameters). One line per bounded kernel and arch, for scripts/launch_resources.py.
   for ptx in "$keep"/*.ptx; do
@@ -82,9 +84,21 @@ for src in "${sources[@]}"; do
       /^(\.visible )?\.entry / { sub(/\($/, "", $NF); entry = $NF }
       /^\.maxntid / { gsub(",", ""); y = $3 == "" ? 1 : $3; z = $4 == "" ? 1 : $4
                        print "ptx: " arch " maxntid " $2 " " y " " z " " entry }
-    ' "$ptx" >>"$LOG"
+    ' "$ptx" >>"$log"
   done
   find "$keep" -type f ! -name '*.ptx' -delete
+}
+rm -rf "$BUILD_DIR/logs" && mkdir -p "$BUILD_DIR/logs"
+for src in "${sources[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-2}" ]; do wait -n || true; done
+  compile_one "$src" &
+done
+wait
+status=0
+for src in "${sources[@]}"; do
+  log="$BUILD_DIR/logs/$(basename "${src%.cu}").log"
+  cat "$log" >>"$LOG"
+  [ ! -e "$log.failed" ] || status=1
 done
 if [ $status -ne 0 ]; then
   cat "$LOG" >&2
