@@ -272,7 +272,7 @@ TEST_CASE("dry run: strict mode's pointer checks see dry-run memory", "[cuda][em
   CHECK_THAT(emu::last_error_message(), Catch::Contains("is not device memory"));
 }
 
-TEST_CASE("memory cap: executed allocations count in 2 MiB pages; frees and a reset return them",
+TEST_CASE("memory cap: executed allocations count in 2 MiB pages, frees and a reset return them",
           "[cuda][emu][dryrun]") {
   // The cap counts what the (strict) allocator hands out, as a GPU would: the bytes asked in
   // 2 MiB pages, not the emulator's poisoned tails or its quarantine of freed memory.

@@ -35,7 +35,7 @@ std::string train_args(const std::string& out) {
 }
 }  // namespace
 
-TEST_CASE("cuda fault: the op throws one line; destructor-time frees after it do not throw",
+TEST_CASE("cuda fault: the op throws one line, destructor-time frees after it do not throw",
           "[cuda][emu]") {
   emu_test::ResetDeviceAtExit reset;
   CudaOps ops;

@@ -28,7 +28,7 @@ std::string bytes(const std::string& p) {
 
 }  // namespace
 
-TEST_CASE("prepare_evals.py --local copies and checks the zero-shot files; tda reads them",
+TEST_CASE("prepare_evals.py --local copies and checks the zero-shot files, tda reads them",
           "[data][eval]") {
   const std::string shared = source_dir() + "/../shared/data/evals";
   if (!fs::exists(shared)) TDA_SKIP("../shared/data/evals absent");

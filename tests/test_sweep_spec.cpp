@@ -150,7 +150,8 @@ TEST_CASE("configs/sweeps/paper.json is the paper's study", "[sweep][config]") {
   // the 5-epoch schedule replaces the default config: pretraining runs change, extensions not
   SweepOverrides o;
   o.config = dir + "gpt2_162m/base_5epochs.json";
-  const auto five = by_name(load_sweep(dir + "sweeps/paper.json", o));
+  const Sweep five_sweep = load_sweep(dir + "sweeps/paper.json", o);  // by_name points into it
+  const auto five = by_name(five_sweep);
   CHECK(five.at("tda")->cfg.train.max_steps == 190730);  // 5 x 38,146
   CHECK(five.at("tda_p3")->cfg.train.max_steps == 190730);
   CHECK(five.at("extend_4096_tda")->cfg.train.max_steps == 500);
@@ -191,7 +192,7 @@ TEST_CASE("configs/sweeps/mini.json trains all eleven kinds and extends two", "[
   CHECK(s.raw["about"].dump().find("scripts/prepare_enwiki_sample.py") != std::string::npos);
 }
 
-TEST_CASE("no two configs share a default run directory; extensions start from theirs",
+TEST_CASE("no two configs share a default run directory, extensions start from theirs",
           "[config]") {
   CHECK(default_run_dir("configs/tiny/tda.json") == "runs/tiny/tda");
   CHECK(default_run_dir("configs/gpt2_162m/tda.json") == "runs/gpt2_162m/tda");
