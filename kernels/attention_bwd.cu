@@ -56,8 +56,8 @@ __device__ inline float grad_entry(const AttnArgs& a, float s1, float s2, float 
                                    float st2, float tau, float D1, float D2, float* ds1, float* ds2,
                                    float* dtau, float* dlam) {
   float a1, f1, a2 = 0.f, f2 = 0.f;
-  P::bwd(s1, st1, tau, a.power, &a1, &f1);
-  if (kTwo) P::bwd(s2, st2, tau, a.power, &a2, &f2);
+  P::bwd(s1, st1, tau, P::param(a), &a1, &f1);
+  if (kTwo) P::bwd(s2, st2, tau, P::param(a), &a2, &f2);
   if (P::kSparse && !P::kNormalized && a.debug_drop_term) {
     f1 /= float(a.power);  // negative control: drop the chain-rule factor p
     f2 /= float(a.power);
@@ -247,8 +247,8 @@ __global__ void __launch_bounds__(kThreads)
         if (kTwo) s2[nt][c] *= a.scale;
         float a1 = 0.f, a2 = 0.f, f;
         if (key[c >> 1] <= i && i < T) {
-          P::bwd(s1[nt][c], rowf[x], rowf[2 * kTile + x], a.power, &a1, &f);
-          if (kTwo) P::bwd(s2[nt][c], rowf[kTile + x], rowf[2 * kTile + x], a.power, &a2, &f);
+          P::bwd(s1[nt][c], rowf[x], rowf[2 * kTile + x], P::param(a), &a1, &f);
+          if (kTwo) P::bwd(s2[nt][c], rowf[kTile + x], rowf[2 * kTile + x], P::param(a), &a2, &f);
         }
         w[nt][c] = a1 - (kTwo ? *a.lambda : 0.f) * a2;
       }
@@ -345,8 +345,8 @@ void backward_math(const AttnArgs& a, float* Dbuf) {
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
       return launch_backward<ThresholdPolicy, false>(a, Dbuf);
-    case AttnMath::kEntmax15:
-      return launch_backward<Entmax15Policy, false>(a, Dbuf);
+    case AttnMath::kEntmax:
+      return launch_backward<EntmaxPolicy, false>(a, Dbuf);
     case AttnMath::kDiffSoftmax:
       return launch_backward<SoftmaxPolicy, true>(a, Dbuf);
     case AttnMath::kDiffRelu:

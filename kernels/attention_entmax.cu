@@ -1,21 +1,23 @@
-// Causal 1.5-entmax attention on tensor cores: the two row pre-passes that make entmax a policy
-// of the tiled kernels (kernels/attention_fwd.cu, attention_bwd.cu with Entmax15Policy). Like
+// Causal alpha-entmax attention on tensor cores: the two row pre-passes that make entmax a policy
+// of the tiled kernels (kernels/attention_fwd.cu, attention_bwd.cu with EntmaxPolicy). Like
 // AdaSplash, the threshold is found by passes over the key tiles, recomputing the scores with the
 // same mma as the forward each time (no T x T buffer, no per-row score buffer). A block owns 64
 // query rows (4 warps of 16, the FlashAttention-2 layout of attention_tc.cuh); the key tiles of
 // every pass stream through shared memory. Reference: src/backend/cpu/attention_entmax.cpp.
-//   u_j = z_j / 2 = scale q.k_j / 2 (j <= i);  m = max u;  f(tau) = sum_j [u_j - tau]_+^2 - 1
-//   bisection on [m - 1, m - 1/sqrt(n)] (f(lo) >= 0 >= f(hi)), `entmax_iters` passes (the
-//   policies.h Entmax15::bisect sequence);
+//   am1 = alpha - 1;  u_j = am1 z_j = am1 scale q.k_j (j <= i);  m = max u;
+//   f(tau) = sum_j [u_j - tau]_+^(1/am1) - 1  (1.5: squares)
+//   bisection on [m - 1, m - (1/n)^am1] (f(lo) >= 0 >= f(hi)), `entmax_iters` passes (the
+//   policies.h Entmax::bisect sequence);
 //   entmax_bisect: tau = last midpoint, norm = f(tau) + 1 (the CPU's bisection solver)
-//   exact (default): one more pass gathers k, sum u, sum u^2 over the support S = {u_j > tau};
+//   exact (default, alpha 1.5 only): one more pass gathers k, sum u, sum u^2 over the support S =
+//   {u_j > tau};
 //     then tau = M - sqrt(max(1/k - (Q - M^2), 0)) (M, Q means over S), norm = 1: the closed form
 //     of the sort-based solver, exact once bisection has found the support.
 //   threshold pre-pass (forward): stats (tau_i, norm_i); the tiled forward then computes
-//     p_ij = [u_ij - tau_i]_+^2 / norm_i and o_i = sum_j p_ij v_j, skipping dead tiles.
+//     p_ij = [u_ij - tau_i]_+^(1/am1) / norm_i and o_i = sum_j p_ij v_j, skipping dead tiles.
 //   c pre-pass (backward): e_ij = g_i.v_j (dO V^T, as the dq kernel computes it);
-//     c_i = sum_j sqrt(p_ij) e_ij / sum_j sqrt(p_ij) into D_i, so that the tiled dq and dk/dv
-//     kernels form dz_ij = sqrt(p_ij) (e_ij - c_i).
+//     c_i = sum_j g_ij e_ij / sum_j g_ij with g = p^(2 - alpha) (1.5: sqrt p) into D_i, so that
+//     the tiled dq and dk/dv kernels form dz_ij = g_ij (e_ij - c_i).
 // Every output is owned by one block and summed in a fixed order: deterministic, no atomics.
 #include "attention/policies.h"
 #include "backend/cuda/attention_tc.cuh"
@@ -27,7 +29,8 @@ namespace tda::cuda {
 
 namespace {
 using namespace fa;
-using attn::Entmax15Policy;
+using attn::Entmax;
+using attn::EntmaxPolicy;
 
 template <int kDk>
 __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, size_t sqk) {
@@ -42,6 +45,7 @@ __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, 
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
   if (i0 + kTile <= a.q_start) return;  // KV-cache decoding: these rows' stats stay untouched
   const float* k = a.k + bh * sqk;
+  const float am1 = a.entmax_alpha - 1.f;
   load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
   int row[2];
   float lo[2], hi[2], f_lo[2], tau[2], norm[2] = {1.f, 1.f};
@@ -69,13 +73,15 @@ __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, 
       for (int c = 0; c < 4; ++c) {
         const int h = c >> 1;
         if (!(j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T)) continue;
-        const float u = 0.5f * a.scale * s[nt][c];
+        const float u = am1 * a.scale * s[nt][c];
         if (pass == 0) {
           acc[h][0] = fmaxf(acc[h][0], u);
           continue;
         }
         const float r = u - t[h];
-        if (r > 0.f) acc[h][0] += r * r, acc[h][1] += 1.f, acc[h][2] += u, acc[h][3] += u * u;
+        if (r > 0.f)
+          acc[h][0] += Entmax::pow_inv(r, am1), acc[h][1] += 1.f, acc[h][2] += u,
+              acc[h][3] += u * u;
       }
     }
     TDA_UNROLL
@@ -83,7 +89,7 @@ __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, 
       if (pass == 0) {
         const float m = quad_max(acc[h][0]);
         lo[h] = m - 1.f;
-        hi[h] = m - 1.f / sqrtf(float(row[h] + 1));
+        hi[h] = Entmax::bracket_hi(m, row[h] + 1, am1);
         tau[h] = lo[h];
         continue;
       }
@@ -138,7 +144,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int h = 0; h < 2; ++h) {
     row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
     const bool in = row[h] < T;
-    row_tau_stat<Entmax15Policy, false>(a, bh * T + (in ? row[h] : 0), row[h], in, &t[h], &norm[h]);
+    row_tau_stat<EntmaxPolicy, false>(a, bh * T + (in ? row[h] : 0), row[h], in, &t[h], &norm[h]);
   }
   for (int j0 = 0; j0 < i1; j0 += kTile) {
     __syncthreads();
@@ -163,7 +169,7 @@ __global__ void __launch_bounds__(kThreads)
       const int h = c >> 1;
       if (!(j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T)) continue;
       float p, f;
-      Entmax15Policy::bwd(s[nt][c], norm[h], t[h], 2, &p, &f);
+      EntmaxPolicy::bwd(s[nt][c], norm[h], t[h], EntmaxPolicy::param(a), &p, &f);
       G[h] += f;
       Ge[h] += f * e[nt][c];
     }
@@ -202,6 +208,12 @@ void launch_rowc(const AttnArgs& a, float* Dbuf) {
 }  // namespace
 
 void attention_entmax_threshold(const AttnArgs& a) {
+  TDA_CHECK(
+      a.entmax_alpha > 1.f && a.entmax_alpha <= 2.f,
+      "attention_entmax_threshold: alpha must be in (1, 2], got " + std::to_string(a.entmax_alpha));
+  TDA_CHECK(
+      a.entmax_bisect || a.entmax_alpha == 1.5f,
+      "attention_entmax_threshold: the exact solver is for alpha 1.5 only (bisect otherwise)");
   if (size_t(a.B) * a.H * a.T == 0) return;
   if (a.Dqk <= 64)
     launch_threshold<64>(a);

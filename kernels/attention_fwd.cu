@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
             sc[nt][c] = 0.f;
             continue;
           }
-          const float w = P::weight(st[h], sc[nt][c], tau[h], a.power);
+          const float w = P::weight(st[h], sc[nt][c], tau[h], P::param(a));
           P::add(st[h], w);
           surv[view][h] += (w != 0.f);
           const unsigned bit = 1u << (4 * nt + c);
@@ -170,12 +170,12 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
         s1[nt][c] = 0.f;
         continue;
       }
-      const float w1 = P::weight(st1[h], s1[nt][c], tau[h], a.power);
+      const float w1 = P::weight(st1[h], s1[nt][c], tau[h], P::param(a));
       P::add(st1[h], w1);
       surv[0][h] += (w1 != 0.f);
       s1[nt][c] = w1;
       if (kTwo) {  // un-normalised two-view kinds: one accumulator of Delta a = a1 - lambda a2
-        const float w2 = P::weight(st2[h], s2[nt][c], tau[h], a.power);
+        const float w2 = P::weight(st2[h], s2[nt][c], tau[h], P::param(a));
         P::add(st2[h], w2);
         surv[1][h] += (w2 != 0.f);
         surv[2][h] += (w1 != 0.f && w2 != 0.f);
@@ -272,9 +272,9 @@ void forward_math(const AttnArgs& a) {
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
       return launch_forward<ThresholdPolicy, false>(a);
-    case AttnMath::kEntmax15:
+    case AttnMath::kEntmax:
       attention_entmax_threshold(a);  // stats (tau_i, norm_i), then a thresholded forward
-      return launch_forward<Entmax15Policy, false>(a);
+      return launch_forward<EntmaxPolicy, false>(a);
     case AttnMath::kDiffSoftmax:
       return launch_forward<SoftmaxPolicy, true>(a);
     case AttnMath::kDiffRelu:

@@ -1,6 +1,7 @@
-// The entmax kernel against an oracle nobody here wrote: the `entmax` package's entmax15 with
-// PyTorch autograd (scripts/oracles/entmax_oracle.py, float64), forward and backward, on random
-// inputs, both solvers. Skips with a warning when the venv's python, torch or entmax is missing.
+// The entmax kernel against an oracle nobody here wrote: the `entmax` package with PyTorch
+// autograd (scripts/oracles/entmax_oracle.py, float64), forward and backward, on random inputs:
+// alpha 1.5 (entmax15) with both solvers, and alpha 1.25, 1.75, 2 (entmax_bisect) with the
+// bisection solver. Skips with a warning when the venv's python, torch or entmax is missing.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -12,8 +13,9 @@
 
 namespace tda {
 
-TEST_CASE("attention: entmax matches the entmax package (entmax15) forward and backward",
-          "[attention]") {
+TEST_CASE(
+    "attention: entmax matches the entmax package (entmax15, entmax_bisect) forward and backward",
+    "[attention]") {
   const std::string py = source_dir() + "/.venv/bin/python";
   const std::string script = source_dir() + "/scripts/oracles/entmax_oracle.py";
   if (!std::filesystem::exists(py)) {
@@ -34,27 +36,34 @@ TEST_CASE("attention: entmax matches the entmax package (entmax15) forward and b
     for (auto* x : {&q, &k, &v, &g})
       for (float e : *x) f << e << " ";
   }
-  const std::string cmd = py + " " + script + " " + dir.path + "/in.txt " + dir.path + "/out.txt";
-  const int rc = std::system((cmd + " 2>" + dir.path + "/err.txt").c_str());
-  if (rc != 0) {
-    std::ifstream e(dir.path + "/err.txt");
-    std::string msg((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
-    TDA_SKIP("entmax oracle not runnable (" << rc << "): " << msg);
-  }
-  std::vector<double> ref[4];
-  {
-    std::ifstream f(dir.path + "/out.txt");
-    for (auto& r : ref) {
-      r.resize(n);
-      for (auto& e : r) f >> e;
+  struct Case {
+    float alpha;
+    bool bisect;
+  };
+  for (const Case cs : {Case{1.5f, false}, Case{1.5f, true}, Case{1.25f, true}, Case{1.75f, true},
+                        Case{2.f, true}}) {
+    const bool bisect = cs.bisect;
+    const std::string cmd = py + " " + script + " " + dir.path + "/in.txt " + dir.path +
+                            "/out.txt " + std::to_string(cs.alpha);
+    const int rc = std::system((cmd + " 2>" + dir.path + "/err.txt").c_str());
+    if (rc != 0) {
+      std::ifstream e(dir.path + "/err.txt");
+      std::string msg((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+      TDA_SKIP("entmax oracle not runnable (" << rc << "): " << msg);
     }
-    REQUIRE(f.good());
-  }
-  for (bool bisect : {false, true}) {
+    std::vector<double> ref[4];
+    {
+      std::ifstream f(dir.path + "/out.txt");
+      for (auto& r : ref) {
+        r.resize(n);
+        for (auto& e : r) f >> e;
+      }
+      REQUIRE(f.good());
+    }
     CpuOps ops;
     std::vector<float> o(n), st(size_t(T) * 2), dq(n), dk(n), dv(n);
     AttnArgs a;
-    a.math = AttnMath::kEntmax15;
+    a.math = AttnMath::kEntmax;
     a.B = a.H = 1;
     a.T = T;
     a.Dqk = a.Dv = D;
@@ -64,6 +73,7 @@ TEST_CASE("attention: entmax matches the entmax package (entmax15) forward and b
     a.v = v.data();
     a.out = o.data();
     a.stats = st.data();
+    a.entmax_alpha = cs.alpha;
     a.entmax_bisect = bisect;
     a.entmax_iters = 30;
     ops.attention_forward(a);
@@ -82,8 +92,8 @@ TEST_CASE("attention: entmax matches the entmax package (entmax15) forward and b
       }
       // fp32 kernel vs float64 oracle: scores carry ~1e-6 relative error, the support boundary
       // is exact in both, so agreement to 1e-4 of the largest entry is expected.
-      INFO((bisect ? "bisect " : "sort ")
-           << names[t] << ": max abs err " << err << " of scale " << scale);
+      INFO("alpha " << cs.alpha << (bisect ? " bisect " : " sort ") << names[t] << ": max abs err "
+                    << err << " of scale " << scale);
       CHECK(err <= 1e-4 * scale + 1e-6);
     }
   }

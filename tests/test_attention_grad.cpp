@@ -235,6 +235,27 @@ TEST_CASE("attention: finite-difference gradients of parameter-matched TDA (tda_
   }
 }
 
+// alpha-entmax other than 1.5 (the bisection solver; its backward weight p^(2 - alpha)).
+TEST_CASE("attention: finite-difference gradients of alpha-entmax (alpha 1.25, 1.75)",
+          "[attention]") {
+  for (double alpha : {1.25, 1.75})
+    for (int T : {1, 17, 70}) {
+      Config cfg = attn_test_config("entmax", 128, 2,
+                                    json{{"entmax_alpha", alpha}, {"entmax_solver", "bisect"}});
+      AttnHarness h(cfg, 2, T, 777 + T);
+      kStep = fd_step("entmax");
+      Rng rng(41 + T);
+      h.grads();
+      for (float v : h.dproj) REQUIRE(std::isfinite(v));
+      for (const auto& g : groups(h)) {
+        const double w = check_group(h, g, 3, rng);
+        INFO("entmax alpha " << alpha << " T=" << T << " group " << g.name << " worst err/tol "
+                             << w);
+        CHECK(w <= 1.0);
+      }
+    }
+}
+
 TEST_CASE("attention: outputs at or before i ignore proj rows after i (causality)", "[attention]") {
   for (const auto& kind : kKinds) {
     if (!registered(kind)) continue;

@@ -130,7 +130,7 @@ TEST_CASE("attention kernels: FD check passes and fails when a backward term is 
           "[attention]") {
   // Negative control: the same comparison must reject a backward with one term removed
   // (normalised kinds: the row constant D_i / c_i; rectifiers: the factor p of p r^(p-1)).
-  for (AttnMath m : {AttnMath::kSoftmax, AttnMath::kSoftplus, AttnMath::kEntmax15,
+  for (AttnMath m : {AttnMath::kSoftmax, AttnMath::kSoftplus, AttnMath::kEntmax,
                      AttnMath::kThreshold, AttnMath::kDiffSoftmax, AttnMath::kDiffThreshold}) {
     const double ok = kernel_fd(m, false), bad = kernel_fd(m, true);
     if (std::getenv("TDA_TEST_VERBOSE"))
@@ -155,7 +155,7 @@ TEST_CASE("attention kernels: entmax rows sum to 1 with exact zeros and sort == 
   std::vector<float> p_sort(size_t(T) * T), p_bis(p_sort.size()), st(size_t(T) * 2);
   for (bool bisect : {false, true}) {
     AttnArgs a;
-    a.math = AttnMath::kEntmax15;
+    a.math = AttnMath::kEntmax;
     a.B = a.H = 1;
     a.T = T;
     a.Dqk = 64;

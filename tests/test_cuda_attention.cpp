@@ -49,7 +49,7 @@ void compare(const AttnProblem& p, double tight = 1e-2, double loose = 5e-2) {
   const Outputs ref = run_attention(cpu, p);
   for (const auto& kv : ref) {
     const std::string& key = kv.first;
-    if (p.math == AttnMath::kEntmax15 && (key == "drow_tau" || key == "drow_lambda")) continue;
+    if (p.math == AttnMath::kEntmax && (key == "drow_tau" || key == "drow_lambda")) continue;
     // Normalised kinds: drow_tau_i = -sum_j ds_ij = 0 in exact arithmetic (sum_j a (e - D) = 0),
     // both backends return rounding noise; no variant of those kinds uses it.
     if (key == "drow_tau" && (p.math == AttnMath::kSoftmax || p.math == AttnMath::kSoftplus ||
@@ -72,7 +72,9 @@ void compare(const AttnProblem& p, double tight = 1e-2, double loose = 5e-2) {
     // p = 1 rectifiers: da/ds jumps from 0 to 1 at the threshold, so scores that the input
     // rounding moves across it change the gradients by O(1) terms; only the forward outputs
     // (continuous in s) are compared with the unrounded inputs.
-    const bool step = p.math == AttnMath::kRelu || p.math == AttnMath::kDiffRelu || p.power == 1;
+    // Sparsemax (entmax alpha 2) alike: its backward weight p^(2 - alpha) is 1 on the support.
+    const bool step = p.math == AttnMath::kRelu || p.math == AttnMath::kDiffRelu || p.power == 1 ||
+                      (p.math == AttnMath::kEntmax && p.alpha == 2.f);
     if (!step || key == "out" || key == "out2") CHECK(err(g, kv.second) < loose);
   }
 }
@@ -120,17 +122,29 @@ TEST_CASE("cuda attention: rectifier and threshold kinds match the CPU", "[cuda]
 
 TEST_CASE("cuda attention: entmax (tensor-core threshold search) matches the CPU", "[cuda][emu]") {
   for (int T : kTs) {
-    AttnProblem p = problem(AttnMath::kEntmax15, T, 64, 64, 800 + T);
+    AttnProblem p = problem(AttnMath::kEntmax, T, 64, 64, 800 + T);
     compare(p);  // exact solver on the CPU, bisection + closed form on the support on CUDA
     p.bisect = true;
     compare(p);  // the CPU's bisection solver on both
   }
-  compare(problem(AttnMath::kEntmax15, 70, 128, 128, 13));  // the 128 bucket
+  compare(problem(AttnMath::kEntmax, 70, 128, 128, 13));  // the 128 bucket
+}
+
+TEST_CASE("cuda attention: alpha-entmax (alpha 1.25, 2) by bisection matches the CPU",
+          "[cuda][emu]") {
+  for (float alpha : {1.25f, 2.f})
+    for (int T : {1, 45, 130}) {
+      AttnProblem p = problem(AttnMath::kEntmax, T, 64, 64, 810 + T);
+      p.alpha = alpha;
+      p.bisect = true;
+      INFO("alpha " << alpha);
+      compare(p);
+    }
 }
 
 TEST_CASE("cuda attention: T = 257 for one normalised, one sparse, one two-view kind",
           "[cuda][emu][slow]") {
   compare(problem(AttnMath::kSoftmax, 257, 64, 64, 901));
   compare(problem(AttnMath::kDiffThreshold, 257, 64, 64, 902));
-  compare(problem(AttnMath::kEntmax15, 257, 64, 64, 903));
+  compare(problem(AttnMath::kEntmax, 257, 64, 64, 903));
 }

@@ -51,7 +51,7 @@ TEST_CASE("cuda attention: rows with no survivors give zero output and gradient"
 
 TEST_CASE("cuda attention: changing a future key or value leaves earlier rows unchanged",
           "[cuda][emu]") {
-  for (AttnMath m : {AttnMath::kSoftmax, AttnMath::kDiffThreshold, AttnMath::kEntmax15}) {
+  for (AttnMath m : {AttnMath::kSoftmax, AttnMath::kDiffThreshold, AttnMath::kEntmax}) {
     INFO("math " << int(m));
     const int T = 70, D = 16, t0 = 40;
     AttnProblem p = make(m, T, D, 41), p2 = p;
@@ -117,7 +117,7 @@ TEST_CASE("cuda attention: dead tiles are skipped, counted exactly, and change n
 // Negative controls: dropping a backward term (D_i for softmax, the factor p of p r^(p-1) for
 // the threshold kind) must move dq far beyond the tolerance, and both backends agree on the hook.
 TEST_CASE("cuda attention: a backward without D_i or without p is caught", "[cuda][emu]") {
-  for (AttnMath m : {AttnMath::kSoftmax, AttnMath::kThreshold, AttnMath::kEntmax15}) {
+  for (AttnMath m : {AttnMath::kSoftmax, AttnMath::kThreshold, AttnMath::kEntmax}) {
     INFO("math " << int(m));
     AttnProblem p = make(m, 37, 32, 61), bad = p;
     bad.drop = true;
@@ -130,7 +130,7 @@ TEST_CASE("cuda attention: a backward without D_i or without p is caught", "[cud
 }
 
 TEST_CASE("cuda attention: bit-identical under shuffled schedules", "[cuda][emu]") {
-  for (AttnMath m : {AttnMath::kDiffSoftmax, AttnMath::kDiffThreshold, AttnMath::kEntmax15}) {
+  for (AttnMath m : {AttnMath::kDiffSoftmax, AttnMath::kDiffThreshold, AttnMath::kEntmax}) {
     AttnProblem p = make(m, 45, 16, 71);
     std::vector<float> bits;
     for (uint64_t seed : {0, 5, 23}) {
@@ -147,7 +147,7 @@ TEST_CASE("cuda attention: bit-identical under shuffled schedules", "[cuda][emu]
 
 // KV-cache decoding: rows >= q_start equal the full forward bit for bit, rows below are 0.
 TEST_CASE("cuda attention: q_start computes only the rows at and after it", "[cuda][emu]") {
-  for (AttnMath m : {AttnMath::kDiffSoftmax, AttnMath::kThreshold, AttnMath::kEntmax15}) {
+  for (AttnMath m : {AttnMath::kDiffSoftmax, AttnMath::kThreshold, AttnMath::kEntmax}) {
     INFO("math " << int(m));
     for (int qs : {0, 70, 129}) {
       AttnProblem p = make(m, 130, 16, 91), part = p;

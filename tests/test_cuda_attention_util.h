@@ -16,6 +16,7 @@ struct AttnProblem {
   float lambda = 0.f;
   float scale = 0.f;  // 0: 1/sqrt(Dqk)
   bool bisect = false, no_skip = false, drop = false;
+  float alpha = 1.5f;        // entmax
   int q_start = 0;           // forward only (run_attention then skips the backward)
   bool diff_layout = false;  // q2 = q + T*Dqk inside one (B, 2H, T, Dqk) buffer (the Diff layout)
   std::vector<float> q, k, v, g, q2, k2, tau;
@@ -80,6 +81,7 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
   a.scale = p.scale > 0.f ? p.scale : 1.f / std::sqrt(float(p.Dqk));
   a.power = p.power;
   a.lambda = lambda.get();
+  a.entmax_alpha = p.alpha;
   a.entmax_bisect = p.bisect;
   a.no_skip = p.no_skip;
   a.debug_drop_term = p.drop;

@@ -141,6 +141,7 @@ TEST_CASE("cuda variants: head dim 32 and the variants' options match the CPU ba
   check_kind("ssmax", 128, 2, 45, {{"ssmax_bias", true}});
   check_kind("tda", 128, 2, 45, {{"learn_beta", false}, {"power", 1}});
   check_kind("entmax", 128, 2, 45, {{"entmax_solver", "bisect"}});
+  check_kind("entmax", 128, 2, 45, {{"entmax_solver", "bisect"}, {"entmax_alpha", 1.25}});
   // parameter-matched TDA: two heads of q/k 64 and values 128 (the (64, 128) kernel bucket)
   check_kind("tda", 256, 4, 45, {{"tda_heads", "halved"}});
 }

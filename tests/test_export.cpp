@@ -89,6 +89,8 @@ TEST_CASE("export: the HF export PyTorch model matches the tda forward for every
       // logits at 8), so an export that ignored the solver options fails here.
       {"entmax", {"attention.entmax_solver=bisect", "attention.entmax_iters=8"}},
       {"entmax", {"attention.entmax_solver=bisect", "attention.entmax_iters=3"}},
+      {"entmax", {"attention.entmax_solver=bisect", "attention.entmax_alpha=1.25"}},
+      {"entmax", {"attention.entmax_solver=bisect", "attention.entmax_alpha=2"}},
       {"lssa", {}},
       {"lssa", {"attention.lssa_scale_base=seq_len"}},
       {"rela", {}},
@@ -249,6 +251,7 @@ TEST_CASE("export: a left-padded batch with attention_mask gives each row its ba
   std::vector<Case> cases;
   for (const auto& kind : attention_kinds()) cases.push_back({kind, {}});
   cases.push_back({"entmax", {"attention.entmax_solver=bisect"}});
+  cases.push_back({"entmax", {"attention.entmax_solver=bisect", "attention.entmax_alpha=1.75"}});
   cases.push_back({"tda", {"attention.tda_heads=halved"}});
   TempDir dir;
   std::vector<int32_t> toks(70);

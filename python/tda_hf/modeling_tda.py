@@ -175,19 +175,25 @@ def entmax15(z, mask):
     return torch.clamp(x - tau_star, min=0).pow(2)
 
 
-def entmax15_bisect(z, mask, iters):
-    """1.5-entmax by bisection, as tda's entmax_solver "bisect" (attn::Entmax15::bisect in
-    src/attention/policies.h, the entmax package's EntmaxBisectFunction): u = z/2, m = max u
-    over the visible row of n entries, bracket [m - 1, m - 1/sqrt(n)], f(tau) = sum [u - tau]_+^2
-    - 1, `iters` halvings keeping the sign of f at the lower end, tau = the last midpoint;
-    p = [u - tau]_+^2 / sum [u - tau]_+^2 (so rows sum to 1 at any iteration count)."""
-    u = (z / 2).masked_fill(~mask, float("-inf"))
+def entmax_bisect(z, mask, iters, alpha=1.5):
+    """alpha-entmax by bisection, as tda's entmax_solver "bisect" (attn::Entmax::bisect in
+    src/attention/policies.h, the entmax package's EntmaxBisectFunction): am1 = alpha - 1,
+    u = am1 z, m = max u over the visible row of n entries, bracket [m - 1, m - (1/n)^am1],
+    f(tau) = sum [u - tau]_+^(1/am1) - 1, `iters` halvings keeping the sign of f at the lower end,
+    tau = the last midpoint; p = [u - tau]_+^(1/am1) / sum [u - tau]_+^(1/am1) (so rows sum to 1
+    at any iteration count). alpha 1.5: u = z/2, squares, 1/sqrt(n)."""
+    am1 = float(alpha) - 1.0
+    u = (z * am1).masked_fill(~mask, float("-inf"))
     n = mask.sum(dim=-1, keepdim=True).to(z.dtype)
     m = u.max(dim=-1, keepdim=True).values
-    lo, hi = m - 1, m - 1 / torch.sqrt(n)
+    lo, hi = m - 1, m - (1 / torch.sqrt(n) if am1 == 0.5 else (1 / n).pow(am1))
+
+    def g(r):  # [r]_+^(1/am1)
+        r = torch.clamp(r, min=0)
+        return r.pow(2) if am1 == 0.5 else r.pow(1 / am1)
 
     def f(tau):
-        return torch.clamp(u - tau, min=0).pow(2).sum(dim=-1, keepdim=True) - 1
+        return g(u - tau).sum(dim=-1, keepdim=True) - 1
 
     f_lo = f(lo)
     mid = lo
@@ -196,7 +202,7 @@ def entmax15_bisect(z, mask, iters):
         same_side = f(mid) * f_lo >= 0
         lo = torch.where(same_side, mid, lo)
         hi = torch.where(same_side, hi, mid)
-    p = torch.clamp(u - mid, min=0).pow(2)
+    p = g(u - mid)
     return p / p.sum(dim=-1, keepdim=True)
 
 
@@ -306,7 +312,8 @@ class Attention(nn.Module):
         q, k, v = self._qkv(proj, ctx)
         z = (q @ k.transpose(-1, -2)) / math.sqrt(self.D)
         if self.a["entmax_solver"] == "bisect":  # the trained model's own (inexact) weights
-            return merge(entmax15_bisect(z, ctx.mask, int(self.a["entmax_iters"])) @ v)
+            alpha = float(self.a.get("entmax_alpha", 1.5))
+            return merge(entmax_bisect(z, ctx.mask, int(self.a["entmax_iters"]), alpha) @ v)
         return merge(entmax15(z, ctx.mask) @ v)
 
     def _lssa(self, proj, ctx):

@@ -1,8 +1,11 @@
-// `entmax`: 1.5-entmax attention (Peters, Niculae, Martins 2019; attention-variants.md §4).
-//   z_ij = q_i.k_j / sqrt(d) (j <= i);  p_ij = max(z_ij/2 - tau_i, 0)^2, tau_i with sum_j p_ij = 1
-//   o_i = sum_j p_ij v_j.  Exact zeros wherever z_ij/2 <= tau_i.
-// Options: entmax_solver "sort" (exact, default) | "bisect" (entmax_iters steps, default 30,
-// ASSUMED; >= 24 reach fp32 precision), then renormalised as the entmax package does.
+// `entmax`: alpha-entmax attention (Peters, Niculae, Martins 2019; attention-variants.md §4),
+// alpha = attention.entmax_alpha in (1, 2], 1.5 by default (the paper's baseline).
+//   z_ij = q_i.k_j / sqrt(d) (j <= i);  p_ij = max((alpha-1) z_ij - tau_i, 0)^(1/(alpha-1)),
+//   tau_i with sum_j p_ij = 1 (1.5: max(z_ij/2 - tau_i, 0)^2);  o_i = sum_j p_ij v_j.
+//   Exact zeros wherever (alpha-1) z_ij <= tau_i.
+// Options: entmax_solver "sort" (exact, default; alpha 1.5 only) | "bisect" (entmax_iters steps,
+// default 30, ASSUMED; >= 24 reach fp32 precision), then renormalised as the entmax package does
+// (its entmax_bisect).
 // c_attn rows: [q (C) | k (C) | v (C)]. No parameters. Saved: q, k, v, o, (tau_i, norm_i).
 #include <cmath>
 
@@ -24,6 +27,11 @@ class EntmaxAttention final : public AttentionVariant {
               "config: attention.entmax_solver must be \"sort\" or \"bisect\", got \"" +
                   a.entmax_solver + "\"");
     TDA_CHECK(a.entmax_iters > 0, "config: attention.entmax_iters must be > 0");
+    TDA_CHECK(a.entmax_alpha > 1 && a.entmax_alpha <= 2,
+              "config: attention.entmax_alpha must be in (1, 2]");
+    TDA_CHECK(a.entmax_alpha == 1.5 || a.entmax_solver == "bisect",
+              "config: attention.entmax_alpha other than 1.5 needs attention.entmax_solver "
+              "\"bisect\"");
   }
   std::string kind() const override { return "entmax"; }
   int proj_width() const override { return 3 * C_; }
@@ -67,12 +75,13 @@ class EntmaxAttention final : public AttentionVariant {
     return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kEntmax15, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(AttnMath::kEntmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;
     a.out = s.o;
     a.stats = s.stats;
+    a.entmax_alpha = float(cfg_.entmax_alpha);
     a.entmax_bisect = cfg_.entmax_solver == "bisect";
     a.entmax_iters = cfg_.entmax_iters;
     return a;

@@ -5,6 +5,9 @@
 //
 // Forward contract of a policy P:
 //   P::Row                 running per-row state (e.g. max and sum for softmax)
+//   P::param(args)                  the policy's shape argument `p` below, from the AttnArgs: the
+//                                   power (rectifiers; ignored by softmax/softplus), alpha - 1
+//                                   (entmax)
 //   P::weight(row, s, tau, p)       un-normalised weight w(s) of a score given the row state
 //   P::rebase(row, tile_max)        (online-max policies) new max; returns the factor that
 //                                   rescales what was accumulated so far
@@ -72,6 +75,10 @@ TDA_HD inline float position_scale(int i, float s, float b, float div) {
 //   backward: a = exp(s - LSE), ds = a (da - D)  ->  f = a
 struct SoftmaxPolicy {
   static constexpr bool kNormalized = true, kOnlineMax = true, kSparse = false, kStatTau = false;
+  template <class Args>
+  TDA_HD static int param(const Args& a) {
+    return a.power;
+  }
   struct Row {
     float m = -INFINITY, l = 0.f;
   };
@@ -106,6 +113,10 @@ struct SoftmaxPolicy {
 //   backward: dw/ds = sigmoid(s)  ->  ds = sigmoid(s)/F (da - D),  f = sigmoid(s)/F
 struct SoftplusPolicy {
   static constexpr bool kNormalized = true, kOnlineMax = false, kSparse = false, kStatTau = false;
+  template <class Args>
+  TDA_HD static int param(const Args& a) {
+    return a.power;
+  }
   struct Row {
     float F = 0.f;
   };
@@ -127,6 +138,10 @@ struct SoftplusPolicy {
 // No row statistic: the weight is final as soon as the score is known.
 struct ThresholdPolicy {
   static constexpr bool kNormalized = false, kOnlineMax = false, kSparse = true, kStatTau = false;
+  template <class Args>
+  TDA_HD static int param(const Args& a) {
+    return a.power;
+  }
   struct Row {};
   TDA_HD static float rebase(Row&, float) { return 1.f; }
   TDA_HD static float weight(const Row&, float s, float tau, int p) {
@@ -149,58 +164,41 @@ struct ThresholdPolicy {
   }
 };
 
-// 1.5-entmax in the tiled tensor-core kernels, once a pre-pass over the keys has found each
-// row's tau and norm (kernels/attention_entmax.cu; stats (tau, norm) as Entmax15 below). With
-// the threshold in the score frame, t_i = 2 tau_i (the kernels' per-row "tau", read from the
-// stats: kStatTau) and the row state norm_i:
-//   p_ij = max(s - t_i, 0)^2 / 4 / norm_i  (weight() leaves out 1/norm_i: the forward divides)
-//   backward: a = p_ij, f = sqrt(p_ij), ds = f (e - D_i) with D_i = c_i (Entmax15 below)
-struct Entmax15Policy {
-  static constexpr bool kNormalized = true, kOnlineMax = false, kSparse = true, kStatTau = true;
-  struct Row {
-    float norm = 1.f;
-  };
-  TDA_HD static float rebase(Row&, float) { return 1.f; }
-  TDA_HD static float weight(const Row&, float s, float t, int) {
-    const float r = s - t;
-    return r > 0.f ? 0.25f * r * r : 0.f;
+// alpha-entmax (Peters et al. 2019; the entmax package's entmax_bisect convention), 1 < alpha <= 2,
+// am1 = alpha - 1 (1.5-entmax: am1 = 1/2). On one row, in the frame u = am1 z of the scaled scores:
+//   p_j = max(u_j - tau, 0)^(1/am1) / norm,  tau such that sum_j p_j = 1 (norm = 1 when exact)
+//   backward: g_j = p_j^(2 - alpha) (1.5: sqrt(p_j));  dz_j = g_j (dp_j - c),  c = sum g dp / sum g
+// alpha = 1.5 keeps its closed forms (r^2, sqrt): the same bits as before alpha became an option.
+struct Entmax {
+  // r^(1/am1) for r > 0
+  TDA_HD static float pow_inv(float r, float am1) {
+    return am1 == 0.5f ? r * r : powf(r, 1.f / am1);
   }
-  TDA_HD static void add(Row&, float) {}
-  TDA_HD static float norm(const Row& r) { return r.norm; }
-  TDA_HD static float stat(const Row& r) { return r.norm; }
-  TDA_HD static void merge(Row&, const Row&) {}  // norm comes from the pre-pass, not the keys
-  TDA_HD static void bwd(float s, float norm, float t, int, float* a, float* f) {
-    const float r = s - t;
-    if (r > 0.f) {
-      *a = 0.25f * r * r / norm;
-      *f = sqrtf(*a);
-    } else {
-      *a = 0.f;
-      *f = 0.f;
-    }
+  // p^(2 - alpha) = p^(1 - am1), the backward's weight of a support entry (p > 0)
+  TDA_HD static float grad_weight(float p, float am1) {
+    return am1 == 0.5f ? sqrtf(p) : powf(p, 1.f - am1);
   }
-};
-
-// 1.5-entmax (Peters et al. 2019) on one row z_0..z_{n-1} (z = scaled score):
-//   p_j = max(z_j/2 - tau, 0)^2 / norm,   tau such that sum_j p_j = 1 (norm = 1 when exact)
-//   backward: g_j = sqrt(p_j);  dz_j = g_j (dp_j - c),  c = sum g dp / sum g
-struct Entmax15 {
-  TDA_HD static float prob(float z, float tau, float norm) {
-    const float r = 0.5f * z - tau;
-    return r > 0.f ? r * r / norm : 0.f;
+  TDA_HD static float prob(float z, float tau, float norm, float am1) {
+    const float r = am1 * z - tau;
+    return r > 0.f ? pow_inv(r, am1) / norm : 0.f;
   }
-  // Bisection (entmax package's EntmaxBisectFunction, alpha = 1.5): u = z/2, m = max u,
-  //   bracket [m - 1, m - 1/sqrt(n)], f(tau) = sum [u - tau]_+^2 - 1; the result is the last
-  //   midpoint; *norm = sum_j [u_j - tau]_+^2 so that p / norm sums to 1 (ensure_sum_one).
-  TDA_HD static float bisect(const float* z, int n, int iters, float* norm) {
+  // The bisection bracket of a row of n scores whose largest u is m (entmax_bisect):
+  //   lo = m - 1 (p_max = 1, f >= 0), hi = m - (1/n)^am1 (every p <= 1/n, f <= 0).
+  TDA_HD static float bracket_hi(float m, int n, float am1) {
+    return am1 == 0.5f ? m - 1.f / sqrtf(float(n)) : m - powf(1.f / float(n), am1);
+  }
+  // Bisection (entmax package's EntmaxBisectFunction): f(tau) = sum [u - tau]_+^(1/am1) - 1 on
+  // [lo, hi]; the result is the last midpoint; *norm = f(tau) + 1 so that p / norm sums to 1
+  // (ensure_sum_one).
+  TDA_HD static float bisect(const float* z, int n, int iters, float am1, float* norm) {
     float m = -INFINITY;
-    for (int j = 0; j < n; ++j) m = fmaxf(m, 0.5f * z[j]);
-    float lo = m - 1.f, hi = m - 1.f / sqrtf(float(n));
+    for (int j = 0; j < n; ++j) m = fmaxf(m, am1 * z[j]);
+    float lo = m - 1.f, hi = bracket_hi(m, n, am1);
     auto f = [&](float tau) {
       float acc = 0.f;
       for (int j = 0; j < n; ++j) {
-        const float r = 0.5f * z[j] - tau;
-        if (r > 0.f) acc += r * r;
+        const float r = am1 * z[j] - tau;
+        if (r > 0.f) acc += pow_inv(r, am1);
       }
       return acc - 1.f;
     };
@@ -216,6 +214,43 @@ struct Entmax15 {
     }
     *norm = f(mid) + 1.f;
     return mid;
+  }
+};
+
+// alpha-entmax in the tiled tensor-core kernels, once a pre-pass over the keys has found each
+// row's tau and norm (kernels/attention_entmax.cu; stats (tau, norm) as Entmax above). With the
+// threshold in the score frame, t_i = tau_i / am1 (the kernels' per-row "tau", read from the
+// stats: kStatTau) and the row state norm_i:
+//   p_ij = (am1 max(s - t_i, 0))^(1/am1) / norm_i  (weight() leaves out 1/norm_i: the forward
+//   divides; 1.5: (s - t)^2 / 4)
+//   backward: a = p_ij, f = p_ij^(2 - alpha), ds = f (e - D_i) with D_i = c_i (Entmax above)
+// param(a) is am1, the kernels' per-policy argument (the other policies take the power p).
+struct EntmaxPolicy {
+  static constexpr bool kNormalized = true, kOnlineMax = false, kSparse = true, kStatTau = true;
+  struct Row {
+    float norm = 1.f;
+  };
+  template <class Args>
+  TDA_HD static float param(const Args& a) {
+    return a.entmax_alpha - 1.f;
+  }
+  TDA_HD static float rebase(Row&, float) { return 1.f; }
+  TDA_HD static float weight(const Row&, float s, float t, float am1) {
+    const float r = s - t;
+    return r > 0.f ? (am1 == 0.5f ? 0.25f * r * r : Entmax::pow_inv(am1 * r, am1)) : 0.f;
+  }
+  TDA_HD static void add(Row&, float) {}
+  TDA_HD static float norm(const Row& r) { return r.norm; }
+  TDA_HD static float stat(const Row& r) { return r.norm; }
+  TDA_HD static void merge(Row&, const Row&) {}  // norm comes from the pre-pass, not the keys
+  TDA_HD static void bwd(float s, float norm, float t, float am1, float* a, float* f) {
+    if (s - t > 0.f) {
+      *a = weight(Row{}, s, t, am1) / norm;
+      *f = Entmax::grad_weight(*a, am1);
+    } else {
+      *a = 0.f;
+      *f = 0.f;
+    }
   }
 };
 

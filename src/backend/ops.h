@@ -19,7 +19,8 @@ class Bf16Matmuls;  // backend/mixed_precision.h
 // (B, H, T, D) contiguous unless qk_bh_stride says otherwise. Per-row statistics `stats` are
 // (B, H, T, n_stats) with n_stats = attn_n_stats(math).
 //   kSoftmax      a = softmax_j(scale q.k)                      stats: LSE
-//   kEntmax15     a = entmax_1.5(scale q.k) (sort or bisection)  stats: tau (z/2 frame), norm
+//   kEntmax       a = alpha-entmax(scale q.k) (sort: 1.5 only, or bisection)
+//                                               stats: tau (frame (alpha-1) z), norm
 //   kSoftplus     a = softplus(s) / sum_j softplus(s)           stats: F = sum_j softplus(s)
 //   kRelu         a = max(s, 0)                                  stats: none
 //   kThreshold    a = max(s - tau_i, 0)^p                        stats: none
@@ -28,7 +29,7 @@ class Bf16Matmuls;  // backend/mixed_precision.h
 //   kDiffThreshold a = max(s1-tau,0)^p - lambda max(s2-tau,0)^p  stats: none
 enum class AttnMath {
   kSoftmax,
-  kEntmax15,
+  kEntmax,
   kSoftplus,
   kRelu,
   kThreshold,
@@ -42,7 +43,7 @@ inline int attn_n_stats(AttnMath m) {
     case AttnMath::kSoftmax:
     case AttnMath::kSoftplus:
       return 1;
-    case AttnMath::kEntmax15:
+    case AttnMath::kEntmax:
     case AttnMath::kDiffSoftmax:
       return 2;
     default:
@@ -73,7 +74,9 @@ struct AttnArgs {
   // kernels read it, the host never does), already clamped / re-parameterised by the variant
   // (Ops::clamp_affine, Ops::diff_lambda).
   const float* lambda = nullptr;
-  // Entmax: threshold solver (false = exact sort, true = bisection with `entmax_iters` steps).
+  // Entmax: alpha in (1, 2] and the threshold solver (false = exact sort, alpha 1.5 only; true =
+  // bisection with `entmax_iters` steps, any alpha).
+  float entmax_alpha = 1.5f;
   bool entmax_bisect = false;
   int entmax_iters = 30;
   float* out = nullptr;    // (B, H, T, Dv)

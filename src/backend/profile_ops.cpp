@@ -12,7 +12,7 @@ const char* math_name(AttnMath m) {
   switch (m) {
     case AttnMath::kSoftmax:
       return "softmax";
-    case AttnMath::kEntmax15:
+    case AttnMath::kEntmax:
       return "entmax15";
     case AttnMath::kSoftplus:
       return "softplus";

@@ -161,7 +161,7 @@ int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vecto
       AttnMath m = AttnMath::kSoftmax;
       bool cosine = false;
       if (kind == "lssa") m = AttnMath::kSoftplus;
-      if (kind == "entmax") m = AttnMath::kEntmax15;
+      if (kind == "entmax") m = AttnMath::kEntmax;
       if (kind == "rela") m = AttnMath::kRelu;
       if (kind == "tra") m = AttnMath::kThreshold, cosine = true;
       if (kind == "diff_softmax") m = AttnMath::kDiffSoftmax;

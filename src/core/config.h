@@ -19,7 +19,7 @@ struct ModelConfig {
 struct AttentionConfig {
   std::string kind;
   double beta, kappa, lambda_init, ssmax_s_init, rela_eps, head_norm_eps;
-  double entmax_alpha;  // 1.5 only (config.cpp says why)
+  double entmax_alpha;  // in (1, 2]; other than 1.5 only with the bisection solver
   int power, entmax_iters, dex_anneal_steps;
   bool learn_beta, ssmax_bias;
   std::string gate_shape, entmax_solver, lssa_scale_base, rela_norm;

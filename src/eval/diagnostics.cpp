@@ -85,11 +85,12 @@ void view_map(const AttnArgs& a, AttnMath math, const float* q, const float* k, 
         for (int j = 0; j <= i; ++j) row[j] = float(row[j] / F);
         break;
       }
-      case AttnMath::kEntmax15:
-        if (a.entmax_bisect) {  // the kernel's own solver: p = max(z/2 - tau, 0)^2 / norm
+      case AttnMath::kEntmax:
+        if (a.entmax_bisect) {  // the kernel's own solver: p = max(am1 z - tau, 0)^(1/am1) / norm
+          const float am1 = a.entmax_alpha - 1.f;
           float norm = 1.f;
-          const float t = attn::Entmax15::bisect(z.data(), i + 1, a.entmax_iters, &norm);
-          for (int j = 0; j <= i; ++j) row[j] = attn::Entmax15::prob(z[size_t(j)], t, norm);
+          const float t = attn::Entmax::bisect(z.data(), i + 1, a.entmax_iters, am1, &norm);
+          for (int j = 0; j <= i; ++j) row[j] = attn::Entmax::prob(z[size_t(j)], t, norm, am1);
         } else {
           entmax15_row(z.data(), i + 1, row);
         }
@@ -122,7 +123,7 @@ AttnMath single_view_math(AttnMath m) {
   if (m == AttnMath::kDiffSoftmax) return AttnMath::kSoftmax;
   if (m == AttnMath::kDiffRelu) return AttnMath::kRelu;
   if (m == AttnMath::kDiffThreshold) return AttnMath::kThreshold;
-  TDA_CHECK(m == AttnMath::kSoftmax || m == AttnMath::kSoftplus || m == AttnMath::kEntmax15 ||
+  TDA_CHECK(m == AttnMath::kSoftmax || m == AttnMath::kSoftplus || m == AttnMath::kEntmax ||
                 m == AttnMath::kRelu || m == AttnMath::kThreshold,
             "diag: unexpected attention math");
   return m;

@@ -73,7 +73,7 @@ void dispatch(const AttnArgs& a, void (*entmax)(const AttnArgs&)) {
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:
       return K<ThresholdPolicy, true>::run(a);
-    case AttnMath::kEntmax15:
+    case AttnMath::kEntmax:
       return entmax(a);
   }
   throw Error("cpu backend: unsupported attention math");

@@ -1,11 +1,13 @@
-// Causal 1.5-entmax attention (Peters, Niculae, Martins 2019), one query row at a time.
+// Causal alpha-entmax attention (Peters, Niculae, Martins 2019), one query row at a time.
 // The threshold tau_i is a root over the whole visible row, so the row is materialised in an
-// O(T) per-thread scratch (never T x T). z_ij = scale q_i.k_j for j <= i.
-//   forward:  p_ij = max(z_ij/2 - tau_i, 0)^2 / norm_i;  o_i = sum_j p_ij v_j (support only)
-//             tau_i: exact sort-based solver (default) or bisection (entmax_bisect);
+// O(T) per-thread scratch (never T x T). z_ij = scale q_i.k_j for j <= i, am1 = alpha - 1.
+//   forward:  p_ij = max(am1 z_ij - tau_i, 0)^(1/am1) / norm_i;  o_i = sum_j p_ij v_j (support)
+//             tau_i: exact sort-based solver (default, alpha 1.5 only) or bisection
+//             (entmax_bisect, any alpha in (1, 2]);
 //             saved per row: stats = (tau_i, norm_i); norm = 1 for the exact solver.
-//   backward: e_ij = g_i.v_j;  sqrt(p) on the support;  c_i = sum_j sqrt(p_ij) e_ij / sum sqrt(p)
-//             dz_ij = sqrt(p_ij) (e_ij - c_i);  dq_i = scale sum_j dz_ij k_j;
+//   backward: e_ij = g_i.v_j;  w_ij = p_ij^(2 - alpha) on the support (1.5: sqrt p);
+//             c_i = sum_j w_ij e_ij / sum_j w_ij;
+//             dz_ij = w_ij (e_ij - c_i);  dq_i = scale sum_j dz_ij k_j;
 //             dk_j = scale sum_i dz_ij q_i;  dv_j = sum_i p_ij g_i
 #include <algorithm>
 #include <cmath>
@@ -14,6 +16,7 @@
 
 #include "attention/policies.h"
 #include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
 
 namespace tda {
 
@@ -60,7 +63,7 @@ struct RowSolve {
 RowSolve solve_row(const AttnArgs& a, const float* z, int n, std::vector<float>& buf) {
   if (a.entmax_bisect) {
     float norm = 1.f;
-    const float tau = attn::Entmax15::bisect(z, n, a.entmax_iters, &norm);
+    const float tau = attn::Entmax::bisect(z, n, a.entmax_iters, a.entmax_alpha - 1.f, &norm);
     return {tau, norm};
   }
   return {entmax15_tau_sort(z, n, buf), 1.f};
@@ -71,10 +74,21 @@ void row_scores(float* z, const float* qi, const float* k, int i, int D, float s
   for (int j = 0; j <= i; ++j) z[j] = scale * dot(qi, k + size_t(j) * D, D);
 }
 
+// alpha in (1, 2]; the sort solver's closed form is 1.5-entmax's.
+void check_alpha(const AttnArgs& a) {
+  TDA_CHECK(a.entmax_alpha > 1.f && a.entmax_alpha <= 2.f,
+            "attention (entmax): alpha must be in (1, 2], got " + std::to_string(a.entmax_alpha));
+  TDA_CHECK(a.entmax_bisect || a.entmax_alpha == 1.5f,
+            "attention (entmax): the exact (sort) solver is for alpha 1.5 only; alpha " +
+                std::to_string(a.entmax_alpha) + " needs the bisection solver");
+}
+
 }  // namespace
 
 void cpu_entmax_forward(const AttnArgs& a) {
+  check_alpha(a);
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
+  const float am1 = a.entmax_alpha - 1.f;
   const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
   // Tile counters in the tiled kernels' convention (64 x 64 query block x key tile pairs,
   // causal, blocks wholly below q_start not counted; a pair is dead when no p_ij > 0): each row
@@ -100,7 +114,7 @@ void cpu_entmax_forward(const AttnArgs& a) {
         const RowSolve rs = solve_row(a, z.data(), i + 1, buf);
         int surv = 0;
         for (int j = 0; j <= i; ++j) {
-          const float p = attn::Entmax15::prob(z[size_t(j)], rs.tau, rs.norm);
+          const float p = attn::Entmax::prob(z[size_t(j)], rs.tau, rs.norm, am1);
           if (p == 0.f) continue;  // structural zero: no value product
           ++surv;
           if (count) live[row * nb + size_t(j / kTile)] = 1;
@@ -128,7 +142,9 @@ void cpu_entmax_forward(const AttnArgs& a) {
 }
 
 void cpu_entmax_backward(const AttnArgs& a) {
+  check_alpha(a);
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
+  const float am1 = a.entmax_alpha - 1.f;
   const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
 #pragma omp parallel
   {
@@ -152,23 +168,23 @@ void cpu_entmax_backward(const AttnArgs& a) {
         const float* qi = q + size_t(i) * Dk;
         const float* gi = go + size_t(i) * Dv;
         row_scores(z.data(), qi, k, i, Dk, a.scale);
-        // c_i = sum_j sqrt(p_ij) e_ij / sum_j sqrt(p_ij), over the support only
+        // c_i = sum_j w_ij e_ij / sum_j w_ij, w = p^(2 - alpha), over the support only
         float G = 0.f, Ge = 0.f;
         for (int j = 0; j <= i; ++j) {
-          const float p = attn::Entmax15::prob(z[size_t(j)], tau, norm);
+          const float p = attn::Entmax::prob(z[size_t(j)], tau, norm, am1);
           z[size_t(j)] = p;  // z now holds p
           if (p == 0.f) continue;
           e[size_t(j)] = dot(gi, v + size_t(j) * Dv, Dv);
-          const float sp = std::sqrt(p);
-          G += sp;
-          Ge += sp * e[size_t(j)];
+          const float w = attn::Entmax::grad_weight(p, am1);
+          G += w;
+          Ge += w * e[size_t(j)];
         }
         const float c = a.debug_drop_term ? 0.f : Ge / G;  // G > 0: the support is never empty
         float* dqi = dq + size_t(i) * Dk;
         for (int j = 0; j <= i; ++j) {
           const float p = z[size_t(j)];
-          if (p == 0.f) continue;  // off the support sqrt(p) = 0: dz = 0 and no dv term
-          const float dz = std::sqrt(p) * (e[size_t(j)] - c) * a.scale;
+          if (p == 0.f) continue;  // off the support w = 0: dz = 0 and no dv term
+          const float dz = attn::Entmax::grad_weight(p, am1) * (e[size_t(j)] - c) * a.scale;
           const float* kj = k + size_t(j) * Dk;
           float* dkj = dk + size_t(j) * Dk;
           for (int d = 0; d < Dk; ++d) {

@@ -178,13 +178,14 @@ TDA_HD constexpr int n_stats() {
 
 // A query row's threshold (a weight is non-zero only where s > tau) and first statistic, the
 // values the policy's weight / bwd take: a.tau[i] and stats[0] for every policy but entmax,
-// whose pre-pass left (tau_i, norm_i) in the stats: the score-frame threshold 2 tau_i and norm_i.
+// whose pre-pass left (tau_i, norm_i) in the stats: the score-frame threshold tau_i / (alpha - 1)
+// and norm_i.
 template <class P, bool kTwo>
 __device__ inline void row_tau_stat(const AttnArgs& a, size_t r, int i, bool in, float* tau,
                                     float* st1) {
   constexpr int nst = n_stats<P, kTwo>();
   if constexpr (P::kStatTau) {
-    *tau = in ? 2.f * a.stats[r * 2] : 0.f;
+    *tau = in ? a.stats[r * 2] / (a.entmax_alpha - 1.f) : 0.f;
     *st1 = in ? a.stats[r * 2 + 1] : 1.f;
   } else {
     *tau = (a.tau && in) ? a.tau[i] : 0.f;

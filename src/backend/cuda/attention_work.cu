@@ -74,7 +74,7 @@ AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& t, in
   const double acc = math == AttnMath::kDiffSoftmax ? 2 : 1;
   double score = 2 * Dqk * V * 3;  // forward, dq kernel, dk/dv kernel
   double rest = 2 * Dv * acc + 2 * 2 * Dv + 2 * Dqk * V * 2 + 2 * Dv;
-  if (math == AttnMath::kEntmax15) {
+  if (math == AttnMath::kEntmax) {
     score += 2.0 * Dqk * (entmax_iters + 3) + 2.0 * Dqk;  // threshold passes, c pass scores
     rest += 2.0 * Dv;                                     // the c pass's e on live tiles
   }
