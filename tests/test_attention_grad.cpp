@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "backend/forwarding_ops.h"
 #include "test_attention_util.h"
 
 namespace tda {
@@ -156,6 +157,31 @@ TEST_CASE("attention: all eleven mechanisms are registered", "[attention]") {
   for (const auto& kind : kKinds) {
     INFO(kind);
     CHECK(registered(kind));
+  }
+}
+
+// `tda bench` and the diagnostics drive a kind through its declared math(): it must be the math
+// the kind's forward actually runs.
+TEST_CASE("attention: every registered kind declares the kernel math its forward runs",
+          "[attention]") {
+  struct RecordMath final : ForwardingOps {
+    using ForwardingOps::ForwardingOps;
+    std::vector<AttnMath> seen;
+    void attention_forward(const AttnArgs& a) override {
+      seen.push_back(a.math);
+      ForwardingOps::attention_forward(a);
+    }
+  };
+  REQUIRE(attention_kinds().size() >= kKinds.size());
+  for (const auto& kind : attention_kinds()) {
+    INFO(kind);
+    AttnHarness h(attn_test_config(kind), 1, 5, 3);
+    RecordMath rec(h.ops);
+    AttnContext c = h.ctx();
+    const AttnContext rc{rec, c.B, c.T, c.layer, c.n_layer, c.step, c.cos, c.sin, c.pos0};
+    h.var->forward(rc, h.proj.data(), h.y.data(), h.act.data(), h.ptrs(h.params));
+    REQUIRE(rec.seen.size() == 1);
+    CHECK(int(rec.seen[0]) == int(h.var->math()));
   }
 }
 

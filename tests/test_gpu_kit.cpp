@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "attention/variant.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/timing.h"
 #include "eval/export_hf.h"
@@ -407,6 +408,11 @@ TEST_CASE("bench attention --device cuda: counts tiles by default here, --mode t
   CHECK(lines[0].at("mode") == "count");
   CHECK(lines[0].at("time") == "no GPU");
   CHECK(lines[0].at("tiles_total") == 3);
+  // Every registered kind counts with its own math; an unknown kind is an error, not softmax.
+  REQUIRE(run_tda("bench attention --device cuda --kind all --T 64", &out) == 0);
+  CHECK(json_lines(out).size() == attention_kinds().size());
+  CHECK(run_tda("bench attention --device cuda --kind softmaxx --T 64", &out) != 0);
+  CHECK_THAT(out, Catch::Contains("attention.kind 'softmaxx' is not one of"));
 
   REQUIRE(run_tda("bench attention --device cuda --mode time --kind softmax,tda,diff_softmax "
                   "--T 64 --tokens 128 --heads 2 --reps 2 --warmup 1",

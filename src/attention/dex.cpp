@@ -28,6 +28,7 @@ class DexAttention final : public AttentionVariant {
   DexAttention(const ModelConfig& m, const AttentionConfig& a)
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), anneal_(a.dex_anneal_steps) {}
   std::string kind() const override { return "dex"; }
+  AttnMath math() const override { return AttnMath::kSoftmax; }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     return {{"dex_W", {D_, D_}, ParamSpec::Init::kZeros, 0.f, true},
@@ -101,7 +102,7 @@ class DexAttention final : public AttentionVariant {
                        INFINITY);
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

@@ -40,6 +40,7 @@ class DiffAttention : public AttentionVariant {
                                      " needs an even model.n_head (heads are paired)");
   }
   std::string kind() const override { return relu_ ? "diff_rela" : "diff_softmax"; }
+  AttnMath math() const override { return relu_ ? AttnMath::kDiffRelu : AttnMath::kDiffSoftmax; }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     using I = ParamSpec::Init;
@@ -117,8 +118,7 @@ class DiffAttention : public AttentionVariant {
     return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, p, p + 2 * nr, p + 3 * nr};
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(relu_ ? AttnMath::kDiffRelu : AttnMath::kDiffSoftmax, c, Hp_, D_, 2 * D_,
-                           1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(math(), c, Hp_, D_, 2 * D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.q2 = s.q + size_t(c.T) * D_;
     a.k = s.k;

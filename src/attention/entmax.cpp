@@ -34,6 +34,7 @@ class EntmaxAttention final : public AttentionVariant {
               "\"bisect\"");
   }
   std::string kind() const override { return "entmax"; }
+  AttnMath math() const override { return AttnMath::kEntmax; }
   int proj_width() const override { return 3 * C_; }
   size_t act_floats(int B, int T) const override {
     return 4 * size_t(B) * T * C_ + 2 * size_t(B) * H_ * T;
@@ -75,7 +76,7 @@ class EntmaxAttention final : public AttentionVariant {
     return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kEntmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

@@ -28,6 +28,7 @@ class GatedSoftmaxAttention final : public AttentionVariant {
                   a.gate_shape + "\"");
   }
   std::string kind() const override { return "gated_softmax"; }
+  AttnMath math() const override { return AttnMath::kSoftmax; }
   int proj_width() const override { return 3 * C_ + (headwise_ ? H_ : C_); }
   size_t act_floats(int B, int T) const override {
     return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;
@@ -75,7 +76,7 @@ class GatedSoftmaxAttention final : public AttentionVariant {
   }
   int group() const { return headwise_ ? D_ : 1; }  // channels per gate
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

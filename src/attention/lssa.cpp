@@ -29,6 +29,7 @@ class LssaAttention final : public AttentionVariant {
     log_base_ = std::log(float(a.lssa_scale_base == "head_dim" ? D_ : m.seq_len));
   }
   std::string kind() const override { return "lssa"; }
+  AttnMath math() const override { return AttnMath::kSoftplus; }
   int proj_width() const override { return 3 * C_; }
   size_t act_floats(int B, int T) const override {
     return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(T);
@@ -75,7 +76,7 @@ class LssaAttention final : public AttentionVariant {
     return Buf{act, act + n, act + 2 * n, act + 3 * n, F, F + size_t(B) * H_ * T};
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kSoftplus, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

@@ -40,6 +40,7 @@ class RelaAttention final : public AttentionVariant {
           a.rela_norm + "\"");
   }
   std::string kind() const override { return "rela"; }
+  AttnMath math() const override { return AttnMath::kRelu; }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p{{"norm_gamma", {C_}, ParamSpec::Init::kOnes, 0.f, false}};
@@ -95,7 +96,7 @@ class RelaAttention final : public AttentionVariant {
     return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, p, p + nt};
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kRelu, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

@@ -17,6 +17,7 @@ class SoftmaxAttention final : public AttentionVariant {
   SoftmaxAttention(const ModelConfig& m, const AttentionConfig&)
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()) {}
   std::string kind() const override { return "softmax"; }
+  AttnMath math() const override { return AttnMath::kSoftmax; }
   int proj_width() const override { return 3 * C_; }
   size_t act_floats(int B, int T) const override {
     return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;
@@ -58,7 +59,7 @@ class SoftmaxAttention final : public AttentionVariant {
     return Buffers{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
   }
   AttnArgs args(const AttnContext& c, const Buffers& s) const {
-    AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

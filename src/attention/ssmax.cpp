@@ -21,6 +21,7 @@ class SsmaxAttention final : public AttentionVariant {
   SsmaxAttention(const ModelConfig& m, const AttentionConfig& a)
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
   std::string kind() const override { return "ssmax"; }
+  AttnMath math() const override { return AttnMath::kSoftmax; }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p{
@@ -82,7 +83,7 @@ class SsmaxAttention final : public AttentionVariant {
     return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, lse, lse + size_t(B) * H_ * T};
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kSoftmax, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
+    AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.qs;
     a.k = s.k;
     a.v = s.v;

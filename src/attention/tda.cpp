@@ -44,6 +44,7 @@ class TdaAttention final : public AttentionVariant {
                   std::to_string(m.n_head));
   }
   std::string kind() const override { return "tda"; }
+  AttnMath math() const override { return AttnMath::kDiffThreshold; }
   int proj_width() const override { return 4 * Cq_ + C_; }
   // Order: lambda, [beta], gamma.
   std::vector<ParamSpec> extra_params(int) const override {
@@ -143,7 +144,7 @@ class TdaAttention final : public AttentionVariant {
     return cfg_.learn_beta ? extra[1] : nullptr;
   }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kDiffThreshold, c, H_, D_, Dv_, 1.0f);
+    AttnArgs a = make_args(math(), c, H_, D_, Dv_, 1.0f);
     a.q = s.q1;
     a.k = s.k1;
     a.q2 = s.q2;

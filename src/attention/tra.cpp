@@ -22,6 +22,7 @@ class TraAttention final : public AttentionVariant {
   TraAttention(const ModelConfig& m, const AttentionConfig& a)
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
   std::string kind() const override { return "tra"; }
+  AttnMath math() const override { return AttnMath::kThreshold; }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p;
@@ -103,7 +104,7 @@ class TraAttention final : public AttentionVariant {
   }
   float* dgamma(const std::vector<float*>& dextra) const { return dextra[cfg_.learn_beta ? 1 : 0]; }
   AttnArgs args(const AttnContext& c, const Buf& s) const {
-    AttnArgs a = make_args(AttnMath::kThreshold, c, H_, D_, D_, 1.0f);  // cosine scores
+    AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f);  // cosine scores
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;

@@ -32,8 +32,8 @@ struct AttnContext {
   Ops& ops;
   int B, T;
   int layer, n_layer;
-  long step;          // optimizer step (some variants anneal with it)
-  const float* cos;   // RoPE tables (T_max, head_dim/2)
+  long step;         // optimizer step (some variants anneal with it)
+  const float* cos;  // RoPE tables (T_max, head_dim/2)
   const float* sin;
   int pos0;  // absolute position of the first token (RoPE offset)
   // Forward only (KV-cache decoding, model/generator.h): query rows i < q_start are not
@@ -46,6 +46,8 @@ class AttentionVariant {
  public:
   virtual ~AttentionVariant() = default;
   virtual std::string kind() const = 0;
+  // The kernel math its forward runs (backend/ops.h); `tda bench` drives the kind through it.
+  virtual AttnMath math() const = 0;
   // Rows of the fused c_attn weight (e.g. 3*d_model for q|k|v).
   virtual int proj_width() const = 0;
   // Extra learnable tensors of one layer, created and saved with the model.

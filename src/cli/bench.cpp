@@ -155,18 +155,14 @@ int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vecto
   cuda::startup();  // the start-up line, or one line saying why there is no usable GPU
   for (const auto& kind : kinds) {
     for (int T : Ts) {
+      // Two heads of 64 so that every kind constructs (the Diff kinds pair heads); the synthetic
+      // problem below sets its own sizes. An unknown kind throws, naming the registered ones.
       json j = {{"attention", {{"kind", kind}}},
-                {"model", {{"n_layer", 1}, {"d_model", 64}, {"n_head", 1}, {"seq_len", T}}}};
-      const AttentionConfig ac = config_from_json(j, "bench").attention;
-      AttnMath m = AttnMath::kSoftmax;
-      bool cosine = false;
-      if (kind == "lssa") m = AttnMath::kSoftplus;
-      if (kind == "entmax") m = AttnMath::kEntmax;
-      if (kind == "rela") m = AttnMath::kRelu;
-      if (kind == "tra") m = AttnMath::kThreshold, cosine = true;
-      if (kind == "diff_softmax") m = AttnMath::kDiffSoftmax;
-      if (kind == "diff_rela") m = AttnMath::kDiffRelu;
-      if (kind == "tda") m = AttnMath::kDiffThreshold, cosine = true;
+                {"model", {{"n_layer", 1}, {"d_model", 128}, {"n_head", 2}, {"seq_len", T}}}};
+      const Config cfg = config_from_json(j, "bench");
+      const AttentionConfig& ac = cfg.attention;
+      const AttnMath m = make_attention(cfg.model, ac)->math();  // the kind's own kernel math
+      const bool cosine = m == AttnMath::kThreshold || m == AttnMath::kDiffThreshold;
       const bool two = attn_two_views(m);
       const int Dv = 64, Dk = two && !cosine ? 32 : 64;
       Rng rng(7);
