@@ -23,15 +23,11 @@
 namespace tda {
 namespace {
 
-const std::vector<std::string> kKinds = {"softmax",   "gated_softmax", "ssmax",        "entmax",
-                                         "lssa",      "rela",          "diff_softmax", "dex",
-                                         "diff_rela", "tra",           "tda"};
-
 // Variant level: a forward with q_start = q reproduces rows >= q of the full forward bit for bit
 // (T = 150 spans three 64-row kernel tiles), and rows < q are zero.
 TEST_CASE("attention q_start rows equal the full forward for every mechanism", "[kv]") {
   const int T = 150;
-  for (const auto& kind : kKinds) {
+  for (const auto& kind : attention_kinds()) {  // every registered kind
     DYNAMIC_SECTION(kind) {
       AttnHarness h(attn_test_config(kind, 32, 2), 1, T, 7);
       h.step = 300;
@@ -130,7 +126,7 @@ void check_kv_decoding(const std::string& kind, const std::vector<std::string>& 
 }
 
 TEST_CASE("KV-cache greedy decoding equals full recomputation for every mechanism", "[kv]") {
-  for (const auto& kind : kKinds) {
+  for (const auto& kind : attention_kinds()) {  // every registered kind
     DYNAMIC_SECTION(kind) {
       check_kv_decoding(kind, kTinyShape);
     }
