@@ -27,11 +27,6 @@ class EntmaxAttention final : public AttentionVariant {
               "config: attention.entmax_solver must be \"sort\" or \"bisect\", got \"" +
                   a.entmax_solver + "\"");
     TDA_CHECK(a.entmax_iters > 0, "config: attention.entmax_iters must be > 0");
-    TDA_CHECK(a.entmax_alpha > 1 && a.entmax_alpha <= 2,
-              "config: attention.entmax_alpha must be in (1, 2]");
-    TDA_CHECK(a.entmax_alpha == 1.5 || a.entmax_solver == "bisect",
-              "config: attention.entmax_alpha other than 1.5 needs attention.entmax_solver "
-              "\"bisect\"");
   }
   std::string kind() const override { return "entmax"; }
   AttnMath math() const override { return AttnMath::kEntmax; }

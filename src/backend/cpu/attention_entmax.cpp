@@ -148,7 +148,9 @@ void cpu_entmax_backward(const AttnArgs& a) {
   const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
 #pragma omp parallel
   {
-    std::vector<float> z(static_cast<size_t>(T)), e(static_cast<size_t>(T));
+    // z: scores, then p; e: g_i.v_j; w: p^(2 - alpha), each computed once per support entry
+    std::vector<float> z(static_cast<size_t>(T)), e(static_cast<size_t>(T)),
+        w(static_cast<size_t>(T));
     // One (b, h) per thread: dk and dv are owned by it (fixed summation order).
 #pragma omp for schedule(dynamic)
     for (int bh = 0; bh < a.B * a.H; ++bh) {
@@ -175,16 +177,16 @@ void cpu_entmax_backward(const AttnArgs& a) {
           z[size_t(j)] = p;  // z now holds p
           if (p == 0.f) continue;
           e[size_t(j)] = dot(gi, v + size_t(j) * Dv, Dv);
-          const float w = attn::Entmax::grad_weight(p, am1);
-          G += w;
-          Ge += w * e[size_t(j)];
+          w[size_t(j)] = attn::Entmax::grad_weight(p, am1);
+          G += w[size_t(j)];
+          Ge += w[size_t(j)] * e[size_t(j)];
         }
         const float c = a.debug_drop_term ? 0.f : Ge / G;  // G > 0: the support is never empty
         float* dqi = dq + size_t(i) * Dk;
         for (int j = 0; j <= i; ++j) {
           const float p = z[size_t(j)];
           if (p == 0.f) continue;  // off the support w = 0: dz = 0 and no dv term
-          const float dz = attn::Entmax::grad_weight(p, am1) * (e[size_t(j)] - c) * a.scale;
+          const float dz = w[size_t(j)] * (e[size_t(j)] - c) * a.scale;
           const float* kj = k + size_t(j) * Dk;
           float* dkj = dk + size_t(j) * Dk;
           for (int d = 0; d < Dk; ++d) {
