@@ -296,9 +296,11 @@ TEST_CASE("gpu kit: sanitize.sh runs every (tool, kind, dtype) and report.py cou
   TempDir dir;
   std::filesystem::create_directories(dir.path + "/bin");
   write_text(dir.path + "/bin/compute-sanitizer",
-             "#!/bin/sh\necho '========= COMPUTE-SANITIZER'\ncase \"$*\" in *tiny/tda.json*)\n"
+             "#!/bin/sh\necho \"========= COMPUTE-SANITIZER $*\"\ncase \"$*\" in *tiny/tda.json*)\n"
              "  echo '========= Invalid __global__ write of size 4 bytes'\n"
-             "  echo '========= ERROR SUMMARY: 1 error'; exit 0 ;;\nesac\n"
+             "  echo '========= ERROR SUMMARY: 1 error'; exit 0 ;;\n"
+             "*memcheck*tiny/tra.json*) seq 1 200000; echo '========= ERROR SUMMARY: 0 errors'; exit 0 ;;\n"
+             "*racecheck*tiny/tra.json*) sleep 30 ;;\nesac\n"
              "echo '========= ERROR SUMMARY: 0 errors'\n");
   std::filesystem::permissions(dir.path + "/bin/compute-sanitizer",
                                std::filesystem::perms::owner_all);
@@ -318,6 +320,23 @@ TEST_CASE("gpu kit: sanitize.sh runs every (tool, kind, dtype) and report.py cou
   }
   CHECK(has(read_file(dir.path + "/r/report.md"),
             "- racecheck tda bf16: errors (1 errors) Invalid __global__ write of size 4 bytes"));
+  // racecheck leaves the vendor's GEMM kernels out (their hazards are not ours to fix); memcheck
+  // checks every kernel.
+  CHECK(has(read_file(dir.path + "/w/sanitizer/racecheck-softmax-bf16.log"),
+            "--kernel-name-exclude regex=nvjet|"));
+  CHECK(!has(read_file(dir.path + "/w/sanitizer/memcheck-softmax-bf16.log"), "kernel-name"));
+  // A run that times out fails the stage, and leaves no process behind; a huge log is cut but
+  // keeps its summary.
+  std::string slow;
+  CHECK(sh(run + dir.path + "/s $((" + now + " + 12)) 2 'memcheck racecheck' bf16 tra", &slow) ==
+        1);
+  CHECK(has(slow, "0 with errors, 1 timed out or failed"));
+  CHECK(has(read_file(dir.path + "/s/sanitizer.jsonl"), "\"tool\": \"racecheck\", \"kind\": \"tra\", \"dtype\": \"bf16\", \"rc\": 124"));
+  const std::string cut = read_file(dir.path + "/s/sanitizer/memcheck-tra-bf16.log");
+  CHECK(cut.size() < 100000);
+  CHECK(has(cut, "cut to the first 400 and last 50 lines"));
+  CHECK(has(cut, "ERROR SUMMARY: 0 errors"));
+  CHECK(sh("pgrep -f '" + dir.path + "/bin/[c]ompute-sanitizer'") != 0);
   // Past the deadline nothing starts: all recorded as not run, and no error claimed.
   CHECK(sh(run + dir.path + "/late $((" + now + " - 1)) 2 memcheck 'bf16 fp32' softmax", &out) ==
         0);

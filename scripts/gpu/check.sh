@@ -14,9 +14,12 @@
 #   f. report: OUT/report.md, OUT/report.json, OUT/logs.tar.gz (3 files: the device tool brings
 #      back at most 8)
 # Usage: scripts/gpu/check.sh [--out DIR] [--quick] [--budget SECONDS] [--kit DIR] [--no-build]
+#                            [--skip STAGES]
 #   --quick: T 1024 and 4096, memcheck and racecheck in bf16, no d12 test, no torch.compile
 #            (about half the time)
 #   --no-build: use the build/ and build-cuda/ already there
+#   --skip: comma-separated stages not to run (torch-sdpa, torch-eager, gpu-tests, sanitizer,
+#           tda-attention, tda-train, torch-compile), e.g. a rerun after a fix
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -25,6 +28,7 @@ QUICK=0
 BUDGET=560
 KIT=.gpukit
 BUILD=1
+SKIP=,
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
@@ -32,8 +36,9 @@ while [ $# -gt 0 ]; do
     --budget) BUDGET=$2; shift 2 ;;
     --kit) KIT=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
-    *) echo "check: unknown argument '$1' (--out DIR --quick --budget S --kit DIR --no-build)" >&2
+    --skip) SKIP=",$2,"; shift 2 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) echo "check: unknown argument '$1' (--out DIR --quick --budget S --kit DIR --no-build --skip STAGES)" >&2
        exit 2 ;;
   esac
 done
@@ -70,7 +75,10 @@ stage() {
   [ "$t" -gt "$budget" ] && t=$budget
   local status rc=0 s0
   s0=$(date +%s)
-  if [ "$t" -lt 5 ]; then
+  if [[ "$SKIP" == *",$name,"* ]]; then
+    status=skipped
+    note="--skip"
+  elif [ "$t" -lt 5 ]; then
     status=skipped
     note="no time left"
   else
@@ -175,6 +183,15 @@ fi
 
 # --- e. timings -----------------------------------------------------------------------------------
 STAGES_AFTER=1
+# Timings need the GPU to themselves: record (and end) any process still on it.
+busy=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null)
+echo "gpu processes before the timings: ${busy:-none}" | tr '\n' ';' >>"$WORK/env.txt"
+echo >>"$WORK/env.txt"
+if [ -n "$busy" ]; then
+  log "processes still on the GPU before the timings (killed): $busy"
+  pkill -KILL -f "build-cuda/tda train" 2>/dev/null
+  sleep 2
+fi
 if [ -x build-cuda/tda ]; then
   # One process per kind: a kind that fails leaves the others' lines (the failure is in the log).
   stage tda-attention 90 "every kind, T $LENGTHS, 16 heads, 16k tokens" bash -c "rc=0

@@ -6,6 +6,13 @@
 # seconds) is recorded as "not run"; each run gets at most 90 s. One JSON line per run in
 # WORK/sanitizer.jsonl, its output in WORK/sanitizer/TOOL-KIND-DTYPE.log (report.py reads the
 # "ERROR SUMMARY" there).
+# racecheck, synccheck and initcheck skip the vendor's GEMM kernels (cuBLASLt's nvjet/xmma/cutlass
+# kernels): on an H200 (2026-11-26) racecheck reported 512 shared-memory hazards in every launch
+# of cuBLASLt's nvjet_sm90_*_splitK kernel, which we cannot change, and checking them made every
+# run time out before it reached our kernels. memcheck still covers them (our pointers go in).
+# A log over 1 MiB keeps its first 400 and last 50 lines. Afterwards no process a run started may
+# live on (a timed-out sanitizer can leave its target behind, on the GPU the timings use next).
+# Exit 1 when any run had errors, timed out or failed.
 # Usage: scripts/gpu/sanitize.sh WORK DEADLINE JOBS "TOOLS" "DTYPES" "KINDS"
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,22 +31,39 @@ one() {  # tool kind dtype
       "$tool" "$kind" "$dtype" >>"$WORK/sanitizer.jsonl"
     return
   fi
-  local s0 rc=0
+  local s0 rc=0 skip=()
+  [ "$tool" != memcheck ] && skip=(--kernel-name-exclude "regex=$VENDOR_KERNELS")
   s0=$(date +%s)
-  timeout -k 5 "$t" "$SAN" --tool "$tool" --print-limit 10 \
+  timeout -k 5 "$t" "$SAN" --tool "$tool" --print-limit 10 "${skip[@]}" \
     build-cuda/tda train -c "configs/tiny/$kind.json" -o "$WORK/sanitizer/run-$name" \
     --device cuda --dtype "$dtype" --steps 2 --set model.seq_len=64 --set train.micro_batch=2 \
     --set train.total_batch_tokens=128 --set train.val_every=0 \
     >"$WORK/sanitizer/$name.log" 2>&1 || rc=$?
+  local log="$WORK/sanitizer/$name.log"
+  if [ "$(stat -c %s "$log")" -gt 1048576 ]; then
+    { head -n 400 "$log"; echo "[sanitize.sh: $(stat -c %s "$log") bytes, cut to the first 400 and last 50 lines]"
+      tail -n 50 "$log"; } >"$log.cut" && mv "$log.cut" "$log"
+  fi
   rm -rf "$WORK/sanitizer/run-$name"
   printf '{"tool": "%s", "kind": "%s", "dtype": "%s", "rc": %d, "seconds": %d, "log": "sanitizer/%s.log"}\n' \
     "$tool" "$kind" "$dtype" "$rc" $(($(date +%s) - s0)) "$name" >>"$WORK/sanitizer.jsonl"
 }
+VENDOR_KERNELS='nvjet|cublas|cutlass|xmma|gemv|splitKreduce'
 export -f one
-export WORK DEADLINE SAN
+export WORK DEADLINE SAN VENDOR_KERNELS
 for tool in $TOOLS; do for dtype in $DTYPES; do for kind in $KINDS; do
   echo "$tool $kind $dtype"
 done; done; done | xargs -P "$JOBS" -L 1 bash -c 'one "$0" "$1" "$2"'
-errors=$(cat "$WORK"/sanitizer/*.log 2>/dev/null | grep -c "ERROR SUMMARY: [1-9]")
-echo "sanitize: $(wc -l <"$WORK/sanitizer.jsonl") runs recorded, $errors with errors"
-[ "$errors" = 0 ]
+# Every run's target is a `tda train -o WORK/sanitizer/run-...`: none may outlive its run.
+left=$(pgrep -f "$WORK/sanitizer/run-" | grep -vx "$$" | wc -l)
+if [ "$left" -gt 0 ]; then
+  echo "sanitize: $left process(es) outlived their run; killed:"
+  pgrep -af "$WORK/sanitizer/run-" | grep -v "^$$ "
+  pkill -KILL -f "$WORK/sanitizer/run-"
+  sleep 1
+fi
+errors=$(grep -l "ERROR SUMMARY: [1-9]\|RACECHECK SUMMARY: [1-9]" "$WORK"/sanitizer/*.log 2>/dev/null |
+  wc -l)
+failed=$(grep -v '"status": "not run"' "$WORK/sanitizer.jsonl" | grep -vc '"rc": 0,')
+echo "sanitize: $(wc -l <"$WORK/sanitizer.jsonl") runs recorded, $errors with errors, $failed timed out or failed"
+[ "$errors" = 0 ] && [ "$failed" = 0 ]
