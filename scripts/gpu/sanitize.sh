@@ -6,10 +6,17 @@
 # seconds) is recorded as "not run"; each run gets at most 90 s. One JSON line per run in
 # WORK/sanitizer.jsonl, its output in WORK/sanitizer/TOOL-KIND-DTYPE.log (report.py reads the
 # "ERROR SUMMARY" there).
-# racecheck, synccheck and initcheck skip the vendor's GEMM kernels (cuBLASLt's nvjet/xmma/cutlass
-# kernels): on an H200 (2026-11-26) racecheck reported 512 shared-memory hazards in every launch
-# of cuBLASLt's nvjet_sm90_*_splitK kernel, which we cannot change, and checking them made every
-# run time out before it reached our kernels. memcheck still covers them (our pointers go in).
+# racecheck runs fp32 only (whatever DTYPES says) and skips the vendor's GEMM kernels (cuBLASLt's
+# nvjet/xmma/cutlass kernels); measured on an H200, CUDA 13.0's sanitizer, 2026-11-26:
+#   - checked, cuBLASLt's nvjet_sm90_*_splitK kernels report 512 shared-memory hazards per launch
+#     (theirs, not ours to fix), and every run timed out before it reached our kernels;
+#   - excluded in bf16, the sanitizer fails with "failed to handle a hardware exception" at the
+#     first bf16 GEMM (an internal error of the tool: memcheck is clean there, and the results
+#     match the CPU);
+#   - excluded in fp32 it runs (softmax's tiny config: 0 hazards), and checks all of ours (the attention kernels take bf16 tensor-core
+#     products in fp32 runs too; the bf16-only kernels are element-wise, no shared memory).
+# memcheck, synccheck and initcheck check every kernel: initcheck must see cuBLASLt's writes, or
+# it calls the logits the GEMM wrote uninitialised.
 # A log over 1 MiB keeps its first 400 and last 50 lines. Afterwards no process a run started may
 # live on (a timed-out sanitizer can leave its target behind, on the GPU the timings use next).
 # Exit 1 when any run had errors, timed out or failed.
@@ -32,7 +39,7 @@ one() {  # tool kind dtype
     return
   fi
   local s0 rc=0 skip=()
-  [ "$tool" != memcheck ] && skip=(--kernel-name-exclude "regex=$VENDOR_KERNELS")
+  [ "$tool" = racecheck ] && skip=(--kernel-name-exclude "regex=$VENDOR_KERNELS")
   s0=$(date +%s)
   timeout -k 5 "$t" "$SAN" --tool "$tool" --print-limit 10 "${skip[@]}" \
     build-cuda/tda train -c "configs/tiny/$kind.json" -o "$WORK/sanitizer/run-$name" \
@@ -51,9 +58,11 @@ one() {  # tool kind dtype
 VENDOR_KERNELS='nvjet|cublas|cutlass|xmma|gemv|splitKreduce'
 export -f one
 export WORK DEADLINE SAN VENDOR_KERNELS
-for tool in $TOOLS; do for dtype in $DTYPES; do for kind in $KINDS; do
-  echo "$tool $kind $dtype"
-done; done; done | xargs -P "$JOBS" -L 1 bash -c 'one "$0" "$1" "$2"'
+for tool in $TOOLS; do
+  dtypes=$DTYPES
+  [ "$tool" = racecheck ] && dtypes=fp32
+  for dtype in $dtypes; do for kind in $KINDS; do echo "$tool $kind $dtype"; done; done
+done | xargs -P "$JOBS" -L 1 bash -c 'one "$0" "$1" "$2"'
 # Every run's target is a `tda train -o WORK/sanitizer/run-...`: none may outlive its run.
 left=$(pgrep -f "$WORK/sanitizer/run-" | grep -vx "$$" | wc -l)
 if [ "$left" -gt 0 ]; then
