@@ -43,34 +43,26 @@ __device__ inline uint16_t bf16_bits(float x) {
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
   return uint32_t(bf16_bits(lo)) | (uint32_t(bf16_bits(hi)) << 16);
 }
-__device__ inline uint32_t ld32(const uint16_t* p) {
-  uint32_t v;
-  memcpy(&v, p, sizeof v);  // 4-byte aligned: even column, even row stride
-  return v;
-}
-__device__ inline uint32_t ld_pair(const uint16_t* p, int stride) {
-  return uint32_t(p[0]) | (uint32_t(p[stride]) << 16);
-}
-
-// A operand (16x16) stored row-major: A[r][c] = base[r * ld + c].
+// Fragments come from shared memory by ldmatrix (mma.h): one instruction per 16x16 A operand or
+// per two 16x8 B operands, where 32-bit loads took four (A), two per B (n-major) and four 16-bit
+// loads per B (k-major). Every row address is 16-byte aligned (tile rows of ld<kD> bf16, columns
+// in steps of 8) and the 8 rows a phase reads start 4 banks apart: conflict-free.
+// A operand (16x16) stored row-major, A[r][c] = base[r * ld + c]: lanes 0-15 address rows 0-15 at
+// column 0, lanes 16-31 the same rows at column 8, so matrices 0..3 are the PTX fragment's
+// (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
 __device__ inline void frag_a(uint32_t a[4], const uint16_t* base, int ldm, int lane) {
-  const uint16_t* p = base + (lane >> 2) * ldm + 2 * (lane & 3);
-  a[0] = ld32(p);
-  a[1] = ld32(p + 8 * ldm);
-  a[2] = ld32(p + 8);
-  a[3] = ld32(p + 8 * ldm + 8);
+  ldmatrix_x4(a, base + (lane & 15) * ldm + 8 * (lane >> 4));
 }
-// B operand (16x8) stored n-major, B[k][n] = base[n * ld + k]: the K tile in S = Q K^T.
-__device__ inline void frag_b_nmajor(uint32_t b[2], const uint16_t* base, int ldm, int lane) {
-  const uint16_t* p = base + (lane >> 2) * ldm + 2 * (lane & 3);
-  b[0] = ld32(p);
-  b[1] = ld32(p + 8);
+// B operands (16x8) of n-blocks n and n + 1 stored n-major, B[k][n] = base[n * ld + k] (the K tile
+// in S = Q K^T): b[0..1] for n-block 0 (rows 0-7 of base, k 0-7 then 8-15), b[2..3] for n-block 1
+// (rows 8-15).
+__device__ inline void frag_b2_nmajor(uint32_t b[4], const uint16_t* base, int ldm, int lane) {
+  ldmatrix_x4(b, base + ((lane & 7) + 8 * (lane >> 4)) * ldm + 8 * ((lane >> 3) & 1));
 }
-// B operand stored k-major, B[k][n] = base[k * ld + n]: the V tile in O = P V.
-__device__ inline void frag_b_kmajor(uint32_t b[2], const uint16_t* base, int ldm, int lane) {
-  const uint16_t* p = base + 2 * (lane & 3) * ldm + (lane >> 2);
-  b[0] = ld_pair(p, ldm);
-  b[1] = ld_pair(p + 8 * ldm, ldm);
+// B operands of n-blocks n and n + 1 stored k-major, B[k][n] = base[k * ld + n] (the V tile in
+// O = P V): the transposing load of 8x8 blocks (k 0-7, k 8-15) at columns 0 and 8.
+__device__ inline void frag_b2_kmajor(uint32_t b[4], const uint16_t* base, int ldm, int lane) {
+  ldmatrix_x4_trans(b, base + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ldm + 8 * (lane >> 4));
 }
 // A operand from two accumulators holding columns 0..7 (c0) and 8..15 (c1), rounded to bf16.
 __device__ inline void frag_a_from_acc(uint32_t a[4], const float c0[4], const float c1[4]) {
@@ -81,9 +73,21 @@ __device__ inline void frag_a_from_acc(uint32_t a[4], const float c0[4], const f
 }
 
 // Rows [r0, r0 + kTile) of a (rows x D) fp32 matrix with row stride D into a bf16 tile; rows past
-// `rows` and columns past D are zero (they then add nothing to any product).
+// `rows` and columns past D are zero (they then add nothing to any product). With D % 4 == 0 and a
+// 16-byte aligned matrix (every config's head dims; the arena's buffers) each thread moves four
+// elements per step: 16-byte global loads, 8-byte shared stores, the same values.
 template <int kD>
 __device__ inline void load_tile(uint16_t* dst, const float* src, int r0, int rows, int D) {
+  if (D % 4 == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+    constexpr int kV = kD / 4;  // float4s per tile row
+    for (int idx = threadIdx.x; idx < kTile * kV; idx += kThreads) {
+      const int r = idx / kV, c = 4 * (idx % kV);
+      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (r0 + r < rows && c < D) x = load_float4(src + size_t(r0 + r) * D + c);
+      store_u32x2(dst + r * ld<kD>() + c, pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
+    }
+    return;
+  }
   for (int idx = threadIdx.x; idx < kTile * kD; idx += kThreads) {
     const int r = idx / kD, c = idx % kD;
     const float x = (r0 + r < rows && c < D) ? src[size_t(r0 + r) * D + c] : 0.f;
@@ -97,6 +101,7 @@ __device__ inline void load_tile(uint16_t* dst, const float* src, int r0, int ro
 template <int kD, int kNT>
 __device__ inline void mma_rows(float acc[kNT][4], const uint16_t* a_base, const uint16_t* b_base,
                                 int D, int lane) {
+  static_assert(kNT % 2 == 0 && kD % 16 == 0, "B fragments are loaded two n-blocks at a time");
   TDA_UNROLL
   for (int nt = 0; nt < kNT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   TDA_UNROLL
@@ -105,10 +110,11 @@ __device__ inline void mma_rows(float acc[kNT][4], const uint16_t* a_base, const
       uint32_t a[4];
       frag_a(a, a_base + 16 * kc, ld<kD>(), lane);
       TDA_UNROLL
-      for (int nt = 0; nt < kNT; ++nt) {
-        uint32_t b[2];
-        frag_b_nmajor(b, b_base + 8 * nt * ld<kD>() + 16 * kc, ld<kD>(), lane);
+      for (int nt = 0; nt < kNT; nt += 2) {
+        uint32_t b[4];
+        frag_b2_nmajor(b, b_base + 8 * nt * ld<kD>() + 16 * kc, ld<kD>(), lane);
         mma_m16n8k16_bf16(acc[nt], a, b, acc[nt]);
+        mma_m16n8k16_bf16(acc[nt + 1], a, b + 2, acc[nt + 1]);
       }
     }
   }
@@ -124,11 +130,12 @@ __device__ inline void mma_acc(float acc[kD / 8][4], const float w[kNT][4], cons
     uint32_t a[4];
     frag_a_from_acc(a, w[2 * kc], w[2 * kc + 1]);
     TDA_UNROLL
-    for (int n = 0; n < kD / 8; ++n) {
-      if (8 * n < D) {
-        uint32_t b[2];
-        frag_b_kmajor(b, b_base + 16 * kc * ld<kD>() + 8 * n, ld<kD>(), lane);
+    for (int n = 0; n < kD / 8; n += 2) {
+      if (8 * n < D) {  // n + 1 may lie past D: its columns are zero, its product is skipped
+        uint32_t b[4];
+        frag_b2_kmajor(b, b_base + 16 * kc * ld<kD>() + 8 * n, ld<kD>(), lane);
         mma_m16n8k16_bf16(acc[n], a, b, acc[n]);
+        if (8 * (n + 1) < D) mma_m16n8k16_bf16(acc[n + 1], a, b + 2, acc[n + 1]);
       }
     }
   }

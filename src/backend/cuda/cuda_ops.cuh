@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include "backend/cuda/launch.h"
 #include "backend/cuda/runtime.h"
@@ -67,6 +68,26 @@ __device__ inline float block_max(float v, float* smem) {
   v = warp_max(v);
   __syncthreads();
   return v;
+}
+
+// 16-byte global loads and 8-byte stores: the GPU faults on a misaligned vector access, which a
+// host compiler would let pass; the emulator checks it (the kernel fails naming the address).
+template <size_t kAlign>
+__device__ inline void check_vector_alignment(const void* p) {
+#if defined(TDA_CUDA_EMU)
+  if (reinterpret_cast<uintptr_t>(p) % kAlign != 0)
+    ::tda::emu::detail::fail("misaligned %zu-byte vector access at %p", kAlign, p);
+#else
+  (void)p;
+#endif
+}
+__device__ inline float4 load_float4(const float* p) {
+  check_vector_alignment<16>(p);
+  return *reinterpret_cast<const float4*>(p);
+}
+__device__ inline void store_u32x2(void* p, uint32_t lo, uint32_t hi) {
+  check_vector_alignment<8>(p);
+  *reinterpret_cast<uint2*>(p) = make_uint2(lo, hi);
 }
 
 }  // namespace tda::cuda
