@@ -6,13 +6,13 @@
 // every pass stream through shared memory. Reference: src/backend/cpu/attention_entmax.cpp.
 //   am1 = alpha - 1;  u_j = am1 z_j = am1 scale q.k_j (j <= i);  m = max u;
 //   f(tau) = sum_j [u_j - tau]_+^(1/am1) - 1  (1.5: squares)
-//   bisection on [m - 1, m - (1/n)^am1] (f(lo) >= 0 >= f(hi)), `entmax_iters` passes (the
-//   policies.h Entmax::bisect sequence);
-//   entmax_bisect: tau = last midpoint, norm = f(tau) + 1 (the CPU's bisection solver)
-//   exact (default, alpha 1.5 only): one more pass gathers k, sum u, sum u^2 over the support S =
-//   {u_j > tau};
-//     then tau = M - sqrt(max(1/k - (Q - M^2), 0)) (M, Q means over S), norm = 1: the closed form
-//     of the sort-based solver, exact once bisection has found the support.
+//   entmax_bisect: bisection on [m - 1, m - (1/n)^am1] (f(lo) >= 0 >= f(hi)), `entmax_iters`
+//   passes (the policies.h Entmax::bisect sequence); tau = last midpoint, norm = f(tau) + 1 (the
+//   CPU's bisection solver)
+//   exact (default, alpha 1.5 only): Newton's method from m - 1, each pass also giving the closed
+//   form of the sort-based solver on its support S = {u > t},
+//     tau = M - sqrt(max(1/k - (Q - M^2), 0)) (M, Q means of u, u^2 over S, k = |S|), norm = 1,
+//   which is the threshold once S is its own support; usually a few passes (the kernel's comment).
 //   threshold pre-pass (forward): stats (tau_i, norm_i); the tiled forward then computes
 //     p_ij = [u_ij - tau_i]_+^(1/am1) / norm_i and o_i = sum_j p_ij v_j, skipping dead tiles.
 //   c pre-pass (backward): e_ij = g_i.v_j (dO V^T, as the dq kernel computes it);
@@ -32,87 +32,148 @@ using namespace fa;
 using attn::Entmax;
 using attn::EntmaxPolicy;
 
+// One pass over the key tiles up to the block's diagonal, recomputing the scores with the
+// forward's mma: per row h of this lane (its quarter of the row's keys) and u = am1 scale q.k,
+//   max pass: acc[h][0] = max u
+//   else, at the point t[h]: over the support S = {u > t}: acc = {sum [u - t]^(1/am1),
+//   sum [u - t], |S|, sum u, sum u^2, min u over S, max u off S}
+// The caller merges the quads. Every thread of the block must call it (barriers).
+template <int kDk>
+__device__ inline void threshold_pass(const AttnArgs& a, const float* k, const uint16_t* sq,
+                                      uint16_t* sk, int i1, const int row[2], const float t[2],
+                                      bool max_pass, float am1, float acc[2][7], int warp,
+                                      int lane) {
+  TDA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    acc[h][0] = max_pass ? -INFINITY : 0.f;
+    acc[h][1] = acc[h][2] = acc[h][3] = acc[h][4] = 0.f;
+    acc[h][5] = INFINITY;
+    acc[h][6] = -INFINITY;
+  }
+  for (int j0 = 0; j0 < i1; j0 += kTile) {
+    __syncthreads();  // the previous tile is no longer read
+    load_tile<kDk>(sk, k, j0, a.T, a.Dqk);
+    __syncthreads();
+    float s[8][4];
+    mma_rows<kDk, 8>(s, sq + 16 * warp * ld<kDk>(), sk, a.Dqk, lane);
+    TDA_UNROLL
+    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const int h = c >> 1;
+      if (!(j0 + acc_col(lane, nt, c) <= row[h] && row[h] < a.T)) continue;
+      const float u = am1 * a.scale * s[nt][c];
+      if (max_pass) {
+        acc[h][0] = fmaxf(acc[h][0], u);
+        continue;
+      }
+      const float r = u - t[h];
+      if (r > 0.f) {
+        acc[h][0] += Entmax::pow_inv(r, am1);
+        acc[h][1] += r;  // -f'(t) / 2 at alpha 1.5, the only alpha of the exact solver
+        acc[h][2] += 1.f;
+        acc[h][3] += u;
+        acc[h][4] += u * u;
+        acc[h][5] = fminf(acc[h][5], u);
+      } else {
+        acc[h][6] = fmaxf(acc[h][6], u);
+      }
+    }
+  }
+}
+
 template <int kDk>
 __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, size_t sqk) {
-  constexpr int LD = ld<kDk>();
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
   uint16_t* sk = sq + tile_elems<kDk>();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int T = a.T, Dk = a.Dqk;
+  const int T = a.T;
   size_t bh;
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
   if (i0 + kTile <= a.q_start) return;  // KV-cache decoding: these rows' stats stay untouched
   const float* k = a.k + bh * sqk;
   const float am1 = a.entmax_alpha - 1.f;
-  load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
+  load_tile<kDk>(sq, a.q + bh * sqk, i0, T, a.Dqk);
   int row[2];
-  float lo[2], hi[2], f_lo[2], tau[2], norm[2] = {1.f, 1.f};
+  float t[2], tau[2], norm[2] = {1.f, 1.f}, acc[2][7];
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
-  // Pass 0: the row max; 1: f(lo); 2 .. iters + 1: f at the midpoints; last: the support's
-  // moments (exact) or f(tau) + 1 (bisect). Every pass recomputes the scores of every key tile.
-  const int passes = a.entmax_iters + 3;
-  for (int pass = 0; pass < passes; ++pass) {
-    const bool last = pass == passes - 1;
-    float t[2], acc[2][4] = {};  // per row: max or f + 1, then count, sum u, sum u^2
-    TDA_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      acc[h][0] = pass == 0 ? -INFINITY : 0.f;
-      t[h] = pass == 1 ? lo[h] : (!last && pass > 1) ? 0.5f * (lo[h] + hi[h]) : tau[h];
-    }
-    for (int j0 = 0; j0 < i1; j0 += kTile) {
-      __syncthreads();  // the previous tile is no longer read
-      load_tile<kDk>(sk, k, j0, T, Dk);
-      __syncthreads();
-      float s[8][4];
-      mma_rows<kDk, 8>(s, sq + 16 * warp * LD, sk, Dk, lane);
+  // Pass 0: the row max m. f(t) = sum [u - t]_+^(1/am1) - 1 falls from f(m - 1) >= 0 (the max
+  // alone gives 1) to f(m - (1/n)^am1) <= 0.
+  threshold_pass<kDk>(a, k, sq, sk, i1, row, t, true, am1, acc, warp, lane);
+  float lo[2], hi[2];
+  TDA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const float m = quad_max(acc[h][0]);
+    lo[h] = tau[h] = t[h] = m - 1.f;
+    hi[h] = Entmax::bracket_hi(m, row[h] + 1, am1);
+  }
+  int passes = 1;
+  if (a.entmax_bisect) {
+    // entmax_bisect (any alpha): f(lo), then `entmax_iters` midpoints (the policies.h
+    // Entmax::bisect sequence); tau = the last midpoint, norm = f(tau) + 1.
+    float f_lo[2];
+    for (int it = -1; it <= a.entmax_iters; ++it, ++passes) {
+      const bool last = it == a.entmax_iters;
       TDA_UNROLL
-      for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        const int h = c >> 1;
-        if (!(j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T)) continue;
-        const float u = am1 * a.scale * s[nt][c];
-        if (pass == 0) {
-          acc[h][0] = fmaxf(acc[h][0], u);
+      for (int h = 0; h < 2; ++h) t[h] = it < 0 ? lo[h] : last ? tau[h] : 0.5f * (lo[h] + hi[h]);
+      threshold_pass<kDk>(a, k, sq, sk, i1, row, t, false, am1, acc, warp, lane);
+      TDA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const float f = quad_sum(acc[h][0]) - 1.f;
+        if (it < 0) {
+          f_lo[h] = f;
+        } else if (last) {
+          norm[h] = f + 1.f;
+        } else {
+          tau[h] = t[h];
+          if (f * f_lo[h] >= 0.f)
+            lo[h] = t[h];
+          else
+            hi[h] = t[h];
+        }
+      }
+    }
+  } else {
+    // Exact (alpha 1.5): Newton's method on the convex, decreasing f from t = m - 1, where
+    // f >= 0: every step lands at or below the root (a tangent of a convex function lies under
+    // it; from above the root, rounding's doing, one step goes back below), f'(t) = -2 sum [u -
+    // t]_+. Each pass also gives the closed form of the sort-based solver on its support S = {u >
+    // t},
+    //   tau_S = M - sqrt(max(1/|S| - (Q - M^2), 0))  (M, Q: means of u, u^2 over S),
+    // which is the threshold as soon as S is its own support (max u off S <= tau_S < min u on
+    // S), the root of f being unique. That needs t past the largest u outside the true support,
+    // not t at the root: a few passes where bisection took entmax_iters + 2 (AdaSplash takes
+    // Halley steps inside a bisection bracket for the same reason). A row whose Newton point no
+    // longer moves (a u within rounding of the threshold) keeps its last tau_S, as does one still
+    // open after entmax_iters + 2 passes: bisection's result was that closed form too.
+    bool done[2];
+    TDA_UNROLL
+    for (int h = 0; h < 2; ++h) done[h] = row[h] >= T;
+    for (int it = 0; it <= a.entmax_iters + 1 && __syncthreads_or(!done[0] || !done[1]);
+         ++it, ++passes) {
+      threshold_pass<kDk>(a, k, sq, sk, i1, row, t, false, am1, acc, warp, lane);
+      TDA_UNROLL
+      for (int h = 0; h < 2; ++h) {  // every lane merges (full-warp shuffles), then decides
+        const float F = quad_sum(acc[h][0]), G = quad_sum(acc[h][1]), cnt = quad_sum(acc[h][2]);
+        const float su = quad_sum(acc[h][3]), su2 = quad_sum(acc[h][4]);
+        const float min_in = quad_min(acc[h][5]), max_out = quad_max(acc[h][6]);
+        if (done[h] || cnt == 0.f) {
+          done[h] = true;
           continue;
         }
-        const float r = u - t[h];
-        if (r > 0.f)
-          acc[h][0] += Entmax::pow_inv(r, am1), acc[h][1] += 1.f, acc[h][2] += u,
-              acc[h][3] += u * u;
-      }
-    }
-    TDA_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      if (pass == 0) {
-        const float m = quad_max(acc[h][0]);
-        lo[h] = m - 1.f;
-        hi[h] = Entmax::bracket_hi(m, row[h] + 1, am1);
-        tau[h] = lo[h];
-        continue;
-      }
-      const float f = quad_sum(acc[h][0]) - 1.f;
-      if (pass == 1) {
-        f_lo[h] = f;
-      } else if (!last) {  // bisection step at the midpoint t
-        tau[h] = t[h];
-        if (f * f_lo[h] >= 0.f)
-          lo[h] = t[h];
-        else
-          hi[h] = t[h];
-      } else if (a.entmax_bisect) {
-        norm[h] = f + 1.f;
-      } else {
-        const float cnt = quad_sum(acc[h][1]), su = quad_sum(acc[h][2]), su2 = quad_sum(acc[h][3]);
-        if (cnt > 0.f) {
-          const float M = su / cnt, Q = su2 / cnt;
-          tau[h] = M - sqrtf(fmaxf(1.f / cnt - (Q - M * M), 0.f));
-        }
+        const float M = su / cnt, Q = su2 / cnt;
+        tau[h] = M - sqrtf(fmaxf(1.f / cnt - (Q - M * M), 0.f));
+        const float next = t[h] + (F - 1.f) / (2.f * G);  // G > 0: S is not empty
+        done[h] = (max_out <= tau[h] && tau[h] < min_in) || next == t[h];
+        t[h] = next;
       }
     }
   }
+  if (a.entmax_threshold_tiles && threadIdx.x == 0)
+    atomicAdd(reinterpret_cast<unsigned long long*>(a.entmax_threshold_tiles),
+              (unsigned long long)passes * unsigned((i1 + kTile - 1) / kTile));
   TDA_UNROLL
   for (int h = 0; h < 2; ++h)
     if (row[h] < T && row[h] >= a.q_start && (lane & 3) == 0) {

@@ -130,6 +130,42 @@ TEST_CASE("cuda attention: entmax (tensor-core threshold search) matches the CPU
   compare(problem(AttnMath::kEntmax, 70, 128, 128, 13));  // the 128 bucket
 }
 
+// The exact solver's Newton search (kernels/attention_entmax.cu) ends on the sort solver's
+// threshold, not near it: on bf16-rounded inputs (the scores both sides see, up to fp32
+// summation order) tau agrees with the CPU's sort to 2e-5, where the forward's 1e-2 bound above
+// would let a wrong support pass. Ties (keys repeated, so many u are equal) and a row of one key
+// included. The passes over a block's key tiles, counted by the kernel, are what the change was
+// for: bisection took entmax_iters + 3 = 33 per block.
+TEST_CASE("cuda attention: entmax's Newton threshold is the sort solver's, in few passes",
+          "[cuda][emu]") {
+  CpuOps cpu;
+  CudaOps gpu;
+  for (int T : {1, 64, 130, 300})
+    for (bool ties : {false, true}) {
+      AttnProblem p = rounded(problem(AttnMath::kEntmax, T, 64, 64, 850 + T));
+      if (ties)  // every key one of 5 rows: u takes 5 values per row
+        for (int bh = 0; bh < p.B * p.H; ++bh)
+          for (int j = 0; j < T; ++j)
+            for (int d = 0; d < 64; ++d)
+              p.k[(size_t(bh) * T + j) * 64 + d] = p.k[(size_t(bh) * T + j % 5) * 64 + d];
+      long long tiles = 0;
+      const Outputs got = run_attention(gpu, p, nullptr, nullptr, &tiles);
+      const Outputs ref = run_attention(cpu, p);
+      const auto &gs = got.at("stats"), &rs = ref.at("stats");
+      double worst = 0;
+      for (size_t r = 0; r < p.rows(); ++r) {
+        worst = std::max(worst, double(std::fabs(gs[2 * r] - rs[2 * r])));
+        CHECK(gs[2 * r + 1] == 1.f);  // exact: norm 1
+      }
+      const long long nb = (T + 63) / 64, per_pass = nb * (nb + 1) / 2 * p.B * p.H;  // causal
+      INFO("T " << T << " ties " << ties << " tau error " << worst << ", passes "
+                << double(tiles) / double(per_pass));
+      CHECK(worst < 2e-5);
+      CHECK(tiles >= 2 * per_pass);  // the max, then at least one Newton pass
+      CHECK(tiles <= 12 * per_pass);
+    }
+}
+
 TEST_CASE("cuda attention: alpha-entmax (alpha 1.25, 2) by bisection matches the CPU",
           "[cuda][emu]") {
   for (float alpha : {1.25f, 2.f})

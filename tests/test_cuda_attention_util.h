@@ -58,9 +58,10 @@ inline AttnProblem rounded(const AttnProblem& p) {
   return r;
 }
 
-// Forward then backward on `ops`; `skipped`/`total` receive the tile counters.
+// Forward then backward on `ops`; `skipped`/`total` receive the tile counters, `threshold` the
+// score tiles of the CUDA entmax threshold pre-pass.
 inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped = nullptr,
-                             long long* total = nullptr) {
+                             long long* total = nullptr, long long* threshold = nullptr) {
   const size_t nqk = p.nqk(), nv = p.nv(), rows = p.rows();
   const int nst = attn_n_stats(p.math), ns = p.two() ? 3 : 1;
   DeviceBuffer<float> q(p.q), k(p.k), v(p.v), g(p.g), out(nv), out2(nv), st(rows * 2),
@@ -69,7 +70,7 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
       k2(p.k2.empty() ? std::vector<float>(1) : p.k2),
       tau(p.tau.empty() ? std::vector<float>(1) : p.tau);
   DeviceBuffer<float> dq2(p.diff_layout ? 1 : nqk), dk2(p.diff_layout ? 1 : nqk);
-  DeviceBuffer<long long> cnt(std::vector<long long>{0, 0});
+  DeviceBuffer<long long> cnt(std::vector<long long>{0, 0, 0});
   DeviceBuffer<float> lambda(std::vector<float>{p.lambda});
   AttnArgs a;
   a.math = p.math;
@@ -105,6 +106,7 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
   a.survivors = surv.get();
   a.tiles_skipped = cnt.get();
   a.tiles_total = cnt.get() + 1;
+  a.entmax_threshold_tiles = cnt.get() + 2;
   a.dout = g.get();
   a.dq = dq.get();
   a.dk = dk.get();
@@ -139,6 +141,7 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
   const auto c = cnt.to_host();
   if (skipped) *skipped = c[0];
   if (total) *total = c[1];
+  if (threshold) *threshold = c[2];
   return o;
 }
 

@@ -11,11 +11,13 @@
 #define TDA_CUDA_EMU 1
 #endif
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/launch.h"
 #include "backend/ops.h"
@@ -71,10 +73,20 @@ __global__ void smem_off_by_one_kernel(int n) {
   for (int i = int(threadIdx.x); i <= n; i += int(blockDim.x)) s[i] = 1.0f;
 }
 
+// 16-byte loads from x + off, 8-byte stores to y + off (cuda_ops.cuh): aligned only for off % 4 == 0.
+__global__ void vector_copy_kernel(const float* x, float* y, int off) {
+  const float4 v = tda::cuda::load_float4(x + off + 4 * int(threadIdx.x));
+  uint32_t lo, hi;
+  std::memcpy(&lo, &v.x, 4);
+  std::memcpy(&hi, &v.y, 4);
+  tda::cuda::store_u32x2(y + off + 4 * int(threadIdx.x), lo, hi);
+}
+
 using tda::emu::LaunchResources;
 [[maybe_unused]] const bool kTestKernelsDeclared =
     tda::emu_test::declare_test_kernels<scale_kernel, attn_args_kernel, unlisted_struct_kernel,
-                                        chain_kernel, off_by_one_kernel, smem_off_by_one_kernel>();
+                                        chain_kernel, off_by_one_kernel, smem_off_by_one_kernel,
+                                        vector_copy_kernel>();
 
 std::string last() {
   return tda::emu::last_error_message();
@@ -302,6 +314,28 @@ TEST_CASE("strict: a race between blocks that only the shuffled block order expo
     wrong += out.to_host() != want;
   }
   CHECK(wrong == 4);
+}
+
+// A GPU faults on a misaligned vector access; a host compiler would let it pass, so the vector
+// helpers ask the emulator to check (the attention kernels' tile loads use them).
+TEST_CASE("emu: a misaligned 16-byte load fails the kernel; the aligned one copies", "[emu]") {
+  DeviceBuffer<float> x(64), y(64);
+  std::vector<float> h(64);
+  for (int i = 0; i < 64; ++i) h[i] = float(i) + 0.5f;
+  REQUIRE(cudaMemcpy(x.get(), h.data(), 64 * sizeof(float), cudaMemcpyHostToDevice) ==
+          cudaSuccess);
+  REQUIRE(launch<vector_copy_kernel>(dim3(1), dim3(8), 0, nullptr, x.get(), y.get(), 4) ==
+          cudaSuccess);
+  const std::vector<float> got = y.to_host();
+  for (int t = 0; t < 8; ++t) {
+    CHECK(got[4 + 4 * t] == h[4 + 4 * t]);
+    CHECK(got[5 + 4 * t] == h[5 + 4 * t]);
+  }
+  ResetDeviceAtExit reset;
+  CHECK(launch<vector_copy_kernel>(dim3(1), dim3(8), 0, nullptr, x.get(), y.get(), 2) !=
+        cudaSuccess);
+  CHECK_THAT(last(), Catch::Contains("misaligned 16-byte vector access") &&
+                         Catch::Contains("vector_copy_kernel"));
 }
 
 TEST_CASE("strict: writes into an allocation's tail and past the dynamic shared memory",

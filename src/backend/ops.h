@@ -87,6 +87,9 @@ struct AttnArgs {
   float* survivors = nullptr;
   long long* tiles_skipped = nullptr;
   long long* tiles_total = nullptr;
+  // CUDA entmax threshold pre-pass: the 64 x 64 score tiles it computed (its passes over a
+  // block's key tiles, summed over the blocks).
+  long long* entmax_threshold_tiles = nullptr;
   bool no_skip = false;  // disable tile skipping (tests compare against it)
   // Forward only: rows i < q_start are skipped (out/out2 rows written as 0, stats and
   // survivors untouched); row i >= q_start is exactly what a full forward computes for it.
@@ -125,6 +128,7 @@ void device_pointers(const AttnArgs& a, F&& f) {
   f(a.survivors, "survivors");
   f(a.tiles_skipped, "tiles_skipped");
   f(a.tiles_total, "tiles_total");
+  f(a.entmax_threshold_tiles, "entmax_threshold_tiles");
   f(a.dout, "dout");
   f(a.dq, "dq");
   f(a.dk, "dk");

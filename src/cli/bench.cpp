@@ -197,7 +197,7 @@ int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vecto
                   {"kind", kind},
                   {"T", T},
                   {"time", cuda::timing_is_emulated() ? "no GPU" : "not timed (--mode count)"}};
-      const cuda::AttnFlops f = cuda::attention_flops(m, Dk, Dv, t, ac.entmax_iters);
+      const cuda::AttnFlops f = cuda::attention_flops(m, Dk, Dv, t);
       const cuda::AttnFlops sm =
           cuda::attention_flops(AttnMath::kSoftmax, 64, 64, cuda::AttnTiles{0, t.total});
       out["tiles_total"] = t.total;
@@ -206,6 +206,7 @@ int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vecto
       out["dense_gflop"] = f.dense / 1e9;
       out["done_gflop"] = f.done / 1e9;
       out["dense_softmax_gflop"] = sm.dense / 1e9;
+      if (m == AttnMath::kEntmax) out["threshold_tiles"] = t.threshold;
       std::cout << out.dump() << std::endl;
     }
   }

@@ -150,6 +150,9 @@ __device__ inline float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
+__device__ inline float quad_min(float v) {
+  return -quad_max(-v);
+}
 
 // Merge a policy's row state over the quad (each lane saw a quarter of the row's keys).
 template <class P>

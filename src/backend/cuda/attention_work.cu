@@ -40,8 +40,8 @@ AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float sca
   Buf dq(q), dk(k), dv(v), dq2(q2), dk2(k2), dtau(tau), out(size_t(T) * Dv), out2(size_t(T) * Dv),
       stats(2 * size_t(T)), dlambda(std::vector<float>{lambda});
   auto* cnt =
-      static_cast<long long*>(device_alloc(2 * sizeof(long long), "attention tile counters"));
-  check(cudaMemset(cnt, 0, 2 * sizeof(long long)), "count_attention_tiles memset");
+      static_cast<long long*>(device_alloc(3 * sizeof(long long), "attention tile counters"));
+  check(cudaMemset(cnt, 0, 3 * sizeof(long long)), "count_attention_tiles memset");
   AttnArgs a;
   a.math = math;
   a.B = a.H = 1;
@@ -62,24 +62,25 @@ AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float sca
   a.stats = stats.p;
   a.tiles_skipped = cnt;
   a.tiles_total = cnt + 1;
+  a.entmax_threshold_tiles = cnt + 2;
   attention_forward(a);
-  long long h[2] = {0, 0};
+  long long h[3] = {0, 0, 0};
   check(cudaMemcpy(h, cnt, sizeof h, cudaMemcpyDeviceToHost), "count_attention_tiles copy");
   cudaFree(cnt);
-  return AttnTiles{h[0], h[1]};
+  return AttnTiles{h[0], h[1], h[2]};
 }
 
-AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& t, int entmax_iters) {
+AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& t) {
   const double V = attn_two_views(math) ? 2 : 1, pair = 64.0 * 64.0;
   const double acc = math == AttnMath::kDiffSoftmax ? 2 : 1;
   double score = 2 * Dqk * V * 3;  // forward, dq kernel, dk/dv kernel
   double rest = 2 * Dv * acc + 2 * 2 * Dv + 2 * Dqk * V * 2 + 2 * Dv;
   if (math == AttnMath::kEntmax) {
-    score += 2.0 * Dqk * (entmax_iters + 3) + 2.0 * Dqk;  // threshold passes, c pass scores
-    rest += 2.0 * Dv;                                     // the c pass's e on live tiles
+    score += 2.0 * Dqk;  // the c pass's scores
+    rest += 2.0 * Dv;    // the c pass's e on live tiles
   }
   AttnFlops f;
-  f.dense = double(t.total) * pair * (score + rest);
+  f.dense = double(t.total) * pair * (score + rest) + double(t.threshold) * pair * 2.0 * Dqk;
   f.done = f.dense - double(t.skipped) * pair * rest;
   return f;
 }

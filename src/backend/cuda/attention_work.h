@@ -10,10 +10,12 @@ namespace tda::cuda {
 
 struct AttnTiles {
   long long skipped = 0, total = 0;
+  long long threshold = 0;  // entmax: the score tiles of its threshold pre-pass (data-dependent)
 };
 
 // Runs CudaOps::attention_forward once on a (B = 1, H = 1) problem with host inputs q, k, v (and
-// q2, k2, tau when the math uses them) and returns the forward's tile counters.
+// q2, k2, tau when the math uses them) and returns the forward's tile counters (entmax: the exact
+// solver, alpha 1.5).
 AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float scale, int power,
                                 float lambda, const std::vector<float>& q,
                                 const std::vector<float>& k, const std::vector<float>& v,
@@ -23,12 +25,11 @@ AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float sca
 // FLOPs of forward + backward per (b, h) as the tiled kernels schedule them (64 x 64 tiles up to
 // the diagonal, masked entries computed): `dense` with every tile processed, `done` with
 // `skipped` tiles doing only their score products (the liveness test) and nothing else. Entmax
-// adds its pre-passes: entmax_iters + 3 score products per tile for the threshold, and the c
-// pass's scores and e = dO V^T (skipped tiles: scores only).
+// adds its pre-passes: the threshold's score tiles as counted (`threshold`: a few passes of the
+// Newton search per block), and the c pass's scores and e = dO V^T (skipped tiles: scores only).
 struct AttnFlops {
   double dense = 0, done = 0;
 };
-AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& tiles,
-                          int entmax_iters = 30);
+AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& tiles);
 
 }  // namespace tda::cuda
