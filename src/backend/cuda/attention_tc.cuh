@@ -73,21 +73,11 @@ __device__ inline void frag_a_from_acc(uint32_t a[4], const float c0[4], const f
 }
 
 // Rows [r0, r0 + kTile) of a (rows x D) fp32 matrix with row stride D into a bf16 tile; rows past
-// `rows` and columns past D are zero (they then add nothing to any product). With D % 4 == 0 and a
-// 16-byte aligned matrix (every config's head dims; the arena's buffers) each thread moves four
-// elements per step: 16-byte global loads, 8-byte shared stores, the same values.
+// `rows` and columns past D are zero (they then add nothing to any product). Scalar loads: a
+// float4 version (load_float4) made ptxas spill in the sm_80 forward of every tiled kind (CUDA
+// 13.0, 2026-11-26); loads overlapped with compute (cp.async of bf16 activations) is the plan.
 template <int kD>
 __device__ inline void load_tile(uint16_t* dst, const float* src, int r0, int rows, int D) {
-  if (D % 4 == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-    constexpr int kV = kD / 4;  // float4s per tile row
-    for (int idx = threadIdx.x; idx < kTile * kV; idx += kThreads) {
-      const int r = idx / kV, c = 4 * (idx % kV);
-      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (r0 + r < rows && c < D) x = load_float4(src + size_t(r0 + r) * D + c);
-      store_u32x2(dst + r * ld<kD>() + c, pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
-    }
-    return;
-  }
   for (int idx = threadIdx.x; idx < kTile * kD; idx += kThreads) {
     const int r = idx / kD, c = idx % kD;
     const float x = (r0 + r < rows && c < D) ? src[size_t(r0 + r) * D + c] : 0.f;
