@@ -18,12 +18,12 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report_tables import DASH, Col, Fmt, Table, present, unique_labels  # noqa: E402
+from tda_kinds import registered_kinds  # noqa: E402
 
-KINDS = ["softmax", "gated_softmax", "ssmax", "entmax", "lssa", "rela", "diff_softmax", "dex",
-         "diff_rela", "tra", "tda"]
-KIND_LABEL = {"softmax": "Softmax", "gated_softmax": "Gated Softmax", "ssmax": "SSMax",
-              "entmax": "Entmax", "lssa": "LSSA", "rela": "ReLA", "diff_softmax": "Diff Softmax",
-              "dex": "Dex", "diff_rela": "Diff ReLA", "tra": "TRA", "tda": "TDA"}
+# The kinds' order (the paper's tables) and labels come from the binary's registry (`tda kinds`),
+# filled in by main().
+KINDS = []
+KIND_LABEL = {}
 MC_TASKS = [("hellaswag", "HellaSwag", True), ("arc_easy", "ARC-Easy", True),
             ("arc_challenge", "ARC-Challenge", True), ("openbookqa", "OpenBookQA", True),
             ("piqa", "PIQA", True), ("winogrande", "Winogrande", False)]
@@ -445,6 +445,9 @@ def main():
         return 1
     out = a.out or os.path.join(a.sweep, "report")
     os.makedirs(out, exist_ok=True)
+    for k in registered_kinds():
+        KINDS.append(k["name"])
+        KIND_LABEL[k["name"]] = k["label"]
     rep = Report(a.sweep, out)
     if not rep.runs:
         print(f"error: report: {a.sweep}: no run directory (a sub-directory with config.json)", file=sys.stderr)

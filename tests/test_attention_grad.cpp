@@ -17,6 +17,7 @@
 
 #include "backend/forwarding_ops.h"
 #include "test_attention_util.h"
+#include "test_util.h"
 
 namespace tda {
 
@@ -160,6 +161,44 @@ TEST_CASE("attention: all eleven mechanisms are registered", "[attention]") {
     INFO(kind);
     CHECK(registered(kind));
   }
+}
+
+// `tda kinds --json` is what the scripts read (report labels and order, the GPU kit's list): every
+// registered kind, its declared math and parameters as the variant built from the default config
+// gives them, a label and summary; the paper's eleven first, in its tables' order (the report's
+// row order). `--names` lists the same kinds in the same order.
+TEST_CASE("tda kinds: every registered kind with its label, math and parameters",
+          "[attention][cli]") {
+  std::string out;
+  REQUIRE(run_tda("kinds --json", &out) == 0);
+  const json k = json::parse(out);
+  REQUIRE(k.size() == attention_kinds().size());
+  std::string names;
+  REQUIRE(run_tda("kinds --names", &names) == 0);
+  std::string want_names;
+  for (size_t i = 0; i < k.size(); ++i) {
+    const std::string name = k[i].at("name");
+    INFO(name);
+    want_names += name + "\n";
+    CHECK(registered(name));
+    CHECK(!k[i].at("label").get<std::string>().empty());
+    CHECK(!k[i].at("summary").get<std::string>().empty());
+    const Config cfg = attn_test_config(name);
+    const auto v = make_attention(cfg.model, cfg.attention);
+    CHECK(k[i].at("math") == attn_math_name(v->math()));
+    std::vector<std::string> params;
+    for (const auto& p : v->extra_params(0)) params.push_back(p.name);
+    CHECK(k[i].at("params").get<std::vector<std::string>>() == params);
+    if (i < kPaperKinds.size()) {
+      CHECK(name == kPaperKinds[i]);
+      CHECK(k[i].at("paper_row") == int(i));
+    } else {
+      CHECK(k[i].at("paper_row") == -1);
+    }
+  }
+  CHECK(names == want_names);
+  CHECK(k[0].at("label") == "Softmax");
+  CHECK(k[10].at("label") == "TDA");
 }
 
 // `tda bench` and the diagnostics drive a kind through its declared math(): it must be the math

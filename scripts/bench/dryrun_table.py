@@ -15,9 +15,10 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tda_kinds import registered_kinds  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-KINDS = ["softmax", "gated_softmax", "ssmax", "entmax", "lssa", "rela", "diff_softmax", "dex",
-         "diff_rela", "tra", "tda"]
 # (label, B, T, dtypes): the shapes users train at (docs/cuda.md).
 SHAPES = [("B16_T1024", 16, 1024, "fp32,bf16"), ("B4_T4096", 4, 4096, "bf16"),
           ("B4_T65536", 4, 65536, "bf16"), ("B1_T65536", 1, 65536, "bf16")]
@@ -45,11 +46,12 @@ def grid(g):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tda", default=f"{ROOT}/build/tda")
-    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--kinds", default="", help="comma separated (default: every registered kind)")
     ap.add_argument("--json", default="", help="write every JSON line here")
     a = ap.parse_args()
+    kinds = a.kinds.split(",") if a.kinds else [k["name"] for k in registered_kinds(a.tda)]
     runs = {}
-    for kind in a.kinds.split(","):
+    for kind in kinds:
         for label, B, T, dtypes in SHAPES:
             for line in dryrun(a.tda, kind, B, T, dtypes):
                 runs[(kind, label, line["dtype"])] = line
@@ -68,7 +70,7 @@ def main():
           "largest grid (bf16) | launches per step (bf16) | per micro-step | host syncs per "
           "micro-step | GEMMs per micro-step |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for kind in a.kinds.split(","):
+    for kind in kinds:
         f, b = runs[(kind, "B16_T1024", "fp32")], runs[(kind, "B16_T1024", "bf16")]
         for r in (f, b):
             if "error" in r or not r["launches_valid"]:
@@ -85,7 +87,7 @@ def main():
           "fits 80 GiB | launches valid | B=1, T=65,536: peak bf16 | fits 40 / 80 GiB | "
           "launches valid | largest grid.y at B=4, T=65,536 |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for kind in a.kinds.split(","):
+    for kind in kinds:
         s, l, o = (runs[(kind, label, "bf16")] for label in ("B4_T4096", "B4_T65536", "B1_T65536"))
         cells = []
         for r in (s, l, o):

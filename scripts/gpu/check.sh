@@ -56,7 +56,8 @@ else
   LENGTHS=512,1024,2048,4096,8192,16384; TOOLS="memcheck racecheck synccheck initcheck"
   DTYPES="bf16 fp32"; STEPS=10
 fi
-KINDS="softmax tda tra entmax diff_softmax gated_softmax ssmax lssa rela dex diff_rela"
+KINDS=""  # every registered kind (`tda kinds`), once the build is there: the baseline and the
+          # paper's two first (a stage cut by its budget leaves out the others), then its order
 
 log() { echo "[gpu-check $(($(date +%s) - T0))s] $*"; }
 left() { echo $((DEADLINE - $(date +%s))); }
@@ -146,6 +147,9 @@ echo "packages: $([ "${TDA_KIT_USED:-0}" = 1 ] && echo "the kit's ($KIT)" || ech
   >>"$WORK/env.txt"
 export TDA_CUDA_BINARY=$PWD/build-cuda/tda
 if [ -x build-cuda/tda ]; then
+  KINDS=$(build-cuda/tda kinds --names |
+    awk 'BEGIN { p["softmax"] = 1; p["tda"] = 2; p["tra"] = 3 } { print (p[$0] ? p[$0] : 9), NR, $0 }' |
+    sort -n -k1,1 -k2,2 | cut -d' ' -f3 | tr '\n' ' ')
   start=$(build-cuda/tda bench attention --device cuda --mode time --kind softmax --T 64 \
     --tokens 64 --heads 2 --reps 1 --warmup 1 2>&1 | grep -m1 '^cuda:\|error')
   echo "tda start-up: $start" >>"$WORK/env.txt"

@@ -115,6 +115,7 @@ class DexAttention final : public AttentionVariant {
 
 }  // namespace
 
-TDA_REGISTER_ATTENTION("dex", DexAttention);
+TDA_REGISTER_ATTENTION("dex", DexAttention, "Dex",
+                       "Differential Extension applied from scratch (Kong, Jang, Kwak 2025)", 7);
 
 }  // namespace tda

@@ -10,5 +10,6 @@ struct DiffRelaAttention final : attn_diff::DiffAttention {
   DiffRelaAttention(const ModelConfig& m, const AttentionConfig& a) : DiffAttention(m, a, true) {}
 };
 }  // namespace
-TDA_REGISTER_ATTENTION("diff_rela", DiffRelaAttention);
+TDA_REGISTER_ATTENTION("diff_rela", DiffRelaAttention, "Diff ReLA",
+                       "differential ReLA: the difference of two rectified maps", 8);
 }  // namespace tda

@@ -10,5 +10,7 @@ struct DiffSoftmaxAttention final : attn_diff::DiffAttention {
       : DiffAttention(m, a, false) {}
 };
 }  // namespace
-TDA_REGISTER_ATTENTION("diff_softmax", DiffSoftmaxAttention);
+TDA_REGISTER_ATTENTION(
+    "diff_softmax", DiffSoftmaxAttention, "Diff Softmax",
+    "Differential Transformer: the difference of two softmax maps (Ye et al. 2024)", 6);
 }  // namespace tda

@@ -88,6 +88,8 @@ class EntmaxAttention final : public AttentionVariant {
 
 }  // namespace
 
-TDA_REGISTER_ATTENTION("entmax", EntmaxAttention);
+TDA_REGISTER_ATTENTION("entmax", EntmaxAttention, "Entmax",
+                       "alpha-entmax, sparse normalised attention (Peters, Niculae, Martins 2019)",
+                       3);
 
 }  // namespace tda

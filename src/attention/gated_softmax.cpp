@@ -90,6 +90,8 @@ class GatedSoftmaxAttention final : public AttentionVariant {
 
 }  // namespace
 
-TDA_REGISTER_ATTENTION("gated_softmax", GatedSoftmaxAttention);
+TDA_REGISTER_ATTENTION("gated_softmax", GatedSoftmaxAttention, "Gated Softmax",
+                       "softmax with a sigmoid gate on each head's output (G1; Qiu et al. 2025)",
+                       1);
 
 }  // namespace tda

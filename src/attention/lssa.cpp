@@ -90,6 +90,8 @@ class LssaAttention final : public AttentionVariant {
 
 }  // namespace
 
-TDA_REGISTER_ATTENTION("lssa", LssaAttention);
+TDA_REGISTER_ATTENTION("lssa", LssaAttention, "LSSA",
+                       "length-scaled softplus attention, dense first stage (Gao & Spratling 2025)",
+                       4);
 
 }  // namespace tda

@@ -5,8 +5,8 @@
 
 namespace tda {
 
-std::map<std::string, AttentionFactory>& attention_registry() {
-  static std::map<std::string, AttentionFactory> r;
+std::map<std::string, AttentionKind>& attention_registry() {
+  static std::map<std::string, AttentionKind> r;
   return r;
 }
 
@@ -14,11 +14,21 @@ void init_param(float* p, size_t n, ParamSpec::Init init, float a, Rng& rng) {
   using I = ParamSpec::Init;
   for (size_t i = 0; i < n; ++i) {
     switch (init) {
-      case I::kNormal: p[i] = a * rng.normal(); break;
-      case I::kZeros: p[i] = 0.f; break;
-      case I::kOnes: p[i] = 1.f; break;
-      case I::kConst: p[i] = a; break;
-      case I::kUniform: p[i] = a * (2.f * rng.uniform() - 1.f); break;
+      case I::kNormal:
+        p[i] = a * rng.normal();
+        break;
+      case I::kZeros:
+        p[i] = 0.f;
+        break;
+      case I::kOnes:
+        p[i] = 1.f;
+        break;
+      case I::kConst:
+        p[i] = a;
+        break;
+      case I::kUniform:
+        p[i] = a * (2.f * rng.uniform() - 1.f);
+        break;
     }
   }
 }
@@ -36,7 +46,7 @@ std::unique_ptr<AttentionVariant> make_attention(const ModelConfig& m, const Att
     for (const auto& k : attention_kinds()) known += (known.empty() ? "" : ", ") + k;
     throw Error("config: attention.kind '" + a.kind + "' is not one of: " + known);
   }
-  return it->second(m, a);
+  return it->second.make(m, a);
 }
 
 }  // namespace tda

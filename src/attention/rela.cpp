@@ -111,6 +111,8 @@ class RelaAttention final : public AttentionVariant {
 
 }  // namespace
 
-TDA_REGISTER_ATTENTION("rela", RelaAttention);
+TDA_REGISTER_ATTENTION(
+    "rela", RelaAttention, "ReLA",
+    "rectified linear attention with a normalised output (Zhang, Titov, Sennrich 2021)", 5);
 
 }  // namespace tda

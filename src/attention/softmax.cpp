@@ -72,6 +72,7 @@ class SoftmaxAttention final : public AttentionVariant {
 
 }  // namespace
 
-TDA_REGISTER_ATTENTION("softmax", SoftmaxAttention);
+TDA_REGISTER_ATTENTION("softmax", SoftmaxAttention, "Softmax",
+                       "causal scaled dot-product attention with RoPE (Vaswani et al. 2017)", 0);
 
 }  // namespace tda

@@ -97,6 +97,7 @@ class SsmaxAttention final : public AttentionVariant {
 
 }  // namespace
 
-TDA_REGISTER_ATTENTION("ssmax", SsmaxAttention);
+TDA_REGISTER_ATTENTION("ssmax", SsmaxAttention, "SSMax",
+                       "Scalable-Softmax: scores scaled by s log n (Nakanishi 2025)", 2);
 
 }  // namespace tda

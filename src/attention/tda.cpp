@@ -162,6 +162,8 @@ class TdaAttention final : public AttentionVariant {
 
 }  // namespace
 
-TDA_REGISTER_ATTENTION("tda", TdaAttention);
+TDA_REGISTER_ATTENTION(
+    "tda", TdaAttention, "TDA",
+    "Threshold Differential Attention: two TRA views, their difference (the paper)", 10);
 
 }  // namespace tda

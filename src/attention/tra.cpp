@@ -119,6 +119,8 @@ class TraAttention final : public AttentionVariant {
 
 }  // namespace
 
-TDA_REGISTER_ATTENTION("tra", TraAttention);
+TDA_REGISTER_ATTENTION(
+    "tra", TraAttention, "TRA",
+    "Threshold Rectified Attention: cosine scores, a length-aware threshold, a power", 9);
 
 }  // namespace tda

@@ -50,6 +50,27 @@ inline int attn_n_stats(AttnMath m) {
       return 0;
   }
 }
+inline const char* attn_math_name(AttnMath m) {
+  switch (m) {
+    case AttnMath::kSoftmax:
+      return "softmax";
+    case AttnMath::kEntmax:
+      return "entmax";
+    case AttnMath::kSoftplus:
+      return "softplus";
+    case AttnMath::kRelu:
+      return "relu";
+    case AttnMath::kThreshold:
+      return "threshold";
+    case AttnMath::kDiffSoftmax:
+      return "diff_softmax";
+    case AttnMath::kDiffRelu:
+      return "diff_relu";
+    case AttnMath::kDiffThreshold:
+      return "diff_threshold";
+  }
+  return "?";
+}
 inline bool attn_two_views(AttnMath m) {
   return m == AttnMath::kDiffSoftmax || m == AttnMath::kDiffRelu || m == AttnMath::kDiffThreshold;
 }

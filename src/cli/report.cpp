@@ -13,6 +13,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "dist/launch.h"
 
 namespace tda {
 namespace {
@@ -44,6 +45,8 @@ int cmd_report(int argc, char** argv) {
   std::vector<char*> args{python.data(), const_cast<char*>(script.c_str())};
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
+  // report.py asks this binary for the attention kinds' order and labels (`tda kinds --json`).
+  ::setenv("TDA_BINARY", self_exe().c_str(), 1);
   std::cout.flush();
   ::execv(python.c_str(), args.data());
   throw Error("report: cannot run " + python + " (errno " + std::to_string(errno) + ")");
