@@ -73,7 +73,8 @@ __global__ void smem_off_by_one_kernel(int n) {
   for (int i = int(threadIdx.x); i <= n; i += int(blockDim.x)) s[i] = 1.0f;
 }
 
-// 16-byte loads from x + off, 8-byte stores to y + off (cuda_ops.cuh): aligned only for off % 4 == 0.
+// 16-byte loads from x + off, 8-byte stores to y + off (cuda_ops.cuh): aligned only for off % 4 ==
+// 0.
 __global__ void vector_copy_kernel(const float* x, float* y, int off) {
   const float4 v = tda::cuda::load_float4(x + off + 4 * int(threadIdx.x));
   uint32_t lo, hi;
@@ -322,8 +323,7 @@ TEST_CASE("emu: a misaligned 16-byte load fails the kernel, the aligned one copi
   DeviceBuffer<float> x(64), y(64);
   std::vector<float> h(64);
   for (int i = 0; i < 64; ++i) h[i] = float(i) + 0.5f;
-  REQUIRE(cudaMemcpy(x.get(), h.data(), 64 * sizeof(float), cudaMemcpyHostToDevice) ==
-          cudaSuccess);
+  REQUIRE(cudaMemcpy(x.get(), h.data(), 64 * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
   REQUIRE(launch<vector_copy_kernel>(dim3(1), dim3(8), 0, nullptr, x.get(), y.get(), 4) ==
           cudaSuccess);
   const std::vector<float> got = y.to_host();
