@@ -8,27 +8,6 @@ namespace {
 std::string shape(long a, long b, long c) {
   return std::to_string(a) + "x" + std::to_string(b) + "x" + std::to_string(c);
 }
-const char* math_name(AttnMath m) {
-  switch (m) {
-    case AttnMath::kSoftmax:
-      return "softmax";
-    case AttnMath::kEntmax:
-      return "entmax15";
-    case AttnMath::kSoftplus:
-      return "softplus";
-    case AttnMath::kRelu:
-      return "relu";
-    case AttnMath::kThreshold:
-      return "threshold";
-    case AttnMath::kDiffSoftmax:
-      return "diff_softmax";
-    case AttnMath::kDiffRelu:
-      return "diff_relu";
-    case AttnMath::kDiffThreshold:
-      return "diff_threshold";
-  }
-  return "?";
-}
 }  // namespace
 
 // Times one call from construction to destruction and books it under the current phase.
@@ -167,10 +146,10 @@ void ProfileOps::lm_head_loss(float* losses, float* dx, float* dW, const float* 
             in_.lm_head_loss(losses, dx, dW, x, W, targets, N, C, Vp, Vr, gs));
 }
 void ProfileOps::attention_forward(const AttnArgs& a) {
-  TDA_TIMED(std::string("attention_forward ") + math_name(a.math), in_.attention_forward(a));
+  TDA_TIMED(std::string("attention_forward ") + attn_math_name(a.math), in_.attention_forward(a));
 }
 void ProfileOps::attention_backward(const AttnArgs& a) {
-  TDA_TIMED(std::string("attention_backward ") + math_name(a.math), in_.attention_backward(a));
+  TDA_TIMED(std::string("attention_backward ") + attn_math_name(a.math), in_.attention_backward(a));
 }
 double ProfileOps::sum_squares(const float* x, size_t n) {
   TDA_TIMED("sum_squares", in_.sum_squares(x, n));
