@@ -206,7 +206,8 @@ __global__ void __launch_bounds__(kThreads)
     load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
     load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
     if (kTwo) load_tile<kDk>(sq2, a.q2 + bh * sqk, i0, T, Dk);
-    for (int x = threadIdx.x; x < kTile; x += kThreads) {
+    static_assert(kThreads >= kTile, "one row per thread");
+    if (const int x = threadIdx.x; x < kTile) {
       const bool in = i0 + x < T;
       const size_t r = bh * T + (in ? i0 + x : 0);
       row_tau_stat<P, kTwo>(a, r, i0 + x, in, &rowf[2 * kTile + x], &rowf[x]);
@@ -344,14 +345,16 @@ void backward_math(const AttnArgs& a, float* Dbuf) {
       return launch_backward<SoftplusPolicy, false>(a, Dbuf);
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
-      return launch_backward<ThresholdPolicy, false>(a, Dbuf);
+      return with_threshold_policy(a.power,
+                                   [&](auto p) { launch_backward<decltype(p), false>(a, Dbuf); });
     case AttnMath::kEntmax:
       return launch_backward<EntmaxPolicy, false>(a, Dbuf);
     case AttnMath::kDiffSoftmax:
       return launch_backward<SoftmaxPolicy, true>(a, Dbuf);
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:
-      return launch_backward<ThresholdPolicy, true>(a, Dbuf);
+      return with_threshold_policy(a.power,
+                                   [&](auto p) { launch_backward<decltype(p), true>(a, Dbuf); });
     default:
       throw Error("cuda attention: math not served by the tiled backward");
   }

@@ -271,7 +271,7 @@ void forward_math(const AttnArgs& a) {
       return launch_forward<SoftplusPolicy, false>(a);
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
-      return launch_forward<ThresholdPolicy, false>(a);
+      return with_threshold_policy(a.power, [&](auto p) { launch_forward<decltype(p), false>(a); });
     case AttnMath::kEntmax:
       attention_entmax_threshold(a);  // stats (tau_i, norm_i), then a thresholded forward
       return launch_forward<EntmaxPolicy, false>(a);
@@ -279,7 +279,7 @@ void forward_math(const AttnArgs& a) {
       return launch_forward<SoftmaxPolicy, true>(a);
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:
-      return launch_forward<ThresholdPolicy, true>(a);
+      return with_threshold_policy(a.power, [&](auto p) { launch_forward<decltype(p), true>(a); });
     default:
       throw Error("cuda attention: math not served by the tiled forward");
   }

@@ -164,6 +164,23 @@ struct ThresholdPolicy {
   }
 };
 
+// ThresholdPolicy at a power fixed when compiling: the CUDA kernels' common p = 1 (rela,
+// diff_rela, tra/tda ablations) and p = 2 (tra/tda), with no loop per weight. The same bits as
+// ipow (1 * r is r): the tiled kernels pick it by the run's power (attention_tc.cuh).
+template <int kPow>
+struct ThresholdPowPolicy : ThresholdPolicy {
+  static_assert(kPow == 1 || kPow == 2, "other powers take ThresholdPolicy's loop");
+  TDA_HD static float weight(const Row&, float s, float tau, int) {
+    const float r = s - tau;
+    return r > 0.f ? (kPow == 2 ? r * r : r) : 0.f;
+  }
+  TDA_HD static void bwd(float s, float, float tau, int, float* a, float* f) {
+    const float r = s - tau;
+    *a = r > 0.f ? (kPow == 2 ? r * r : r) : 0.f;
+    *f = r > 0.f ? (kPow == 2 ? 2.f * r : 1.f) : 0.f;
+  }
+};
+
 // alpha-entmax (Peters et al. 2019; the entmax package's entmax_bisect convention), 1 < alpha <= 2,
 // am1 = alpha - 1 (1.5-entmax: am1 = 1/2). On one row, in the frame u = am1 z of the scaled scores:
 //   p_j = max(u_j - tau, 0)^(1/am1) / norm,  tau such that sum_j p_j = 1 (norm = 1 when exact)

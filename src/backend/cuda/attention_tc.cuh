@@ -73,15 +73,35 @@ __device__ inline void frag_a_from_acc(uint32_t a[4], const float c0[4], const f
 }
 
 // Rows [r0, r0 + kTile) of a (rows x D) fp32 matrix with row stride D into a bf16 tile; rows past
-// `rows` and columns past D are zero (they then add nothing to any product). Scalar loads: a
-// float4 version (load_float4) made ptxas spill in the sm_80 forward of every tiled kind (CUDA
-// 13.0, 2026-11-26); loads overlapped with compute (cp.async of bf16 activations) is the plan.
+// `rows` and columns past D are zero (they then add nothing to any product). Each thread moves 4
+// adjacent columns per pass: one 16-byte load and one 8-byte shared store where D % 4 == 0 and
+// the matrix is 16-byte aligned (every config's head dims), 4 bounded scalar loads otherwise.
+// The passes are unrolled (8 at kD = 64): every load is issued before the first store needs it.
+// The earlier loop of scalar loads, with an index division per element, was most of the key
+// loop's instructions (scripts/bench/sass_tiles.py); unrolled by 4 or 2 instead of fully, this
+// version spilled in some two-view forwards (ptxas, CUDA 13.0).
 template <int kD>
 __device__ inline void load_tile(uint16_t* dst, const float* src, int r0, int rows, int D) {
-  for (int idx = threadIdx.x; idx < kTile * kD; idx += kThreads) {
-    const int r = idx / kD, c = idx % kD;
-    const float x = (r0 + r < rows && c < D) ? src[size_t(r0 + r) * D + c] : 0.f;
-    dst[r * ld<kD>() + c] = bf16_bits(x);
+  constexpr int kQuads = kD / 4, kRowsPerPass = kThreads / kQuads;
+  static_assert(kTile % kRowsPerPass == 0, "every thread loads the same count");
+  const int c = 4 * (int(threadIdx.x) % kQuads), rt = int(threadIdx.x) / kQuads;
+  const bool vec = D % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;  // block-uniform
+  TDA_UNROLL
+  for (int it = 0; it < kTile / kRowsPerPass; ++it) {
+    const int r = rt + it * kRowsPerPass;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r0 + r < rows && c < D) {
+      const float* p = src + size_t(r0 + r) * D + c;
+      if (vec) {
+        x = load_float4(p);
+      } else {
+        x.x = p[0];
+        x.y = c + 1 < D ? p[1] : 0.f;
+        x.z = c + 2 < D ? p[2] : 0.f;
+        x.w = c + 3 < D ? p[3] : 0.f;
+      }
+    }
+    store_u32x2(dst + r * ld<kD>() + c, pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
   }
 }
 
@@ -191,6 +211,18 @@ __device__ inline void row_tau_stat(const AttnArgs& a, size_t r, int i, bool in,
     *tau = (a.tau && in) ? a.tau[i] : 0.f;
     *st1 = (nst >= 1 && in) ? a.stats[r * nst] : 0.f;
   }
+}
+
+// Calls f(Policy{}) with the threshold policy of the run's power: p = 1 and 2 compiled in
+// (ThresholdPowPolicy), any other p through ThresholdPolicy's loop over the power.
+template <class F>
+inline void with_threshold_policy(int power, F&& f) {
+  if (power == 2)
+    f(attn::ThresholdPowPolicy<2>{});
+  else if (power == 1)
+    f(attn::ThresholdPowPolicy<1>{});
+  else
+    f(attn::ThresholdPolicy{});
 }
 
 // Head dims are served by buckets of 64 and 128, for Dqk and Dv separately (shared tiles and
