@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Roofline cost model of one GPT-2-162M ("d12") training step on tda's CUDA backend.
 
-ESTIMATE (roofline, not measured). No GPU has run this code; every number below is
-max(FLOPs / peak, bytes / HBM bandwidth) per kernel call, summed: a lower bound on time that
-ignores launch latency, host syncs, caches, occupancy and how close a kernel gets to peak.
+A ROOFLINE BOUND, not a measurement: every number below is max(FLOPs / peak, bytes / HBM
+bandwidth) per kernel call, summed: the least time the calls could take, so an upper bound on
+speed (tokens/s, MFU). It ignores launch latency, host syncs, caches, occupancy and how many
+instructions a kernel spends per FLOP (scripts/bench/sass_tiles.py counts those for attention).
+The one GPU run so far (H200, docs/results/gpu-h200-2026-11-26/) took 2.5x this bound.
 
 The call sequence is read off the code: src/model/gpt2.cpp (layer loop), src/attention/
 softmax.cpp and tda.cpp (glue), src/backend/cuda/cuda_ops.cu + gemm.cu (matmuls: cublasSgemm
@@ -17,7 +19,7 @@ Usage: d12_roofline.py [--kind softmax|tda] [--skip F] [--B 16] [--T 1024] [--dt
 """
 import argparse
 
-TAG = "estimate (roofline, not measured)"
+TAG = "roofline bound (the least time; not measured)"
 # Dense datasheet peaks (FLOP/s) and HBM bandwidth (B/s). "sgemm" is cublasSgemm under
 # CUBLAS_DEFAULT_MATH: plain fp32 FMA units, no TF32 (A100 TF32 would be 156e12; unused).
 GPUS = {
@@ -271,7 +273,7 @@ def main():
     title(f"d12 totals, {cfg}, {STEP_TOKENS} tokens/step: {TAG}", md)
     table(["GPU", "dtype", "ms/micro-step", "ms/micro (no K/V reuse)", "ms/step 1 GPU",
            "tokens/s 1 GPU", "ms/step 8 GPUs (each)", "tokens/s 8 GPUs (all)",
-           "MFU 1 GPU (vs bf16 peak)"], body, md)
+           "MFU bound 1 GPU (vs bf16 peak)"], body, md)
     print(f"{TAG}: 1 GPU = {STEP_TOKENS / (a.B * a.T):g} micro-steps/step, 8 GPUs = "
           f"{STEP_TOKENS / (a.B * a.T * 8):g} per GPU (ZeRO-1 optimizer on a 1/8 shard; "
           f"NCCL reduce-scatter/all-gather not modelled). MFU uses train_flops_per_token = "
