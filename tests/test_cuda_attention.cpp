@@ -106,6 +106,9 @@ TEST_CASE("cuda attention: softmax family matches the CPU (tensor cores)", "[cud
   }
   compare(problem(AttnMath::kSoftmax, 17, 16, 16, 11));        // small head
   compare(problem(AttnMath::kDiffSoftmax, 130, 64, 128, 12));  // the 128 bucket (d12 diff)
+  // head dims not a multiple of 4: the tile loads' scalar path (no 16-byte loads)
+  compare(problem(AttnMath::kSoftmax, 70, 6, 10, 14));
+  compare(problem(AttnMath::kDiffSoftmax, 33, 7, 13, 15));
 }
 
 TEST_CASE("cuda attention: rectifier and threshold kinds match the CPU", "[cuda][emu]") {

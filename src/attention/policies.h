@@ -165,8 +165,9 @@ struct ThresholdPolicy {
 };
 
 // ThresholdPolicy at a power fixed when compiling: the CUDA kernels' common p = 1 (rela,
-// diff_rela, tra/tda ablations) and p = 2 (tra/tda), with no loop per weight. The same bits as
-// ipow (1 * r is r): the tiled kernels pick it by the run's power (attention_tc.cuh).
+// diff_rela, tra/tda ablations) and p = 2 (tra/tda), with no loop per weight. The same values as
+// ipow (1 * r is r; the arithmetic around them may contract differently: diff_rela's lambda
+// gradient moved by 1-2 ulp). The tiled kernels pick it by the run's power (attention_tc.cuh).
 template <int kPow>
 struct ThresholdPowPolicy : ThresholdPolicy {
   static_assert(kPow == 1 || kPow == 2, "other powers take ThresholdPolicy's loop");

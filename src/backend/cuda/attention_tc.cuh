@@ -76,10 +76,11 @@ __device__ inline void frag_a_from_acc(uint32_t a[4], const float c0[4], const f
 // `rows` and columns past D are zero (they then add nothing to any product). Each thread moves 4
 // adjacent columns per pass: one 16-byte load and one 8-byte shared store where D % 4 == 0 and
 // the matrix is 16-byte aligned (every config's head dims), 4 bounded scalar loads otherwise.
-// The passes are unrolled (8 at kD = 64): every load is issued before the first store needs it.
-// The earlier loop of scalar loads, with an index division per element, was most of the key
-// loop's instructions (scripts/bench/sass_tiles.py); unrolled by 4 or 2 instead of fully, this
-// version spilled in some two-view forwards (ptxas, CUDA 13.0).
+// The passes are unrolled (8 at kD = 64); each pass's load is converted before the next one is
+// issued (overlapping them is cp.async's job: holding 4 in registers spilled, CUDA 13.0). The
+// earlier loop of scalar loads, with an index division per element, was most of the key loop's
+// instructions (scripts/bench/sass_tiles.py); unrolled by 4 or 2 instead of fully, this version
+// spilled in some two-view forwards.
 template <int kD>
 __device__ inline void load_tile(uint16_t* dst, const float* src, int r0, int rows, int D) {
   constexpr int kQuads = kD / 4, kRowsPerPass = kThreads / kQuads;
