@@ -33,9 +33,10 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check 'tiktoken>=0.5' 'safetensors>=0.4' \
   'rouge-score==0.1.2' 'transformers>=4.40,<4.45'
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps 'entmax>=1.1'
-# cuobjdump (5 MB; the toolkit under /usr/local/cuda may lack it): scripts/bench/sass_tiles.py
-# reads the attention kernels' SASS with it (docs/perf.md).
-.venv/bin/python -m pip install -q --disable-pip-version-check 'nvidia-cuda-cuobjdump>=13.0'
+# cuobjdump and the nvdisasm it runs (10 MB; the toolkit under /usr/local/cuda may lack them):
+# scripts/bench/sass_tiles.py reads the attention kernels' SASS with them (docs/perf.md).
+.venv/bin/python -m pip install -q --disable-pip-version-check 'nvidia-cuda-cuobjdump>=13.0' \
+  'nvidia-cuda-nvdisasm>=13.0'
 
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null

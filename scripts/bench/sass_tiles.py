@@ -25,7 +25,8 @@ Usage:
   scripts/bench/sass_tiles.py --sass LISTING --kernel REGEX --warps W --tiles N [--label L]
       any cuobjdump -sass listing (another implementation's cubin), W warps per block, N tiles of
       64x64 per pass of its key loop
-cuobjdump comes from $CUDA_HOME/bin, PATH, or .venv (pip package nvidia-cuda-cuobjdump).
+cuobjdump (and the nvdisasm it runs) come from $CUDA_HOME/bin, PATH, or .venv (pip packages
+nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm, which scripts/setup.sh installs).
 """
 import argparse
 import glob
@@ -295,12 +296,16 @@ def find_cuobjdump():
         if c and os.access(c, os.X_OK):
             return c
     raise SystemExit("sass_tiles: no cuobjdump (CUDA toolkit, or pip install nvidia-cuda-cuobjdump "
-                     "into .venv)")
+                     "nvidia-cuda-nvdisasm into .venv)")
 
 
 def sass_of(obj, arch):
-    r = subprocess.run([find_cuobjdump(), "-sass", "-arch", f"sm_{arch}", str(obj)],
-                       capture_output=True, text=True)
+    tool = find_cuobjdump()
+    # cuobjdump runs nvdisasm for SASS: look for it beside cuobjdump first (the pip packages
+    # nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm share one bin folder)
+    env = dict(os.environ, PATH=os.path.dirname(tool) + os.pathsep + os.environ.get("PATH", ""))
+    r = subprocess.run([tool, "-sass", "-arch", f"sm_{arch}", str(obj)], capture_output=True,
+                       text=True, env=env)
     if r.returncode != 0:
         raise SystemExit(f"sass_tiles: cuobjdump {obj}: {r.stderr.strip()}")
     return r.stdout
