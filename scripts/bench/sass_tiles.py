@@ -214,10 +214,6 @@ def own(blocks, loop):
     return insns_in(blocks, loop.body - inner)
 
 
-def has_mma(blocks, loop):
-    return any(i.op == "HMMA" for i in insns_in(blocks, loop.body))
-
-
 def trip_count(blocks, loop, head_dim, overrides):
     if loop.name in overrides:
         return overrides[loop.name], "given"
@@ -360,8 +356,9 @@ def main():
     if a.sass:
         if not a.kernel:
             ap.error("--sass needs --kernel")
-        insns = pick(parse(Path(a.sass).read_text()), a.kernel, a.sass)
-        arch = re.search(r"sm_(\d+)", Path(a.sass).read_text()[:4000])
+        listing = Path(a.sass).read_text()
+        insns = pick(parse(listing), a.kernel, a.sass)
+        arch = re.search(r"sm_(\d+)", listing[:4000])
         for r in measure(insns, a.warps, a.tiles, overrides=overrides):
             results.append(dict(r, label=a.label or a.kernel, arch=arch.group(1) if arch else "?"))
     else:
