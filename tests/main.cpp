@@ -6,10 +6,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "test_kinds.h"
+
 int main(int argc, char** argv) {
   if (::chdir(TDA_SOURCE_DIR) != 0) return 2;
   // Every emulated CUDA test runs in the emulator's strict mode (docs/emulator.md), and so does
   // every tda process a test starts; TDA_EMU_STRICT=0 in the environment turns it off.
   ::setenv("TDA_EMU_STRICT", "1", 0);
+  tda::register_per_kind_tests();  // one test case per registered attention kind
   return Catch::Session().run(argc, argv);
 }

@@ -23,11 +23,10 @@ namespace tda {
 
 namespace {
 
-// ReLU kinds (p = 1) take a 10x smaller step so that a +-h segment rarely crosses a kink
-// (T = 70 has ~10^4 scores of density ~0.4 at 0); their fp32 noise / h stays under kAtol.
-double fd_step(const std::string& kind) {
+// The kind's step (AttentionTraits::fd_step: kinked weights take a 10x smaller one).
+double fd_step(const AttnHarness& h) {
   if (std::getenv("TDA_FD_STEP")) return std::atof(std::getenv("TDA_FD_STEP"));
-  return (kind == "rela" || kind == "diff_rela") ? 1e-4 : 1e-3;
+  return h.var->traits().fd_step;
 }
 double kStep = 1e-3;
 constexpr double kRtol = 1e-2;
@@ -38,14 +37,6 @@ constexpr double kAtol = 1e-3;
 const std::vector<std::string> kPaperKinds = {
     "softmax",      "gated_softmax", "ssmax",     "entmax", "lssa", "rela",
     "diff_softmax", "dex",           "diff_rela", "tra",    "tda"};
-
-// Column groups (q/k pairs) whose token-0 rows we tie so that row 0 has no survivors:
-// s_00 = <q_0, k_0> with q_0 = -k_0 (RoPE is the identity at position 0).
-std::vector<std::pair<int, int>> qk_pairs(const std::string& kind, int C) {
-  if (kind == "tda") return {{0, C}, {2 * C, 3 * C}};
-  if (kind == "rela" || kind == "diff_rela" || kind == "tra") return {{0, C}};
-  return {};
-}
 
 struct Group {
   std::string name;
@@ -138,14 +129,26 @@ void perturb_params(AttnHarness& h, Rng& rng) {
     for (auto& v : h.params[p]) v += 0.1f * rng.normal();
 }
 
-void kill_row0(AttnHarness& h, const std::string& kind) {
-  const int W = h.var->proj_width(), C = h.cfg.model.d_model;
+// Ties the token-0 rows of the kind's (q, k) column groups (AttentionTraits::empty_row_qk) so
+// that row 0 has no survivor: s_00 = <q_0, k_0> with q_0 = -k_0 (RoPE is the identity at
+// position 0). Returns whether the kind's rows can be emptied.
+bool kill_row0(AttnHarness& h) {
+  const auto pairs = h.var->traits().empty_row_qk;
+  const int W = h.var->proj_width();
   for (int b = 0; b < h.B; ++b)
-    for (auto qk : qk_pairs(kind, C))
-      for (int c = 0; c < C; ++c) {
+    for (auto qk : pairs)
+      for (int c = qk.first; c < qk.second; ++c) {
         float* row = h.proj.data() + size_t(b) * h.T * W;
-        row[qk.first + c] = -row[qk.second + c];
+        row[c] = -row[c + qk.second - qk.first];
       }
+  return !pairs.empty();
+}
+
+// After kill_row0, every batch's row 0 is exactly zero (what the traits promise).
+void check_row0_empty(const AttnHarness& h) {
+  const int C = h.cfg.model.d_model;
+  for (int b = 0; b < h.B; ++b)
+    for (int c = 0; c < C; ++c) REQUIRE(h.y[size_t(b) * h.T * C + c] == 0.f);
 }
 
 bool registered(const std::string& kind) {
@@ -231,12 +234,14 @@ TEST_CASE("attention: finite-difference gradients of every variant", "[attention
     for (int T : {1, 17, 70}) {
       Config cfg = attn_test_config(kind);
       AttnHarness h(cfg, 2, T, 1234 + T);
-      kStep = fd_step(kind);
+      kStep = fd_step(h);
       if (kind == "dex") h.step = 300;  // mid-anneal: both lambda terms of dex are active
       Rng rng(99 + T);
       perturb_params(h, rng);
-      if (T > 1) kill_row0(h, kind);  // at T = 1 that would leave nothing alive to check
+      // at T = 1 an empty row 0 would leave nothing alive to check
+      const bool emptied = T > 1 && kill_row0(h);
       h.grads();
+      if (emptied) check_row0_empty(h);
       for (float v : h.dproj) REQUIRE(std::isfinite(v));
       for (auto& dp : h.dparams)
         for (float v : dp) REQUIRE(std::isfinite(v));
@@ -257,10 +262,11 @@ TEST_CASE("attention: threshold kinds with many empty rows keep exact and finite
   for (const std::string kind : {"tra", "tda"}) {
     Config cfg = attn_test_config(kind, 128, 2, json{{"beta", 2.5}});
     AttnHarness h(cfg, 2, 70, 77);
-    kStep = fd_step(kind);
+    kStep = fd_step(h);
     Rng rng(5);
-    kill_row0(h, kind);
+    REQUIRE(kill_row0(h));
     h.grads();
+    check_row0_empty(h);
     const int C = cfg.model.d_model, D = cfg.model.head_dim();
     int dead = 0;
     for (int r = 0; r < h.B * h.T; ++r)
@@ -288,7 +294,7 @@ TEST_CASE("attention: finite-difference gradients of parameter-matched TDA (tda_
     Config cfg = attn_test_config("tda", 256, 4, json{{"tda_heads", "halved"}});
     AttnHarness h(cfg, 2, T, 555 + T);
     REQUIRE(h.var->proj_width() == 3 * cfg.model.d_model);  // softmax's c_attn width
-    kStep = fd_step("tda");
+    kStep = fd_step(h);
     Rng rng(31 + T);
     perturb_params(h, rng);
     h.grads();
@@ -309,7 +315,7 @@ TEST_CASE("attention: finite-difference gradients of alpha-entmax (alpha 1.25, 1
       Config cfg = attn_test_config("entmax", 128, 2,
                                     json{{"entmax_alpha", alpha}, {"entmax_solver", "bisect"}});
       AttnHarness h(cfg, 2, T, 777 + T);
-      kStep = fd_step("entmax");
+      kStep = fd_step(h);
       Rng rng(41 + T);
       h.grads();
       for (float v : h.dproj) REQUIRE(std::isfinite(v));

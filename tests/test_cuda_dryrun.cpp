@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "model/gpt2.h"
 #include "test_char_shards.h"
+#include "test_kinds.h"
 #include "test_util.h"
 #include "train/trainer.h"
 
@@ -153,7 +154,7 @@ TEST_CASE("dry run: a d12 micro-step of every kind syncs with the host at most t
   CudaOps gpu;
   for (const std::string& kind : attention_kinds()) {
     INFO(kind);
-    const Config cfg = load_config(source_dir() + "/configs/gpt2_162m/" + kind + ".json");
+    const Config cfg = load_kind_config("gpt2_162m", kind);
     REQUIRE(cfg.model.n_layer == 12);
     const cuda::DeviceStats s = dry_micro_step(cfg, gpu);
     CHECK(s.host_syncs <= 2);
@@ -500,8 +501,8 @@ TEST_CASE("dry run: every kind launches validly at the largest micro-batch, 2^22
   // 65,535 (the attention grid splits b*h over y and z).
   for (const std::string& kind : attention_kinds())
     for (const auto& [B, T] : {std::pair<int, int>{64, 65536}, {65536, 64}}) {
-      const std::string cmd = "bench dryrun --config " + source_dir() + "/configs/tiny/" + kind +
-                              ".json --dtype bf16 --set train.micro_batch=" + std::to_string(B) +
+      const std::string cmd = "bench dryrun " + kind_config_args("tiny", kind) +
+                              " --dtype bf16 --set train.micro_batch=" + std::to_string(B) +
                               " --set model.seq_len=" + std::to_string(T) +
                               " --set train.total_batch_tokens=4194304 --set model.vocab_size=128"
                               " --set model.real_vocab_size=128";

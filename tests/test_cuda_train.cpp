@@ -15,6 +15,7 @@
 #include "data/shard.h"
 #include "test_char_shards.h"
 #include "test_cuda_util.h"
+#include "test_kinds.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -28,8 +29,8 @@ constexpr int kSteps = 20, kHalf = 10;
 Config config(const std::string& device, const std::string& dtype,
               const std::string& kind = "softmax", const std::string& d_model = "64") {
   const std::string d = char_shards();
-  return load_config(
-      source_dir() + "/configs/tiny/" + kind + ".json",
+  return load_kind_config(
+      "tiny", kind,
       {"model.d_model=" + d_model, "model.seq_len=32", "model.vocab_size=128",
        "model.real_vocab_size=128", "data.train=" + d + "/train.bin", "data.val=" + d + "/val.bin",
        "train.micro_batch=1", "train.total_batch_tokens=32",
@@ -116,33 +117,31 @@ TEST_CASE("cuda: Trainer on the emulated CUDA backend follows the CPU loss curve
 // sparse kinds (measured on the CPU alone: a 1e-3 relative change of the learning rate moves tra's
 // loss by 2.4e-2 after 10 steps, softmax's by 1e-3), so steps 5-8 are compared as a mean with a
 // bound of 0.15 (observed <= 0.07, diff_rela), far below the ~1 nat both runs learn.
-TEST_CASE("cuda: each of the eleven tiny configs trains on the emulated backend like the CPU",
-          "[cuda][emu][kinds]") {
+static void kind_trains_like_cpu(const std::string& kind) {
   REQUIRE(data_present());
   HostAccessGuard guard;  // no variant touches device memory from the host
   constexpr int kKindSteps = 8;
   auto tail_mean = [](const std::vector<double>& l) { return (l[4] + l[5] + l[6] + l[7]) / 4; };
-  for (const char* kind : {"softmax", "gated_softmax", "ssmax", "entmax", "lssa", "rela",
-                           "diff_softmax", "dex", "diff_rela", "tra", "tda"}) {
-    INFO(kind);
-    TempDir a, b;
-    // The tiny configs' own width and heads (head dim 64, as the paper's threshold needs).
-    const Curve cpu = train(config("cpu", "fp32", kind, "128"), a.path, 0, kKindSteps, false);
-    const Curve gpu = train(config("cuda", "fp32", kind, "128"), b.path, 0, kKindSteps, false);
-    const double d_loss = std::fabs(gpu.loss[0] - cpu.loss[0]);
-    const double d_norm = std::fabs(gpu.grad_norm[0] / cpu.grad_norm[0] - 1);
-    const double d_tail = std::fabs(tail_mean(gpu.loss) - tail_mean(cpu.loss));
-    std::printf(
-        "cuda train %-13s loss %.3f -> %.3f; step 1 |d loss| %.1e, grad norm rel. %.1e; "
-        "steps 5-8 |d mean loss| %.1e\n",
-        kind, cpu.loss.front(), cpu.loss.back(), d_loss, d_norm, d_tail);
-    CHECK(d_loss < 1e-3);
-    CHECK(d_norm < 2e-2);
-    CHECK(d_tail < 0.15);
-    CHECK(tail_mean(cpu.loss) < cpu.loss[0] - 0.4);  // both learn
-    CHECK(tail_mean(gpu.loss) < gpu.loss[0] - 0.4);
-  }
+  INFO(kind);
+  TempDir a, b;
+  // The tiny configs' own width and heads (head dim 64, as the paper's threshold needs).
+  const Curve cpu = train(config("cpu", "fp32", kind, "128"), a.path, 0, kKindSteps, false);
+  const Curve gpu = train(config("cuda", "fp32", kind, "128"), b.path, 0, kKindSteps, false);
+  const double d_loss = std::fabs(gpu.loss[0] - cpu.loss[0]);
+  const double d_norm = std::fabs(gpu.grad_norm[0] / cpu.grad_norm[0] - 1);
+  const double d_tail = std::fabs(tail_mean(gpu.loss) - tail_mean(cpu.loss));
+  std::printf(
+      "cuda train %-13s loss %.3f -> %.3f; step 1 |d loss| %.1e, grad norm rel. %.1e; "
+      "steps 5-8 |d mean loss| %.1e\n",
+      kind.c_str(), cpu.loss.front(), cpu.loss.back(), d_loss, d_norm, d_tail);
+  CHECK(d_loss < 1e-3);
+  CHECK(d_norm < 2e-2);
+  CHECK(d_tail < 0.15);
+  CHECK(tail_mean(cpu.loss) < cpu.loss[0] - 0.4);  // both learn
+  CHECK(tail_mean(gpu.loss) < gpu.loss[0] - 0.4);
 }
+TDA_PER_KIND_TEST("cuda: the tiny {kind} config trains on the emulated backend like the CPU",
+                  "[cuda][emu][kinds]", kind_trains_like_cpu);
 
 TEST_CASE("cuda: checkpoints written by one backend resume on the other", "[cuda][emu]") {
   REQUIRE(data_present());

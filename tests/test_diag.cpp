@@ -5,11 +5,13 @@
 #include <cmath>
 
 #include "attention/common.h"
+#include "attention/registry.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/config.h"
 #include "core/rng.h"
 #include "eval/diagnostics.h"
 #include "model/gpt2.h"
+#include "test_kinds.h"
 
 using namespace tda;
 
@@ -25,7 +27,7 @@ struct Probe {
     std::vector<std::string> sets{"model.n_layer=2", "model.d_model=64", "model.seq_len=512",
                                   "train.micro_batch=2"};
     if (!extra_set.empty()) sets.push_back(extra_set);
-    cfg = load_config(std::string(TDA_SOURCE_DIR) + "/configs/tiny/" + kind + ".json", sets);
+    cfg = load_kind_config("tiny", kind, sets);
     model = std::make_unique<GPT2>(cfg.model, cfg.attention, probe);
     model->init_weights(11);
     // Matrices 5x GPT-2's init so the maps are far from uniform.
@@ -78,9 +80,8 @@ TEST_CASE("diag maps are causal for every kind and softmax rows sum to one", "[d
         for (const auto& A : hv)
           for (int i = 0; i < T; ++i)
             for (int j = i + 1; j < T; ++j) REQUIRE(A[size_t(i) * T + j] == 0.f);
-    const bool normalised = kind == "softmax" || kind == "ssmax" || kind == "gated_softmax" ||
-                            kind == "dex" || kind == "entmax" || kind == "lssa";
-    if (normalised) {
+    const AttentionTraits traits = make_attention(p.cfg.model, p.cfg.attention)->traits();
+    if (traits.normalised) {
       for (const auto& L : p.probe.layers)
         for (const auto& hv : L.head_views)
           for (int i = 0; i < T; ++i) {
@@ -89,7 +90,7 @@ TEST_CASE("diag maps are causal for every kind and softmax rows sum to one", "[d
             REQUIRE(sum == Approx(1.0).epsilon(1e-4));
           }
     }
-    if (kind == "softmax" || kind == "ssmax" || kind == "gated_softmax" || kind == "dex") {
+    if (traits.dense) {
       CHECK(p.report["means"]["effective"]["sparsity"].get<double>() == 0.0);
       CHECK(p.report["means"]["effective"]["dead_rows"].get<double>() == 0.0);
     }

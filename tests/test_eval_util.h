@@ -9,13 +9,14 @@
 #include "core/rng.h"
 #include "eval/mc_data.h"
 #include "model/gpt2.h"
+#include "test_kinds.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 
 namespace tda {
 
-// configs/tiny/<kind>.json with a small vocabulary (300 real, padded to 384) and seq_len.
-// small_vocab false keeps GPT-2's vocabulary (for tests that tokenize text).
+// The kind's tiny config (test_kinds.h) with a small vocabulary (300 real, padded to 384) and
+// seq_len. small_vocab false keeps GPT-2's vocabulary (for tests that tokenize text).
 inline Config tiny_eval_config(const std::string& kind, int seq_len,
                                std::vector<std::string> overrides = {}, bool small_vocab = true) {
   overrides.push_back("model.seq_len=" + std::to_string(seq_len));
@@ -25,7 +26,7 @@ inline Config tiny_eval_config(const std::string& kind, int seq_len,
   }
   overrides.push_back("train.micro_batch=1");
   overrides.push_back("train.total_batch_tokens=" + std::to_string(seq_len));
-  return load_config(source_dir() + "/configs/tiny/" + kind + ".json", overrides);
+  return load_kind_config("tiny", kind, overrides);
 }
 
 // Matrices x5 (GPT-2 init is so small that attention is near uniform and logits near flat:

@@ -76,14 +76,12 @@ TEST_CASE("export: the HF export PyTorch model matches the tda forward for every
   if (!python_torch_available(&why)) {
     TDA_SKIP(why);
   }
-  const std::vector<Case> cases = {
-      {"softmax", {}},
+  std::vector<Case> cases;
+  for (const auto& kind : attention_kinds()) cases.push_back({kind, {}});  // every registered kind
+  const std::vector<Case> options = {
       {"softmax", {"model.rope_ntk_factor=2.0"}},
-      {"gated_softmax", {}},
       {"gated_softmax", {"attention.gate_shape=headwise"}},
-      {"ssmax", {}},
       {"ssmax", {"attention.ssmax_bias=true"}},
-      {"entmax", {}},
       {"entmax", {"attention.entmax_solver=bisect"}},
       // Few iterations: the bisection's weights are far from the exact solver's (1.7e-3 in the
       // logits at 8), so an export that ignored the solver options fails here.
@@ -91,21 +89,16 @@ TEST_CASE("export: the HF export PyTorch model matches the tda forward for every
       {"entmax", {"attention.entmax_solver=bisect", "attention.entmax_iters=3"}},
       {"entmax", {"attention.entmax_solver=bisect", "attention.entmax_alpha=1.25"}},
       {"entmax", {"attention.entmax_solver=bisect", "attention.entmax_alpha=2"}},
-      {"lssa", {}},
       {"lssa", {"attention.lssa_scale_base=seq_len"}},
-      {"rela", {}},
       {"rela", {"attention.rela_norm=rmsnorm"}},
       {"rela", {"attention.rela_norm=layernorm"}},
-      {"diff_softmax", {}},
-      {"dex", {}},  // tiny config: anneal 20 steps, step 300: lambda = dex_lambda
+      // dex's default case: the tiny anneal of 20 steps, at step 300 lambda = dex_lambda
       {"dex", {"attention.dex_anneal_steps=715"}},  // step 300 inside the anneal
-      {"diff_rela", {}},
-      {"tra", {}},
       {"tra", {"attention.learn_beta=false", "attention.beta=0.5", "attention.power=1"}},
-      {"tda", {}},
       {"tda", {"attention.learn_beta=false", "attention.kappa=2", "attention.power=3"}},
       {"tda", {"attention.tda_heads=halved"}},  // parameter-matched: H/2 heads, values of 2d
   };
+  cases.insert(cases.end(), options.begin(), options.end());
   const int T = 70;  // crosses the 64-wide attention tile
   const std::string py = source_dir() + "/.venv/bin/python";
   const std::string script = source_dir() + "/scripts/oracles/export_logits.py";
@@ -301,6 +294,15 @@ TEST_CASE("export: the CLI writes config.json with auto_map and the attention bl
   CHECK(c.at("attention").at("lambda_init") == 0.5);
   CHECK(c.at("n_layer") == 2);
   CHECK(c.at("step") == 300);
+  // The layer layout the Python side builds from: tda's c_attn is [q1 | k1 | q2 | k2 | v] (5C)
+  // and its tensors lambda, beta, gamma (docs/attention.md).
+  const json& lay = c.at("attention_layout");
+  CHECK(lay.at("proj_width") == 5 * 128);
+  REQUIRE(lay.at("params").size() == 3);
+  CHECK(lay.at("params")[0].at("name") == "lambda");
+  CHECK(lay.at("params")[0].at("init") == 0.5);
+  CHECK(lay.at("params")[2].at("name") == "gamma");
+  CHECK(lay.at("params")[2].at("shape") == json::array({64}));
   CHECK(run_tda("export --checkpoint " + dir.path + "/ckpt --format gguf --out " + dir.path +
                 "/x") != 0);
 }

@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "attention/registry.h"
 #include "core/config.h"
 #include "core/fs.h"
+#include "test_kinds.h"
 #include "test_util.h"
 
 using namespace tda;
@@ -49,11 +51,14 @@ int gpu_count() {
   return n;
 }
 
-// `config` is a path under configs/ without ".json" ("tiny/softmax").
+// `config` is "<scale>/<kind>" ("tiny/softmax"): configs/<scale>/<kind>.json, or the scale's
+// base.json with the kind set (test_kinds.h).
 Run train_run(const std::string& binary, const std::string& dir, const std::string& config,
               const std::string& sets) {
-  const std::string cmd = binary + " train -c " + source_dir() + "/configs/" + config +
-                          ".json -o " + dir + " " + sets + " > " + dir + ".log 2>&1";
+  const size_t slash = config.find('/');
+  const std::string cmd = binary + " train " +
+                          kind_config_args(config.substr(0, slash), config.substr(slash + 1)) +
+                          " -o " + dir + " " + sets + " > " + dir + ".log 2>&1";
   INFO(cmd);
   REQUIRE(std::system(cmd.c_str()) == 0);
   Run r;
@@ -83,10 +88,9 @@ std::vector<double> train_losses(const std::string& binary, const std::string& d
 // jump where a score sits within rounding of the threshold (test_cuda_variants.cpp's reasons;
 // on the emulator rela fp32 was 2.5e-2 off, tda 1.8e-2 at T 96).
 double grad_norm_bound(const std::string& kind, bool bf16) {
-  double b = bf16 ? 0.1 : 2e-2;
-  if (kind == "tra" || kind == "tda") b = std::max(b, 5e-2);
-  if (kind == "rela" || kind == "diff_rela") b = std::max(b, 0.1);
-  return b;
+  const Config cfg = parse_config("{}", {"attention.kind=" + kind}, "test");
+  const double b = make_attention(cfg.model, cfg.attention)->traits().step1_grad_norm;
+  return bf16 ? std::max(b, 0.1) : b;
 }
 
 // Step 1 of two runs from the same weights (both binaries initialise on the host from the same
@@ -140,7 +144,7 @@ TEST_CASE("gpu: build-cuda/tda trains like the CPU backend on a real GPU", "[gpu
 // Every attention kind on the GPU, as tests/test_cuda_train.cpp does on the emulator: step 1 from
 // the same weights as check_step1; the mean loss of steps 5-8 within 0.15 (one-sequence training
 // is chaotic for the sparse kinds after a few steps).
-TEST_CASE("gpu: every attention kind's tiny config trains like the CPU backend", "[gpu]") {
+static void kind_trains_like_cpu_on_gpu(const std::string& kind) {
   const std::string gpu_tda = gpu_binary();
   if (!gpu_present() || !path_exists(gpu_tda)) {
     TDA_SKIP("needs a GPU and " << gpu_tda << " (scripts/build_cuda.sh)");
@@ -149,11 +153,10 @@ TEST_CASE("gpu: every attention kind's tiny config trains like the CPU backend",
       "--steps 8 --set model.seq_len=32 --set train.micro_batch=1 "
       "--set train.total_batch_tokens=32 --set train.val_every=0 --set optim.warmup_steps=4 ";
   auto tail = [](const Run& r) { return (r.loss[4] + r.loss[5] + r.loss[6] + r.loss[7]) / 4; };
-  for (const char* kind : {"softmax", "gated_softmax", "ssmax", "entmax", "lssa", "rela",
-                           "diff_softmax", "dex", "diff_rela", "tra", "tda"}) {
+  {
     INFO(kind);
     TempDir dir;
-    const std::string config = std::string("tiny/") + kind;
+    const std::string config = "tiny/" + kind;
     const Run cpu = train_run(TDA_BINARY, dir.path + "/cpu", config, sets + "--device cpu");
     REQUIRE(cpu.loss.size() == 8);
     for (const char* dtype : {"fp32", "bf16"}) {
@@ -167,6 +170,8 @@ TEST_CASE("gpu: every attention kind's tiny config trains like the CPU backend",
     }
   }
 }
+TDA_PER_KIND_TEST("gpu: the tiny {kind} config trains like the CPU backend", "[gpu]",
+                  kind_trains_like_cpu_on_gpu);
 
 // The paper's geometry (configs/gpt2_162m: 12 layers, d 768, 12 heads of 64, vocabulary 50,304,
 // T 1024) for softmax and tda, one sequence per step, two steps on tiny shakespeare: everything

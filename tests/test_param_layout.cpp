@@ -15,6 +15,7 @@
 #include "core/safetensors.h"
 #include "data/shard.h"
 #include "test_char_shards.h"
+#include "test_kinds.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -58,7 +59,7 @@ TEST_CASE("every parameter tensor starts on a 256-byte boundary, every kind, d12
   for (const std::string shape : {"tiny", "gpt2_162m"}) {
     for (const auto& kind : attention_kinds()) {
       INFO(shape << " " << kind);
-      const Config cfg = load_config(source_dir() + "/configs/" + shape + "/" + kind + ".json");
+      const Config cfg = load_kind_config(shape, kind);
       const auto ts = GPT2::layout(cfg.model, cfg.attention);
       REQUIRE(!ts.empty());
       size_t end = 0, odd = 0;

@@ -1,7 +1,7 @@
 """Configuration of a `tda` GPT-2 export (model_type "tda_gpt2").
 
 Holds the `model` block of the training config flat (n_layer, d_model, ...), the whole
-`attention` block as a dict, and the optimizer `step` of the checkpoint (the `dex` mechanism
+`attention` block as a dict, the layer layout the C++ variant declares (`attention_layout`), and the optimizer `step` of the checkpoint (the `dex` mechanism
 anneals its lambda with it). `transformers` is optional: without it the class is a plain
 attribute bag with the same constructor, so `modeling_tda.load(dir)` works on torch alone.
 """
@@ -46,7 +46,7 @@ class TdaConfig(_Base):
 
     def __init__(self, n_layer=12, d_model=768, n_head=12, seq_len=1024, vocab_size=50304,
                  real_vocab_size=50257, rope_theta=10000.0, rope_ntk_factor=1.0, norm_eps=1e-5,
-                 attention=None, step=0, **kwargs):
+                 attention=None, attention_layout=None, step=0, **kwargs):
         self.n_layer = n_layer
         self.d_model = d_model
         self.n_head = n_head
@@ -59,6 +59,9 @@ class TdaConfig(_Base):
         att = dict(ATTENTION_DEFAULTS)
         att.update(attention or {})
         self.attention = att
+        # {"proj_width": rows of c_attn, "params": [{"name", "shape", "init"}]}: one layer's
+        # tensors as the C++ variant declares them (src/eval/export_hf.cpp writes it).
+        self.attention_layout = attention_layout
         self.step = step
         if _HAVE_HF:
             kwargs.setdefault("tie_word_embeddings", False)

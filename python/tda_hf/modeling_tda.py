@@ -224,33 +224,15 @@ class Attention(nn.Module):
         k = self.kind
         # tda_heads "halved": H/2 heads of two q/k views of D and a value of 2D (3C wide)
         self.halved = k == "tda" and a.get("tda_heads", "full") == "halved"
-        width = {"gated_softmax": 3 * C + (H if a["gate_shape"] == "headwise" else C),
-                 "tda": 3 * C if self.halved else 5 * C}.get(k, 3 * C)
-        self.c_attn = nn.Linear(C, width, bias=False)
-        self.c_proj = nn.Linear(C, C, bias=False)
-        extra = []  # (name, shape, init value)
-        if k == "ssmax":
-            extra.append(("ssmax_s", (H,), a["ssmax_s_init"]))
-            if a["ssmax_bias"]:
-                extra.append(("ssmax_b", (H,), 0.0))
-        elif k == "rela":
-            extra.append(("norm_gamma", (C,), 1.0))
-            if a["rela_norm"] == "gated_rmsnorm":
-                extra.append(("norm_gate", (C,), 0.0))
-        elif k in ("diff_softmax", "diff_rela"):
+        if k in ("diff_softmax", "diff_rela"):
             assert H % 2 == 0, "diff kinds need an even n_head"
-            for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
-                extra.append((n, (D,), 0.0))
-            extra.append(("gamma", (2 * D,), 1.0))
-        elif k == "dex":
-            extra += [("dex_W", (D, D), 0.0), ("dex_lambda", (1,), 0.0)]
-        elif k in ("tra", "tda"):
-            if k == "tda":
-                extra.append(("lambda", (1,), a["lambda_init"]))
-            if a["learn_beta"]:
-                extra.append(("beta", (1,), a["beta"]))
-            extra.append(("gamma", (2 * D if self.halved else D,), 1.0))
-        elif k not in ("softmax", "gated_softmax", "entmax", "lssa"):
+        # The layer's shape as the C++ variant declares it (`tda export` writes it): the width of
+        # c_attn and the kind's own tensors, so a kind needs no code here beyond its forward.
+        layout = cfg.attention_layout
+        self.c_attn = nn.Linear(C, layout["proj_width"], bias=False)
+        self.c_proj = nn.Linear(C, C, bias=False)
+        extra = [(p["name"], tuple(p["shape"]), p["init"]) for p in layout["params"]]
+        if not hasattr(self, "_" + k):
             raise ValueError("unknown attention.kind " + repr(k))
         for name, shape, val in extra:
             # setattr-free registration: "lambda" is a Python keyword
@@ -512,7 +494,7 @@ def load(export_dir, dtype=torch.float32, device="cpu"):
     with open(os.path.join(export_dir, "config.json")) as f:
         raw = json.load(f)
     keys = ("n_layer", "d_model", "n_head", "seq_len", "vocab_size", "real_vocab_size",
-            "rope_theta", "rope_ntk_factor", "norm_eps", "attention", "step")
+            "rope_theta", "rope_ntk_factor", "norm_eps", "attention", "attention_layout", "step")
     cfg = TdaConfig(**{k: raw[k] for k in keys if k in raw})
     model = TdaLM(cfg)
     tensors = read_safetensors(os.path.join(export_dir, "model.safetensors"))

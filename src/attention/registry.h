@@ -14,9 +14,20 @@ using AttentionFactory =
     std::function<std::unique_ptr<AttentionVariant>(const ModelConfig&, const AttentionConfig&)>;
 
 struct AttentionKindInfo {
+  AttentionKindInfo() = default;
+  AttentionKindInfo(std::string label_, std::string summary_, int paper_row_ = -1,
+                    std::string torch_forward_ = "")
+      : label(std::move(label_)),
+        summary(std::move(summary_)),
+        paper_row(paper_row_),
+        torch_forward(std::move(torch_forward_)) {}
   std::string label;    // the name tables and figures print ("Diff Softmax")
   std::string summary;  // one line: what it is, and its source
   int paper_row = -1;   // its row in the paper's tables (0 first); -1: not in the paper
+  // A kind whose PyTorch forward is not in python/tda_hf/modeling_tda.py gives it here, as one
+  // expression of `self` (an Attention: _qkv, _relu_scores, p(name), a[option], D), `proj` and
+  // `ctx`, returning y (B, T, C); `tda export` adds it to the exported modeling_tda.py.
+  std::string torch_forward;
 };
 
 struct AttentionKind {
@@ -32,7 +43,7 @@ struct RegisterAttention {
   }
 };
 
-// TDA_REGISTER_ATTENTION("kind", Class, "Label", "summary", paper_row)
+// TDA_REGISTER_ATTENTION("kind", Class, "Label", "summary", paper_row[, "torch_forward"])
 #define TDA_REGISTER_ATTENTION(kind, Class, ...)                          \
   static ::tda::RegisterAttention tda_register_##Class(                   \
       kind, ::tda::AttentionKindInfo{__VA_ARGS__},                        \

@@ -41,6 +41,11 @@ class RelaAttention final : public AttentionVariant {
   }
   std::string kind() const override { return "rela"; }
   AttnMath math() const override { return AttnMath::kRelu; }
+  AttentionTraits traits() const override {
+    AttentionTraits t = traits_of_math(math(), 1);
+    t.empty_row_qk = {{0, C_}};
+    return t;
+  }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p{{"norm_gamma", {C_}, ParamSpec::Init::kOnes, 0.f, false}};

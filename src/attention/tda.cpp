@@ -45,6 +45,11 @@ class TdaAttention final : public AttentionVariant {
   }
   std::string kind() const override { return "tda"; }
   AttnMath math() const override { return AttnMath::kDiffThreshold; }
+  AttentionTraits traits() const override {
+    AttentionTraits t = traits_of_math(math(), cfg_.power);
+    t.empty_row_qk = {{0, Cq_}, {2 * Cq_, 3 * Cq_}};  // both views: [q1 | k1 | q2 | k2 | v]
+    return t;
+  }
   int proj_width() const override { return 4 * Cq_ + C_; }
   // Order: lambda, [beta], gamma.
   std::vector<ParamSpec> extra_params(int) const override {

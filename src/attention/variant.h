@@ -42,12 +42,38 @@ struct AttnContext {
   int q_start = 0;
 };
 
+// What the tests and tools may assume of a kind, and the tolerances of its checks against the
+// references (docs/attention.md, "Tests"). Each kind states them in its own file; suites read them
+// from here instead of switching on kind names, so a new kind is tested without being listed.
+struct AttentionTraits {
+  bool normalised = false;  // every row of every view's weights sums to 1
+  bool dense = false;       // every causal weight > 0: sparsity and dead rows are exactly 0
+  // Per view, the proj columns (q0, k0) where its q block [q0, k0) starts and its k block of the
+  // same width follows. Tying q_0 = -k_0 at token 0 makes s_00 < 0, which empties row 0 of a
+  // rectifier (o_0 = 0, so y_0 = 0 exactly); empty for kinds whose rows are never empty.
+  std::vector<std::pair<int, int>> empty_row_qk;
+  int head_multiple = 1;  // model.n_head must be a multiple of it (the Diff kinds pair heads)
+  double fd_step = 1e-3;  // finite-difference step; a kinked weight (p = 1 rectifier) takes 1e-4
+  // Emulated CUDA backend vs the CPU backend, relative 2-norm error, fp32: y and gradients.
+  double cuda_y = 2e-2, cuda_grad = 2e-2;
+  // |CUDA / CPU gradient norm - 1| after step 1 of training, fp32 (bf16 loosens it to >= 0.1).
+  double step1_grad_norm = 2e-2;
+};
+
+// The traits that follow from a kernel math at a power (ops.h): normalised maths (softmax,
+// entmax, softplus) sum to 1; softmax's exp weights are dense; rectifiers at power 1 have a kink
+// at their threshold, where a bf16- or order-sized change of a score moves a derivative by a
+// step, so their steps and bounds are looser; thresholds at power >= 2 sit between.
+AttentionTraits traits_of_math(AttnMath m, int power);
+
 class AttentionVariant {
  public:
   virtual ~AttentionVariant() = default;
   virtual std::string kind() const = 0;
   // The kernel math its forward runs (backend/ops.h); `tda bench` drives the kind through it.
   virtual AttnMath math() const = 0;
+  // Defaults to traits_of_math(math(), 1); a kind adds its empty-row columns or other powers.
+  virtual AttentionTraits traits() const { return traits_of_math(math(), 1); }
   // Rows of the fused c_attn weight (e.g. 3*d_model for q|k|v).
   virtual int proj_width() const = 0;
   // Extra learnable tensors of one layer, created and saved with the model.

@@ -19,6 +19,7 @@
 #include "backend/cuda/attention_work.h"
 #include "backend/cuda/startup.h"
 #include "backend/cuda/timing.h"
+#include "cli/bench_attention.h"
 #include "cli/bench_gpu.h"
 #include "cli/bench_profile.h"
 #include "cli/command.h"
@@ -33,9 +34,6 @@ extern "C" void openblas_set_num_threads(int);
 namespace tda {
 int bench_checkpoint(int argc, char** argv);  // bench_checkpoint.cpp
 int bench_dryrun(int argc, char** argv);      // bench_dryrun.cpp
-// bench_attention_cpu.cpp: the CPU side of tda bench attention (random or a checkpoint's q, k).
-int bench_attention_cpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts, int reps,
-                        int heads, const std::string& checkpoint, const std::string& tokens_file);
 
 namespace {
 
@@ -147,57 +145,27 @@ int bench_train(int argc, char** argv) {
 
 // tda bench attention. CPU: bench_attention_cpu.cpp (random inputs, or --checkpoint).
 // --device cuda --mode count (the default of the emulated build, which has no GPU: "time": "no
-// GPU"): the tiled kernels run on synthetic inputs of the kind's math (one head, head dim 64;
-// diff kinds Dqk 32; cosine kinds unit-norm q, k with their tau_i = beta c_i) and the tile
-// counters give the FLOPs a dense tiled kernel does vs the work done. --mode time (the default
-// of a GPU build): CUDA-event times of the layer and its kernels (bench_gpu.cpp).
+// GPU"): the tiled forward kernel runs on the inputs the kind's own forward gives its kernel for
+// one random sequence (one head of 64, or the pair the Diff kinds make of two; RoPE, norms and
+// thresholds as the kind computes them), and the tile counters give the FLOPs a dense tiled
+// kernel does vs the work done. --mode time (the default of a GPU build): CUDA-event times of the
+// layer and its kernels (bench_gpu.cpp).
 int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vector<int>& Ts) {
   cuda::startup();  // the start-up line, or one line saying why there is no usable GPU
   for (const auto& kind : kinds) {
     for (int T : Ts) {
-      // Two heads of 64 so that every kind constructs (the Diff kinds pair heads); the synthetic
-      // problem below sets its own sizes. An unknown kind throws, naming the registered ones.
-      json j = {{"attention", {{"kind", kind}}},
-                {"model", {{"n_layer", 1}, {"d_model", 128}, {"n_head", 2}, {"seq_len", T}}}};
-      const Config cfg = config_from_json(j, "bench");
-      const AttentionConfig& ac = cfg.attention;
-      const AttnMath m = make_attention(cfg.model, ac)->math();  // the kind's own kernel math
-      const bool cosine = m == AttnMath::kThreshold || m == AttnMath::kDiffThreshold;
-      const bool two = attn_two_views(m);
-      const int Dv = 64, Dk = two && !cosine ? 32 : 64;
-      Rng rng(7);
-      auto gauss = [&](size_t n) {
-        std::vector<float> x(n);
-        for (auto& e : x) e = rng.normal();
-        if (cosine)  // unit rows: cosine scores
-          for (size_t r = 0; r < n / size_t(Dk); ++r) {
-            double ss = 0;
-            for (int d = 0; d < Dk; ++d) ss += double(x[r * Dk + d]) * x[r * Dk + d];
-            for (int d = 0; d < Dk; ++d) x[r * Dk + d] = float(x[r * Dk + d] / std::sqrt(ss));
-          }
-        return x;
-      };
-      const size_t nqk = size_t(T) * Dk;
-      auto q = gauss(nqk), k = gauss(nqk), v = gauss(size_t(T) * Dv);
-      std::vector<float> q2, k2, tau;
-      if (two) q2 = gauss(nqk), k2 = gauss(nqk);
-      if (cosine) {
-        tau.resize(size_t(T));
-        attn_util::threshold_c(tau.data(), T, ac.kappa, Dk);
-        for (auto& t : tau) t *= float(std::max(ac.beta, 0.0));
-      }
-      const float scale = cosine ? 1.f : 1.f / std::sqrt(float(Dk));
-      const float lambda = two ? float(ac.lambda_init) : 0.f;
-      const int power = cosine ? ac.power : 1;
-      const cuda::AttnTiles t =
-          cuda::count_attention_tiles(m, T, Dk, Dv, scale, power, lambda, q, k, v, q2, k2, tau);
+      const AttnCall c = capture_attention_call(kind, T);  // an unknown kind throws
+      const AttnArgs& a = c.args;
+      const AttnMath m = a.math;
+      const cuda::AttnTiles t = cuda::count_attention_tiles(
+          m, T, a.Dqk, a.Dv, a.scale, a.power, c.lambda, c.q, c.k, c.v, c.q2, c.k2, c.tau);
       json out = {{"bench", "attention"},
                   {"device", "cuda"},
                   {"mode", "count"},
                   {"kind", kind},
                   {"T", T},
                   {"time", cuda::timing_is_emulated() ? "no GPU" : "not timed (--mode count)"}};
-      const cuda::AttnFlops f = cuda::attention_flops(m, Dk, Dv, t);
+      const cuda::AttnFlops f = cuda::attention_flops(m, a.Dqk, a.Dv, t);
       const cuda::AttnFlops sm =
           cuda::attention_flops(AttnMath::kSoftmax, 64, 64, cuda::AttnTiles{0, t.total});
       out["tiles_total"] = t.total;

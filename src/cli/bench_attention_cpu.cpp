@@ -24,6 +24,7 @@
 #include "attention/variant.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/profile_ops.h"
+#include "cli/bench_attention.h"
 #include "cli/bench_gpu.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -137,51 +138,82 @@ int bench_checkpoint_attention(const std::string& dir, const std::string& tokens
   return 0;
 }
 
+// One attention layer of `kind` on one sequence of T: `heads` heads of 64 (times the kind's
+// head_multiple: the Diff kinds pair heads), its parameters at their init, proj and dy ~ N(0, 1),
+// RoPE the identity (a benchmark of the kernels, not of positions).
+struct RandomLayer {
+  Config cfg;
+  std::unique_ptr<AttentionVariant> attn;
+  std::vector<std::vector<float>> extra_store, dextra_store;
+  std::vector<float*> extra, dextra;
+  std::vector<float> proj, y, dy, dproj, act, scratch, cosv, sinv;
+  int H = 0;
+
+  RandomLayer(const std::string& kind, int T, int heads) {
+    const Config two = layer_config(kind, T, 2);  // an unknown kind throws, naming the known
+    H = heads * make_attention(two.model, two.attention)->traits().head_multiple;
+    cfg = layer_config(kind, T, H);
+    attn = make_attention(cfg.model, cfg.attention);
+    const int C = cfg.model.d_model, W = attn->proj_width(), D = cfg.model.head_dim();
+    Rng rng(1);
+    for (const auto& spec : attn->extra_params(0)) {
+      size_t n = 1;
+      for (auto d : spec.shape) n *= size_t(d);
+      extra_store.emplace_back(n);
+      dextra_store.emplace_back(n, 0.f);
+      init_param(extra_store.back().data(), n, spec.init, spec.a, rng);
+    }
+    for (size_t i = 0; i < extra_store.size(); ++i) {
+      extra.push_back(extra_store[i].data());
+      dextra.push_back(dextra_store[i].data());
+    }
+    proj.resize(size_t(T) * W);
+    y.resize(size_t(T) * C);
+    dy.resize(size_t(T) * C);
+    dproj.resize(proj.size());
+    for (auto& x : proj) x = rng.normal();
+    for (auto& x : dy) x = rng.normal();
+    act.resize(attn->act_floats(1, T));
+    scratch.resize(attn->scratch_floats(1, T));
+    cosv.assign(size_t(T) * D / 2, 1.f);
+    sinv.assign(size_t(T) * D / 2, 0.f);
+  }
+  AttnContext ctx(Ops& ops) const {
+    const int T = cfg.model.seq_len;
+    return AttnContext{ops, 1, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
+  }
+
+ private:
+  static Config layer_config(const std::string& kind, int T, int H) {
+    json j = {{"attention", {{"kind", kind}}},
+              {"model", {{"n_layer", 1}, {"d_model", 64 * H}, {"n_head", H}, {"seq_len", T}}},
+              {"train", {{"micro_batch", 1}, {"total_batch_tokens", T}}}};
+    return config_from_json(j, "bench");
+  }
+};
+
 int bench_random_attention(const std::vector<std::string>& kinds, const std::vector<int>& Ts,
                            int reps, int heads) {
   CpuOps cpu;
   for (const auto& kind : kinds) {
     for (int T : Ts) {
-      const bool two = kind.rfind("diff_", 0) == 0;
-      const int H = two ? 2 * heads : heads;
-      json j = {{"attention", {{"kind", kind}}},
-                {"model", {{"n_layer", 1}, {"d_model", 64 * H}, {"n_head", H}, {"seq_len", T}}},
-                {"train", {{"micro_batch", 1}, {"total_batch_tokens", T}}}};
-      Config cfg = config_from_json(j, "bench");
-      auto attn = make_attention(cfg.model, cfg.attention);
-      const int C = cfg.model.d_model, W = attn->proj_width(), D = cfg.model.head_dim();
-      Rng rng(1);
-      std::vector<std::vector<float>> extra_store, dextra_store;
-      std::vector<float*> extra, dextra;
-      for (const auto& spec : attn->extra_params(0)) {
-        size_t n = 1;
-        for (auto d : spec.shape) n *= size_t(d);
-        extra_store.emplace_back(n);
-        dextra_store.emplace_back(n, 0.f);
-        init_param(extra_store.back().data(), n, spec.init, spec.a, rng);
-      }
-      for (size_t i = 0; i < extra_store.size(); ++i) {
-        extra.push_back(extra_store[i].data());
-        dextra.push_back(dextra_store[i].data());
-      }
-      std::vector<float> proj(size_t(T) * W), y(size_t(T) * C), dy(size_t(T) * C),
-          dproj(proj.size());
-      for (auto& x : proj) x = rng.normal();
-      for (auto& x : dy) x = rng.normal();
-      std::vector<float> act(attn->act_floats(1, T)), scratch(attn->scratch_floats(1, T));
-      std::vector<float> cosv(size_t(T) * D / 2, 1.f), sinv(size_t(T) * D / 2, 0.f);
+      RandomLayer L(kind, T, heads);
+      const int H = L.H;
+      auto& attn = L.attn;
       // The variant calls ProfileOps (kernel times) -> ProbeOps (tile counts) -> CpuOps.
       ProbeOps probe(cpu);
       probe.keep_maps = false;
       ProfileOps prof(probe);
-      AttnContext ctx{prof, 1, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
+      const AttnContext ctx = L.ctx(prof);
+      auto& act = L.act;
+      auto& scratch = L.scratch;
       double fwd = 0, bwd = 0;
       for (int rep = 0; rep < reps; ++rep) {
         auto t0 = Clock::now();
-        attn->forward(ctx, proj.data(), y.data(), act.data(), extra);
+        attn->forward(ctx, L.proj.data(), L.y.data(), act.data(), L.extra);
         auto t1 = Clock::now();
-        attn->backward(ctx, proj.data(), dy.data(), dproj.data(), act.data(), extra, dextra,
-                       scratch.data());
+        attn->backward(ctx, L.proj.data(), L.dy.data(), L.dproj.data(), act.data(), L.extra,
+                       L.dextra, scratch.data());
         fwd += std::chrono::duration<double, std::milli>(t1 - t0).count() / reps;
         bwd += ms_since(t1) / reps;
       }
@@ -213,6 +245,38 @@ int bench_random_attention(const std::vector<std::string>& kinds, const std::vec
   return 0;
 }
 }  // namespace
+
+AttnCall capture_attention_call(const std::string& kind, int T) {
+  // Records the (b, h) = (0, 0) slice of the forward's kernel call, copied while it is live.
+  struct Capture final : ForwardingOps {
+    using ForwardingOps::ForwardingOps;
+    AttnCall call;
+    int calls = 0;
+    void attention_forward(const AttnArgs& a) override {
+      ForwardingOps::attention_forward(a);
+      if (calls++) return;
+      auto slice = [&](const float* p, size_t n) {
+        return p ? std::vector<float>(p, p + n) : std::vector<float>();
+      };
+      const size_t nqk = size_t(a.T) * a.Dqk;
+      call.args = a;
+      call.q = slice(a.q, nqk);
+      call.k = slice(a.k, nqk);
+      call.v = slice(a.v, size_t(a.T) * a.Dv);
+      call.q2 = slice(a.q2, nqk);
+      call.k2 = slice(a.k2, nqk);
+      call.tau = slice(a.tau, size_t(a.T));
+      call.lambda = a.lambda ? *a.lambda : 0.f;
+    }
+  };
+  CpuOps cpu;
+  Capture cap(cpu);
+  RandomLayer L(kind, T, 1);
+  L.attn->forward(L.ctx(cap), L.proj.data(), L.y.data(), L.act.data(), L.extra);
+  TDA_CHECK(cap.calls == 1, "bench attention: kind " + kind + " made " + std::to_string(cap.calls) +
+                                " attention calls, expected 1");
+  return cap.call;
+}
 
 int bench_attention_cpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts, int reps,
                         int heads, const std::string& checkpoint, const std::string& tokens_file) {

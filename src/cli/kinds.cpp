@@ -1,6 +1,7 @@
 // tda kinds [--json] [--names]: the registered attention kinds (src/attention/registry.h), built
 // with the default config: label, the kernel math their forward runs, the parameters they add to
-// a layer, their row in the paper's tables and a one-line summary. The scripts that list kinds
+// a layer, their row in the paper's tables, what may be assumed of their weights (normalised
+// rows, dense, heads paired) and a one-line summary. The scripts that list kinds
 // (scripts/report.py, scripts/bench/dryrun_table.py, scripts/gpu/check.sh) read this, so a kind
 // registered in C++ is known to all of them.
 #include <algorithm>
@@ -20,6 +21,7 @@ struct KindRow {
   AttentionKindInfo info;
   std::string math;
   std::vector<std::string> params;
+  AttentionTraits traits;
 };
 
 // The paper's kinds first, in its tables' order, then the others by name.
@@ -28,7 +30,7 @@ std::vector<KindRow> kind_rows() {
   for (const auto& [name, kind] : attention_registry()) {
     const Config c = parse_config("{}", {"attention.kind=" + name}, "tda kinds");
     const auto v = kind.make(c.model, c.attention);
-    KindRow r{name, kind.info, attn_math_name(v->math()), {}};
+    KindRow r{name, kind.info, attn_math_name(v->math()), {}, v->traits()};
     for (const auto& p : v->extra_params(0)) r.params.push_back(p.name);
     rows.push_back(std::move(r));
   }
@@ -58,6 +60,9 @@ int cmd_kinds(int argc, char** argv) {
                      {"math", k.math},
                      {"params", k.params},
                      {"paper_row", k.info.paper_row},
+                     {"normalised", k.traits.normalised},
+                     {"dense", k.traits.dense},
+                     {"head_multiple", k.traits.head_multiple},
                      {"summary", k.info.summary}});
     std::cout << out.dump(1) << "\n";
   } else if (r.count("names")) {

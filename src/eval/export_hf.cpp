@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "attention/registry.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/safetensors.h"
@@ -23,6 +24,16 @@ void copy_into(const fs::path& src, const fs::path& dst) {
 json hf_config(const LoadedModel& lm) {
   json c = lm.cfg.raw.at("model");  // n_layer, d_model, ... flat, as configuration_tda.py reads
   c["attention"] = lm.cfg.raw.at("attention");
+  // One layer's shape as the variant declares it: modeling_tda.py builds c_attn and the kind's
+  // tensors from this, not from a per-kind table of its own (every layer has the same tensors).
+  const auto attn = make_attention(lm.cfg.model, lm.cfg.attention);
+  json params = json::array();
+  for (const ParamSpec& p : attn->extra_params(0)) {
+    const bool constant = p.init == ParamSpec::Init::kConst || p.init == ParamSpec::Init::kOnes;
+    const float init = p.init == ParamSpec::Init::kOnes ? 1.f : constant ? p.a : 0.f;
+    params.push_back({{"name", p.name}, {"shape", p.shape}, {"init", init}});
+  }
+  c["attention_layout"] = {{"proj_width", attn->proj_width()}, {"params", params}};
   c["step"] = lm.step;
   c["model_type"] = "tda_gpt2";
   c["architectures"] = {"TdaForCausalLM"};
@@ -48,8 +59,18 @@ void export_hf(const ExportOptions& o) {
   write_safetensors((out / "model.safetensors").string(), refs,
                     {{"format", "pt"}, {"producer", "tda export"}});
   write_file_durable((out / "config.json").string(), hf_config(lm).dump(2) + "\n");
-  for (const char* f : {"modeling_tda.py", "configuration_tda.py"})
-    copy_into(fs::path(o.python_dir) / f, out / f);
+  copy_into(fs::path(o.python_dir) / "configuration_tda.py", out / "configuration_tda.py");
+  // modeling_tda.py, plus the forward of a kind that brings its own (AttentionKindInfo).
+  const fs::path py = fs::path(o.python_dir) / "modeling_tda.py";
+  TDA_CHECK(fs::exists(py), "export: missing " + py.string());
+  const std::vector<char> b = read_file_bytes(py.string());
+  std::string modeling(b.begin(), b.end());
+  const std::string& kind = lm.cfg.attention.kind;
+  const std::string& fwd = attention_registry().at(kind).info.torch_forward;
+  if (!fwd.empty())
+    modeling += "\n\n# attention.kind \"" + kind + "\": its forward, from its C++ descriptor\n" +
+                "Attention._" + kind + " = lambda self, proj, ctx: " + fwd + "\n";
+  write_file_durable((out / "modeling_tda.py").string(), modeling);
   // GPT-2 BPE files under their Hugging Face names (same contents), so AutoTokenizer works.
   const fs::path tok(o.tokenizer_dir.empty() ? Gpt2Tokenizer::default_dir() : o.tokenizer_dir);
   if (fs::exists(tok / "encoder.json") && fs::exists(tok / "vocab.bpe")) {
