@@ -1,5 +1,6 @@
 """The registered attention kinds, as `tda kinds --json` prints them (src/attention/registry.h):
-name, label, math, params, paper_row, summary; the paper's kinds first, in its tables' order.
+name, label, math, params, paper_row, normalised, dense, head_multiple, summary; the paper's kinds
+first, in its tables' order.
 The binary: the argument, else $TDA_BINARY (`tda report` sets it to itself), else build/tda."""
 import json
 import os

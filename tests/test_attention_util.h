@@ -87,25 +87,7 @@ struct AttnHarness {
       size_t n = 1;
       for (auto d : s.shape) n *= size_t(d);
       std::vector<float> p(n);
-      for (auto& x : p) {
-        switch (s.init) {
-          case ParamSpec::Init::kNormal:
-            x = s.a * rng.normal();
-            break;
-          case ParamSpec::Init::kZeros:
-            x = 0.f;
-            break;
-          case ParamSpec::Init::kOnes:
-            x = 1.f;
-            break;
-          case ParamSpec::Init::kConst:
-            x = s.a;
-            break;
-          case ParamSpec::Init::kUniform:
-            x = s.a * (2.f * rng.uniform() - 1.f);
-            break;
-        }
-      }
+      init_param(p.data(), n, s.init, s.a, rng);  // the model's initialiser
       params.push_back(p);
       dparams.emplace_back(n, 0.f);
     }

@@ -27,6 +27,19 @@ void rope_qkv_backward(const AttnContext& c, float* dproj, int W, int H, int D, 
 // TRA/TDA: c_i = sqrt(2 max(0, log((i+1)/kappa)) / d), tau_i = beta_eff c_i, i = 0..T-1.
 void threshold_c(float* c, int T, double kappa, int d);
 
+// Options several kinds share, documented once.
+inline AttentionOption head_norm_eps_option() {
+  return {"head_norm_eps", "epsilon of the per-head output RMSNorm"};
+}
+// TRA and TDA's threshold tau_i = max(beta, 0) sqrt(2 max(0, log((i+1)/kappa)) / d) and power.
+inline std::vector<AttentionOption> threshold_options() {
+  return {{"beta", "threshold scale (its initial value when learn_beta)"},
+          {"kappa", "expected spurious survivors per row the threshold allows"},
+          {"power", "p of the weight max(s - tau, 0)^p (1, 2, 3, ...)"},
+          {"learn_beta", "beta is a learnable parameter per layer (else fixed)"},
+          head_norm_eps_option()};
+}
+
 // Diff Transformer depth schedule, layer 0-indexed: lambda_init = 0.8 - 0.6 exp(-0.3 layer).
 inline float diff_lambda_init(int layer) {
   return 0.8f - 0.6f * std::exp(-0.3f * float(layer));

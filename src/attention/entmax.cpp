@@ -30,6 +30,11 @@ class EntmaxAttention final : public AttentionVariant {
   }
   std::string kind() const override { return "entmax"; }
   AttnMath math() const override { return AttnMath::kEntmax; }
+  std::vector<AttentionOption> options() const override {
+    return {{"entmax_solver", "\"sort\" (exact, alpha 1.5) or \"bisect\" (any alpha)"},
+            {"entmax_iters", "bisection steps of the \"bisect\" solver"},
+            {"entmax_alpha", "alpha in (1, 2]; other than 1.5 needs \"bisect\""}};
+  }
   int proj_width() const override { return 3 * C_; }
   size_t act_floats(int B, int T) const override {
     return 4 * size_t(B) * T * C_ + 2 * size_t(B) * H_ * T;

@@ -29,6 +29,10 @@ class GatedSoftmaxAttention final : public AttentionVariant {
   }
   std::string kind() const override { return "gated_softmax"; }
   AttnMath math() const override { return AttnMath::kSoftmax; }
+  std::vector<AttentionOption> options() const override {
+    return {
+        {"gate_shape", "\"elementwise\" (one gate per channel) or \"headwise\" (one per head)"}};
+  }
   int proj_width() const override { return 3 * C_ + (headwise_ ? H_ : C_); }
   size_t act_floats(int B, int T) const override {
     return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;

@@ -37,6 +37,11 @@ struct AttentionKind {
 
 std::map<std::string, AttentionKind>& attention_registry();
 
+// `--set attention.<key>=...` (the command line's overrides, in `sets`) of a key that the
+// configured kind does not read (AttentionVariant::options) is an error naming the kind, its
+// options and the kinds that read the key: a knob that would silently do nothing.
+void check_attention_sets(const Config& cfg, const std::vector<std::string>& sets);
+
 struct RegisterAttention {
   RegisterAttention(const std::string& kind, AttentionKindInfo info, AttentionFactory f) {
     attention_registry()[kind] = AttentionKind{std::move(info), std::move(f)};

@@ -41,6 +41,10 @@ class RelaAttention final : public AttentionVariant {
   }
   std::string kind() const override { return "rela"; }
   AttnMath math() const override { return AttnMath::kRelu; }
+  std::vector<AttentionOption> options() const override {
+    return {{"rela_norm", "output norm: \"gated_rmsnorm\", \"rmsnorm\" or \"layernorm\""},
+            {"rela_eps", "epsilon of the output norm"}};
+  }
   AttentionTraits traits() const override {
     AttentionTraits t = traits_of_math(math(), 1);
     t.empty_row_qk = {{0, C_}};

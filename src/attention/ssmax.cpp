@@ -22,6 +22,10 @@ class SsmaxAttention final : public AttentionVariant {
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
   std::string kind() const override { return "ssmax"; }
   AttnMath math() const override { return AttnMath::kSoftmax; }
+  std::vector<AttentionOption> options() const override {
+    return {{"ssmax_s_init", "initial value of the learnable per-head scale s"},
+            {"ssmax_bias", "add the learnable per-head bias b to the log-length scale"}};
+  }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p{

@@ -45,6 +45,12 @@ class TdaAttention final : public AttentionVariant {
   }
   std::string kind() const override { return "tda"; }
   AttnMath math() const override { return AttnMath::kDiffThreshold; }
+  std::vector<AttentionOption> options() const override {
+    std::vector<AttentionOption> o = threshold_options();
+    o.push_back({"lambda_init", "initial lambda, the weight of view 2 (clamped to [0, 1])"});
+    o.push_back({"tda_heads", "\"full\" or \"halved\" (H/2 heads, values of 2d: softmax's size)"});
+    return o;
+  }
   AttentionTraits traits() const override {
     AttentionTraits t = traits_of_math(math(), cfg_.power);
     t.empty_row_qk = {{0, Cq_}, {2 * Cq_, 3 * Cq_}};  // both views: [q1 | k1 | q2 | k2 | v]

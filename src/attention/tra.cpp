@@ -23,6 +23,7 @@ class TraAttention final : public AttentionVariant {
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
   std::string kind() const override { return "tra"; }
   AttnMath math() const override { return AttnMath::kThreshold; }
+  std::vector<AttentionOption> options() const override { return threshold_options(); }
   AttentionTraits traits() const override {
     AttentionTraits t = traits_of_math(math(), cfg_.power);
     t.empty_row_qk = {{0, C_}};

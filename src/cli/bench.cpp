@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attention/common.h"
+#include "attention/registry.h"
 #include "attention/variant.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention_work.h"
@@ -68,6 +69,7 @@ int bench_train(int argc, char** argv) {
   int code = 0;
   if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
   Config cfg = load_config(r["config"].as<std::string>(), set_flags(r));
+  check_attention_sets(cfg, set_flags(r));
   const bool gpu = cfg.train.device == "cuda";
   size_t mem0 = 0;
   if (gpu) {

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <vector>
 
+#include "attention/registry.h"
 #include "backend/make_ops.h"
 #include "cli/config_flags.h"
 #include "core/config.h"
@@ -28,6 +29,7 @@ int bench_checkpoint(int argc, char** argv) {
   int code = 0;
   if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
   Config cfg = load_config(r["config"].as<std::string>(), set_flags(r));
+  check_attention_sets(cfg, set_flags(r));
   auto ops = make_ops("cpu");
   GPT2 model(cfg.model, cfg.attention, *ops);
   model.init_weights(cfg.train.seed);

@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "attention/registry.h"
 #include "backend/cuda/device_stats.h"
 #include "cli/command.h"
 #include "cli/config_flags.h"
@@ -88,6 +89,7 @@ json run_one(const std::string& config, std::vector<std::string> sets, const std
                            "train.init_from=", "data.train=" + data.dir + "/train.bin",
                            "data.val=" + data.dir + "/val.bin"});
   const Config cfg = load_config(config, sets);
+  check_attention_sets(cfg, sets);
   json out = {{"bench", "dryrun"},
               {"mode", execute ? "executed" : "dry"},
               {"kind", cfg.attention.kind},

@@ -1,7 +1,8 @@
 // tda kinds [--json] [--names]: the registered attention kinds (src/attention/registry.h), built
 // with the default config: label, the kernel math their forward runs, the parameters they add to
-// a layer, their row in the paper's tables, what may be assumed of their weights (normalised
-// rows, dense, heads paired) and a one-line summary. The scripts that list kinds
+// a layer, the attention.<key> options they read (with what each does), their row in the paper's
+// tables, what may be assumed of their weights (normalised rows, dense, heads paired) and a
+// one-line summary. The scripts that list kinds
 // (scripts/report.py, scripts/bench/dryrun_table.py, scripts/gpu/check.sh) read this, so a kind
 // registered in C++ is known to all of them.
 #include <algorithm>
@@ -22,6 +23,7 @@ struct KindRow {
   std::string math;
   std::vector<std::string> params;
   AttentionTraits traits;
+  std::vector<AttentionOption> options;
 };
 
 // The paper's kinds first, in its tables' order, then the others by name.
@@ -30,7 +32,7 @@ std::vector<KindRow> kind_rows() {
   for (const auto& [name, kind] : attention_registry()) {
     const Config c = parse_config("{}", {"attention.kind=" + name}, "tda kinds");
     const auto v = kind.make(c.model, c.attention);
-    KindRow r{name, kind.info, attn_math_name(v->math()), {}, v->traits()};
+    KindRow r{name, kind.info, attn_math_name(v->math()), {}, v->traits(), v->options()};
     for (const auto& p : v->extra_params(0)) r.params.push_back(p.name);
     rows.push_back(std::move(r));
   }
@@ -54,7 +56,9 @@ int cmd_kinds(int argc, char** argv) {
   const std::vector<KindRow> rows = kind_rows();
   if (r.count("json")) {
     json out = json::array();
-    for (const auto& k : rows)
+    for (const auto& k : rows) {
+      json options = json::array();
+      for (const auto& o : k.options) options.push_back({{"key", o.key}, {"doc", o.doc}});
       out.push_back({{"name", k.name},
                      {"label", k.info.label},
                      {"math", k.math},
@@ -63,7 +67,9 @@ int cmd_kinds(int argc, char** argv) {
                      {"normalised", k.traits.normalised},
                      {"dense", k.traits.dense},
                      {"head_multiple", k.traits.head_multiple},
+                     {"options", options},
                      {"summary", k.info.summary}});
+    }
     std::cout << out.dump(1) << "\n";
   } else if (r.count("names")) {
     for (const auto& k : rows) std::cout << k.name << "\n";
@@ -74,6 +80,9 @@ int cmd_kinds(int argc, char** argv) {
       std::cout << std::left << std::setw(14) << k.name << std::setw(14) << k.info.label
                 << std::setw(16) << k.math << k.info.summary
                 << (params.empty() ? "" : " [params: " + params + "]") << "\n";
+      for (const auto& o : k.options)
+        std::cout << std::setw(30) << ""
+                  << "attention." << o.key << ": " << o.doc << "\n";
     }
   }
   return 0;

@@ -9,6 +9,7 @@
 #include <cxxopts.hpp>
 #include <iostream>
 
+#include "attention/registry.h"
 #include "cli/command.h"
 #include "cli/config_flags.h"
 #include "core/config.h"
@@ -94,6 +95,7 @@ int cmd_train(int argc, char** argv) {
   if (r.count("device")) sets.push_back("train.device=" + r["device"].as<std::string>());
   if (r.count("dtype")) sets.push_back("train.dtype=" + r["dtype"].as<std::string>());
   Config cfg = load_config(r["config"].as<std::string>(), sets);
+  check_attention_sets(cfg, sets);
   TrainOptions to;
   to.out_dir =
       r.count("out") ? r["out"].as<std::string>() : default_run_dir(r["config"].as<std::string>());

@@ -21,6 +21,7 @@ class Relu2Attention final : public AttentionVariant {
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), eps_(float(a.head_norm_eps)) {}
   std::string kind() const override { return "relu2"; }
   AttnMath math() const override { return AttnMath::kThreshold; }
+  std::vector<AttentionOption> options() const override { return {head_norm_eps_option()}; }
   AttentionTraits traits() const override {
     AttentionTraits t = traits_of_math(math(), 2);
     t.empty_row_qk = {{0, C_}};  // q_0 = -k_0: s_00 < 0, row 0 has no survivor

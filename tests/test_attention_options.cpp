@@ -1,0 +1,114 @@
+// Each kind declares the attention.<key> options it reads (AttentionVariant::options, shown by
+// `tda kinds`); `--set` of another key is an error naming the kind. The declaration is checked
+// against what the variant does: changing every option it does not declare leaves its layer
+// (c_attn width, tensors and their init, the forward's output) bit-identical, and changing the
+// ones it declares does not.
+#include <catch2/catch.hpp>
+
+#include "attention/registry.h"
+#include "core/rng.h"
+#include "test_attention_util.h"
+#include "test_util.h"
+
+namespace tda {
+namespace {
+
+// A valid value other than the default for every attention option (all of them at once form a
+// valid config: entmax's alpha comes with the bisection solver).
+json changed(const std::string& key, const json& def) {
+  if (def.is_boolean()) return !def.get<bool>();
+  if (def.is_number_integer()) return 2 * def.get<int>() + 1;
+  if (def.is_number()) return key == "entmax_alpha" ? 1.25 : 0.5 * def.get<double>();
+  const std::map<std::string, std::string> other = {{"gate_shape", "headwise"},
+                                                    {"entmax_solver", "bisect"},
+                                                    {"lssa_scale_base", "seq_len"},
+                                                    {"rela_norm", "rmsnorm"},
+                                                    {"tda_heads", "halved"}};
+  INFO("attention." << key << ": add a changed value to this test's table");
+  REQUIRE(other.count(key));
+  return other.at(key);
+}
+
+struct Layer {
+  int width;
+  std::vector<ParamSpec> specs;
+  std::vector<float> y;
+};
+
+// The kind's layer at a step inside dex's anneal, on fixed inputs (same seed: same proj), its
+// tensors moved off their init (dex_W starts at 0, which would hide dex's lambda).
+Layer layer(const std::string& kind, const json& options) {
+  AttnHarness h(attn_test_config(kind, 128, 2, options), 2, 40, 17);
+  h.step = 300;
+  Rng rng(3);
+  for (auto& p : h.params)
+    for (auto& x : p) x += 0.1f * rng.normal();
+  h.forward();
+  return {h.var->proj_width(), h.specs, h.y};
+}
+
+bool same(const Layer& a, const Layer& b) {
+  if (a.width != b.width || a.specs.size() != b.specs.size() || a.y != b.y) return false;
+  for (size_t i = 0; i < a.specs.size(); ++i) {
+    const ParamSpec &p = a.specs[i], &q = b.specs[i];
+    if (p.name != q.name || p.shape != q.shape || p.init != q.init || p.a != q.a) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("attention options: a kind reads exactly the options it declares", "[attention]") {
+  const json defaults = config_defaults().at("attention");
+  for (const auto& kind : attention_kinds()) {
+    INFO(kind);
+    const Config base = attn_test_config(kind);
+    std::vector<std::string> declared;
+    for (const auto& o : make_attention(base.model, base.attention)->options()) {
+      CHECK(defaults.contains(o.key));  // a key of the config, with its default there
+      CHECK(!o.doc.empty());
+      declared.push_back(o.key);
+    }
+    json others = json::object(), mine = json::object();
+    for (auto it = defaults.begin(); it != defaults.end(); ++it) {
+      if (it.key() == "kind") continue;
+      const bool is_mine = std::find(declared.begin(), declared.end(), it.key()) != declared.end();
+      (is_mine ? mine : others)[it.key()] = changed(it.key(), it.value());
+    }
+    // entmax: alpha other than 1.5 needs the bisection solver, which it then declares too
+    if (!mine.contains("entmax_solver") && mine.contains("entmax_alpha"))
+      mine.erase("entmax_alpha");
+    const Layer ref = layer(kind, json::object());
+    INFO("undeclared options changed: " << others.dump());
+    CHECK(same(layer(kind, others), ref));
+    if (!mine.empty()) {
+      INFO("declared options changed: " << mine.dump());
+      CHECK(!same(layer(kind, mine), ref));
+    }
+  }
+}
+
+TEST_CASE("attention options: --set of an option the kind does not read names the kind",
+          "[attention][cli]") {
+  std::string out;
+  const std::string train = "train --config " + source_dir() +
+                            "/configs/tiny/softmax.json --steps 0 --out /tmp/tda_opt_test ";
+  CHECK(run_tda(train + "--set attention.kappa=2", &out) != 0);
+  CHECK_THAT(out, Catch::Contains("--set attention.kappa: attention.kind 'softmax' has no option "
+                                  "'kappa' (its options: none; 'kappa' is read by: tda, tra"));
+  CHECK(run_tda(train + "--set attention.kind=entmax --set attention.gate_shape=headwise", &out) !=
+        0);
+  CHECK_THAT(out, Catch::Contains("its options: entmax_solver, entmax_iters, entmax_alpha; "
+                                  "'gate_shape' is read by: gated_softmax"));
+  // `tda kinds --json` lists each kind's options with their documentation
+  REQUIRE(run_tda("kinds --json", &out) == 0);
+  const json k = json::parse(out);
+  for (const auto& row : k)
+    if (row.at("name") == "tda") {
+      REQUIRE(row.at("options").size() == 7);
+      CHECK(row.at("options")[0].at("key") == "beta");
+      CHECK(!row.at("options")[0].at("doc").get<std::string>().empty());
+    }
+}
+
+}  // namespace tda
