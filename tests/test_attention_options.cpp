@@ -1,5 +1,6 @@
-// Each kind declares the attention.<key> options it reads (AttentionVariant::options, shown by
-// `tda kinds`); `--set` of another key is an error naming the kind. The declaration is checked
+// Each kind declares the attention.<key> options it reads, with their defaults and bounds (its
+// registration; the config's attention defaults are built from them, `tda kinds` shows them);
+// `--set` of another key is an error naming the kind. The declaration is checked
 // against what the variant does: changing every option it does not declare leaves its layer
 // (c_attn width, tensors and their init, the forward's output) bit-identical, and changing the
 // ones it declares does not.
@@ -62,10 +63,9 @@ TEST_CASE("attention options: a kind reads exactly the options it declares", "[a
   const json defaults = config_defaults().at("attention");
   for (const auto& kind : attention_kinds()) {
     INFO(kind);
-    const Config base = attn_test_config(kind);
     std::vector<std::string> declared;
-    for (const auto& o : make_attention(base.model, base.attention)->options()) {
-      CHECK(defaults.contains(o.key));  // a key of the config, with its default there
+    for (const auto& o : attention_registry().at(kind).info.options) {
+      CHECK(defaults.at(o.key) == o.def);  // the config's default is the declared one
       CHECK(!o.doc.empty());
       declared.push_back(o.key);
     }
@@ -107,8 +107,29 @@ TEST_CASE("attention options: --set of an option the kind does not read names th
     if (row.at("name") == "tda") {
       REQUIRE(row.at("options").size() == 7);
       CHECK(row.at("options")[0].at("key") == "beta");
+      CHECK(row.at("options")[0].at("default") == 1.0);
       CHECK(!row.at("options")[0].at("doc").get<std::string>().empty());
     }
+}
+
+}  // namespace tda
+
+namespace tda {
+
+// The attention defaults are exactly the declared options (plus the kind), so a kind's new option
+// needs no edit of the config code; their bounds are enforced with the config's messages.
+TEST_CASE("attention options: the config's attention defaults and bounds are the declared ones",
+          "[attention][config]") {
+  json want = {{"kind", "softmax"}};
+  for (const auto& [name, kind] : attention_registry())
+    for (const auto& o : kind.info.options) want[o.key] = o.def;
+  CHECK(config_defaults().at("attention") == want);
+  // a declared bound (entmax's alpha in (1, 2]) and a declared default of a non-softmax kind
+  CHECK_THROWS_WITH(parse_config("{}", {"attention.entmax_alpha=2.5"}, "t"),
+                    Catch::Contains("'attention.entmax_alpha' must be in (1, 2], got 2.5"));
+  const Config c = parse_config("{}", {"attention.kind=dex"}, "t");
+  CHECK(c.attention.option<int>("dex_anneal_steps") == 715);
+  CHECK(c.attention.dex_anneal_steps == 715);
 }
 
 }  // namespace tda

@@ -24,16 +24,6 @@ except ImportError:  # plain-PyTorch use
             return dict(self.__dict__)
 
 
-# Defaults of src/core/config.cpp (the paper's GPT-2 162M).
-ATTENTION_DEFAULTS = {
-    "kind": "softmax", "beta": 1.0, "kappa": 1.0, "power": 2, "learn_beta": True,
-    "lambda_init": 0.5, "gate_shape": "elementwise", "ssmax_s_init": 0.43, "ssmax_bias": False,
-    "entmax_solver": "sort", "entmax_iters": 30, "lssa_scale_base": "head_dim",
-    "rela_norm": "gated_rmsnorm", "rela_eps": 1e-6, "head_norm_eps": 1e-5,
-    "dex_anneal_steps": 715, "entmax_alpha": 1.5, "tda_heads": "full",
-}
-
-
 class TdaConfig(_Base):
     model_type = "tda_gpt2"
     # HF-generic names some tools read (lm-eval reads max_length-like fields).
@@ -56,7 +46,9 @@ class TdaConfig(_Base):
         self.rope_theta = rope_theta
         self.rope_ntk_factor = rope_ntk_factor
         self.norm_eps = norm_eps
-        att = dict(ATTENTION_DEFAULTS)
+        # `tda export` writes the resolved block: every option of every kind with its value
+        # (src/core/config.cpp builds the defaults from the kinds' declarations).
+        att = {"kind": "softmax"}
         att.update(attention or {})
         self.attention = att
         # {"proj_width": rows of c_attn, "params": [{"name", "shape", "init"}]}: one layer's

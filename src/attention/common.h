@@ -8,6 +8,7 @@
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <vector>
 
 #include "attention/variant.h"
@@ -15,6 +16,8 @@
 
 namespace tda {
 namespace attn_util {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The common [q | k | v] layout of c_attn: q, k, v at columns 0, H D, 2 H D of proj (row width
 // W), H heads of D. Forward: q, k rotated (RoPE at c.pos0) and v split into (B, H, T, D).
@@ -27,16 +30,17 @@ void rope_qkv_backward(const AttnContext& c, float* dproj, int W, int H, int D, 
 // TRA/TDA: c_i = sqrt(2 max(0, log((i+1)/kappa)) / d), tau_i = beta_eff c_i, i = 0..T-1.
 void threshold_c(float* c, int T, double kappa, int d);
 
-// Options several kinds share, documented once.
-inline AttentionOption head_norm_eps_option() {
-  return {"head_norm_eps", "epsilon of the per-head output RMSNorm"};
+// Options several kinds read, declared once (two declarations of a key must agree).
+inline AttentionOptionSpec head_norm_eps_option() {
+  return {"head_norm_eps", 1e-5, "epsilon of the per-head output RMSNorm", 0, kInf, false};
 }
 // TRA and TDA's threshold tau_i = max(beta, 0) sqrt(2 max(0, log((i+1)/kappa)) / d) and power.
-inline std::vector<AttentionOption> threshold_options() {
-  return {{"beta", "threshold scale (its initial value when learn_beta)"},
-          {"kappa", "expected spurious survivors per row the threshold allows"},
-          {"power", "p of the weight max(s - tau, 0)^p (1, 2, 3, ...)"},
-          {"learn_beta", "beta is a learnable parameter per layer (else fixed)"},
+inline std::vector<AttentionOptionSpec> threshold_options() {
+  return {{"beta", 1.0, "threshold scale (its initial value when learn_beta)"},
+          {"kappa", 1.0, "expected spurious survivors per row the threshold allows", 0, kInf,
+           false},  // log((i+1)/kappa)
+          {"power", 2, "p of the weight max(s - tau, 0)^p (an integer >= 1)", 1, kInf},
+          {"learn_beta", true, "beta is a learnable parameter per layer (else fixed)"},
           head_norm_eps_option()};
 }
 

@@ -29,9 +29,6 @@ class DexAttention final : public AttentionVariant {
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), anneal_(a.dex_anneal_steps) {}
   std::string kind() const override { return "dex"; }
   AttnMath math() const override { return AttnMath::kSoftmax; }
-  std::vector<AttentionOption> options() const override {
-    return {{"dex_anneal_steps", "steps over which dex's lambda term is annealed in"}};
-  }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     return {{"dex_W", {D_, D_}, ParamSpec::Init::kZeros, 0.f, true},
@@ -119,6 +116,8 @@ class DexAttention final : public AttentionVariant {
 }  // namespace
 
 TDA_REGISTER_ATTENTION("dex", DexAttention, "Dex",
-                       "Differential Extension applied from scratch (Kong, Jang, Kwak 2025)", 7);
+                       "Differential Extension applied from scratch (Kong, Jang, Kwak 2025)", 7,
+                       {{"dex_anneal_steps", 715,
+                         "steps over which dex's lambda term is annealed in", 0, attn_util::kInf}});
 
 }  // namespace tda

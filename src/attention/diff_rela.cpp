@@ -11,5 +11,6 @@ struct DiffRelaAttention final : attn_diff::DiffAttention {
 };
 }  // namespace
 TDA_REGISTER_ATTENTION("diff_rela", DiffRelaAttention, "Diff ReLA",
-                       "differential ReLA: the difference of two rectified maps", 8);
+                       "differential ReLA: the difference of two rectified maps", 8,
+                       {attn_util::head_norm_eps_option()});
 }  // namespace tda

@@ -12,5 +12,6 @@ struct DiffSoftmaxAttention final : attn_diff::DiffAttention {
 }  // namespace
 TDA_REGISTER_ATTENTION(
     "diff_softmax", DiffSoftmaxAttention, "Diff Softmax",
-    "Differential Transformer: the difference of two softmax maps (Ye et al. 2024)", 6);
+    "Differential Transformer: the difference of two softmax maps (Ye et al. 2024)", 6,
+    {attn_util::head_norm_eps_option()});
 }  // namespace tda

@@ -30,11 +30,6 @@ class EntmaxAttention final : public AttentionVariant {
   }
   std::string kind() const override { return "entmax"; }
   AttnMath math() const override { return AttnMath::kEntmax; }
-  std::vector<AttentionOption> options() const override {
-    return {{"entmax_solver", "\"sort\" (exact, alpha 1.5) or \"bisect\" (any alpha)"},
-            {"entmax_iters", "bisection steps of the \"bisect\" solver"},
-            {"entmax_alpha", "alpha in (1, 2]; other than 1.5 needs \"bisect\""}};
-  }
   int proj_width() const override { return 3 * C_; }
   size_t act_floats(int B, int T) const override {
     return 4 * size_t(B) * T * C_ + 2 * size_t(B) * H_ * T;
@@ -93,8 +88,12 @@ class EntmaxAttention final : public AttentionVariant {
 
 }  // namespace
 
-TDA_REGISTER_ATTENTION("entmax", EntmaxAttention, "Entmax",
-                       "alpha-entmax, sparse normalised attention (Peters, Niculae, Martins 2019)",
-                       3);
+TDA_REGISTER_ATTENTION(
+    "entmax", EntmaxAttention, "Entmax",
+    "alpha-entmax, sparse normalised attention (Peters, Niculae, Martins 2019)", 3,
+    {{"entmax_solver", "sort", "\"sort\" (exact, alpha 1.5) or \"bisect\" (any alpha)"},
+     {"entmax_iters", 30, "bisection steps of the \"bisect\" solver", 0, attn_util::kInf, false},
+     // 1 is softmax (no sparsity, not an entmax kernel), 2 is sparsemax
+     {"entmax_alpha", 1.5, "alpha in (1, 2]; other than 1.5 needs \"bisect\"", 1, 2, false, true}});
 
 }  // namespace tda

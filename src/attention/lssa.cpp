@@ -30,9 +30,6 @@ class LssaAttention final : public AttentionVariant {
   }
   std::string kind() const override { return "lssa"; }
   AttnMath math() const override { return AttnMath::kSoftplus; }
-  std::vector<AttentionOption> options() const override {
-    return {{"lssa_scale_base", "log base of the length scale: \"head_dim\" or \"seq_len\""}};
-  }
   int proj_width() const override { return 3 * C_; }
   size_t act_floats(int B, int T) const override {
     return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(T);
@@ -95,6 +92,8 @@ class LssaAttention final : public AttentionVariant {
 
 TDA_REGISTER_ATTENTION("lssa", LssaAttention, "LSSA",
                        "length-scaled softplus attention, dense first stage (Gao & Spratling 2025)",
-                       4);
+                       4,
+                       {{"lssa_scale_base", "head_dim",
+                         "log base of the length scale: \"head_dim\" or \"seq_len\""}});
 
 }  // namespace tda

@@ -69,18 +69,18 @@ AttentionTraits traits_of_math(AttnMath m, int power) {
 
 void check_attention_sets(const Config& cfg, const std::vector<std::string>& sets) {
   const std::string prefix = "attention.";
+  make_attention(cfg.model, cfg.attention);  // an unknown kind: the registry's message
   std::vector<std::string> mine;
-  for (const auto& o : make_attention(cfg.model, cfg.attention)->options()) mine.push_back(o.key);
+  for (const auto& o : attention_registry().at(cfg.attention.kind).info.options)
+    mine.push_back(o.key);
   for (const auto& kv : sets) {
     if (kv.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string key = kv.substr(prefix.size(), kv.find('=') - prefix.size());
     if (key == "kind" || std::find(mine.begin(), mine.end(), key) != mine.end()) continue;
     std::string readers, own;
-    for (const auto& [name, kind] : attention_registry()) {
-      const Config d = parse_config("{}", {"attention.kind=" + name}, "defaults");
-      for (const auto& o : kind.make(d.model, d.attention)->options())
+    for (const auto& [name, kind] : attention_registry())
+      for (const auto& o : kind.info.options)
         if (o.key == key) readers += (readers.empty() ? "" : ", ") + name;
-    }
     for (const auto& k : mine) own += (own.empty() ? "" : ", ") + k;
     throw Error("--set " + prefix + key + ": attention.kind '" + cfg.attention.kind +
                 "' has no option '" + key + "' (its options: " + (own.empty() ? "none" : own) +

@@ -16,14 +16,19 @@ using AttentionFactory =
 struct AttentionKindInfo {
   AttentionKindInfo() = default;
   AttentionKindInfo(std::string label_, std::string summary_, int paper_row_ = -1,
-                    std::string torch_forward_ = "")
+                    std::vector<AttentionOptionSpec> options_ = {}, std::string torch_forward_ = "")
       : label(std::move(label_)),
         summary(std::move(summary_)),
         paper_row(paper_row_),
+        options(std::move(options_)),
         torch_forward(std::move(torch_forward_)) {}
   std::string label;    // the name tables and figures print ("Diff Softmax")
   std::string summary;  // one line: what it is, and its source
   int paper_row = -1;   // its row in the paper's tables (0 first); -1: not in the paper
+  // The attention.<key> options it reads, with their defaults, bounds and documentation: the
+  // config's defaults are built from these (core/config.h), `tda kinds` prints them, and --set
+  // of a key the configured kind does not declare is an error naming the kind.
+  std::vector<AttentionOptionSpec> options;
   // A kind whose PyTorch forward is not in python/tda_hf/modeling_tda.py gives it here, as one
   // expression of `self` (an Attention: _qkv, _relu_scores, p(name), a[option], D), `proj` and
   // `ctx`, returning y (B, T, C); `tda export` adds it to the exported modeling_tda.py.
@@ -44,11 +49,13 @@ void check_attention_sets(const Config& cfg, const std::vector<std::string>& set
 
 struct RegisterAttention {
   RegisterAttention(const std::string& kind, AttentionKindInfo info, AttentionFactory f) {
+    for (const auto& o : info.options) declare_attention_option(o, kind);
     attention_registry()[kind] = AttentionKind{std::move(info), std::move(f)};
   }
 };
 
-// TDA_REGISTER_ATTENTION("kind", Class, "Label", "summary", paper_row[, "torch_forward"])
+// TDA_REGISTER_ATTENTION("kind", Class, "Label", "summary", paper_row[, {options}[,
+// "torch_forward"]])
 #define TDA_REGISTER_ATTENTION(kind, Class, ...)                          \
   static ::tda::RegisterAttention tda_register_##Class(                   \
       kind, ::tda::AttentionKindInfo{__VA_ARGS__},                        \

@@ -41,10 +41,6 @@ class RelaAttention final : public AttentionVariant {
   }
   std::string kind() const override { return "rela"; }
   AttnMath math() const override { return AttnMath::kRelu; }
-  std::vector<AttentionOption> options() const override {
-    return {{"rela_norm", "output norm: \"gated_rmsnorm\", \"rmsnorm\" or \"layernorm\""},
-            {"rela_eps", "epsilon of the output norm"}};
-  }
   AttentionTraits traits() const override {
     AttentionTraits t = traits_of_math(math(), 1);
     t.empty_row_qk = {{0, C_}};
@@ -122,6 +118,8 @@ class RelaAttention final : public AttentionVariant {
 
 TDA_REGISTER_ATTENTION(
     "rela", RelaAttention, "ReLA",
-    "rectified linear attention with a normalised output (Zhang, Titov, Sennrich 2021)", 5);
+    "rectified linear attention with a normalised output (Zhang, Titov, Sennrich 2021)", 5,
+    {{"rela_norm", "gated_rmsnorm", "output norm: \"gated_rmsnorm\", \"rmsnorm\" or \"layernorm\""},
+     {"rela_eps", 1e-6, "epsilon of the output norm", 0, attn_util::kInf, false}});
 
 }  // namespace tda

@@ -22,10 +22,6 @@ class SsmaxAttention final : public AttentionVariant {
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
   std::string kind() const override { return "ssmax"; }
   AttnMath math() const override { return AttnMath::kSoftmax; }
-  std::vector<AttentionOption> options() const override {
-    return {{"ssmax_s_init", "initial value of the learnable per-head scale s"},
-            {"ssmax_bias", "add the learnable per-head bias b to the log-length scale"}};
-  }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p{
@@ -102,6 +98,8 @@ class SsmaxAttention final : public AttentionVariant {
 }  // namespace
 
 TDA_REGISTER_ATTENTION("ssmax", SsmaxAttention, "SSMax",
-                       "Scalable-Softmax: scores scaled by s log n (Nakanishi 2025)", 2);
+                       "Scalable-Softmax: scores scaled by s log n (Nakanishi 2025)", 2,
+                       {{"ssmax_s_init", 0.43, "initial value of the learnable per-head scale s"},
+                        {"ssmax_bias", false, "add a learnable per-head bias b to s log n"}});
 
 }  // namespace tda

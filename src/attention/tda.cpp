@@ -45,12 +45,6 @@ class TdaAttention final : public AttentionVariant {
   }
   std::string kind() const override { return "tda"; }
   AttnMath math() const override { return AttnMath::kDiffThreshold; }
-  std::vector<AttentionOption> options() const override {
-    std::vector<AttentionOption> o = threshold_options();
-    o.push_back({"lambda_init", "initial lambda, the weight of view 2 (clamped to [0, 1])"});
-    o.push_back({"tda_heads", "\"full\" or \"halved\" (H/2 heads, values of 2d: softmax's size)"});
-    return o;
-  }
   AttentionTraits traits() const override {
     AttentionTraits t = traits_of_math(math(), cfg_.power);
     t.empty_row_qk = {{0, Cq_}, {2 * Cq_, 3 * Cq_}};  // both views: [q1 | k1 | q2 | k2 | v]
@@ -171,10 +165,20 @@ class TdaAttention final : public AttentionVariant {
   AttentionConfig cfg_;
 };
 
+// TRA's options, and the weight of view 2 and the head layout.
+std::vector<AttentionOptionSpec> tda_options() {
+  std::vector<AttentionOptionSpec> o = threshold_options();
+  o.push_back({"lambda_init", 0.5, "initial lambda, the weight of view 2 (clamped to [0, 1])"});
+  o.push_back(
+      {"tda_heads", "full", "\"full\" or \"halved\" (H/2 heads, values of 2d: softmax's size)"});
+  return o;
+}
+
 }  // namespace
 
 TDA_REGISTER_ATTENTION(
     "tda", TdaAttention, "TDA",
-    "Threshold Differential Attention: two TRA views, their difference (the paper)", 10);
+    "Threshold Differential Attention: two TRA views, their difference (the paper)", 10,
+    tda_options());
 
 }  // namespace tda

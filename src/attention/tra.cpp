@@ -23,12 +23,6 @@ class TraAttention final : public AttentionVariant {
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
   std::string kind() const override { return "tra"; }
   AttnMath math() const override { return AttnMath::kThreshold; }
-  std::vector<AttentionOption> options() const override { return threshold_options(); }
-  AttentionTraits traits() const override {
-    AttentionTraits t = traits_of_math(math(), cfg_.power);
-    t.empty_row_qk = {{0, C_}};
-    return t;
-  }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p;
@@ -127,6 +121,7 @@ class TraAttention final : public AttentionVariant {
 
 TDA_REGISTER_ATTENTION(
     "tra", TraAttention, "TRA",
-    "Threshold Rectified Attention: cosine scores, a length-aware threshold, a power", 9);
+    "Threshold Rectified Attention: cosine scores, a length-aware threshold, a power", 9,
+    attn_util::threshold_options());
 
 }  // namespace tda

@@ -42,12 +42,6 @@ struct AttnContext {
   int q_start = 0;
 };
 
-// One attention.<key> a kind reads, and what it does (`tda kinds` prints them; `--set` of a key
-// the configured kind does not read is an error naming the kind).
-struct AttentionOption {
-  std::string key, doc;
-};
-
 // What the tests and tools may assume of a kind, and the tolerances of its checks against the
 // references (docs/attention.md, "Tests"). Each kind states them in its own file; suites read them
 // from here instead of switching on kind names, so a new kind is tested without being listed.
@@ -78,8 +72,6 @@ class AttentionVariant {
   virtual std::string kind() const = 0;
   // The kernel math its forward runs (backend/ops.h); `tda bench` drives the kind through it.
   virtual AttnMath math() const = 0;
-  // The attention.<key> options its construction or its math reads (none: softmax).
-  virtual std::vector<AttentionOption> options() const { return {}; }
   // Defaults to traits_of_math(math(), 1); a kind adds its empty-row columns or other powers.
   virtual AttentionTraits traits() const { return traits_of_math(math(), 1); }
   // Rows of the fused c_attn weight (e.g. 3*d_model for q|k|v).

@@ -23,7 +23,6 @@ struct KindRow {
   std::string math;
   std::vector<std::string> params;
   AttentionTraits traits;
-  std::vector<AttentionOption> options;
 };
 
 // The paper's kinds first, in its tables' order, then the others by name.
@@ -32,7 +31,7 @@ std::vector<KindRow> kind_rows() {
   for (const auto& [name, kind] : attention_registry()) {
     const Config c = parse_config("{}", {"attention.kind=" + name}, "tda kinds");
     const auto v = kind.make(c.model, c.attention);
-    KindRow r{name, kind.info, attn_math_name(v->math()), {}, v->traits(), v->options()};
+    KindRow r{name, kind.info, attn_math_name(v->math()), {}, v->traits()};
     for (const auto& p : v->extra_params(0)) r.params.push_back(p.name);
     rows.push_back(std::move(r));
   }
@@ -58,7 +57,8 @@ int cmd_kinds(int argc, char** argv) {
     json out = json::array();
     for (const auto& k : rows) {
       json options = json::array();
-      for (const auto& o : k.options) options.push_back({{"key", o.key}, {"doc", o.doc}});
+      for (const auto& o : k.info.options)
+        options.push_back({{"key", o.key}, {"default", o.def}, {"doc", o.doc}});
       out.push_back({{"name", k.name},
                      {"label", k.info.label},
                      {"math", k.math},
@@ -80,9 +80,9 @@ int cmd_kinds(int argc, char** argv) {
       std::cout << std::left << std::setw(14) << k.name << std::setw(14) << k.info.label
                 << std::setw(16) << k.math << k.info.summary
                 << (params.empty() ? "" : " [params: " + params + "]") << "\n";
-      for (const auto& o : k.options)
+      for (const auto& o : k.info.options)
         std::cout << std::setw(30) << ""
-                  << "attention." << o.key << ": " << o.doc << "\n";
+                  << "attention." << o.key << " = " << o.def.dump() << ": " << o.doc << "\n";
     }
   }
   return 0;

@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -15,17 +16,46 @@ namespace tda {
 // warmup, weight decay, seed, the batch and RoPE's theta; ASSUMED (the paper is silent): AdamW
 // beta1 0.9, beta2 0.95, eps 1e-8 and gradient clipping at global norm 1.0, llm.c's GPT-2 values
 // (docs/sweeps.md, "ASSUMED in the recipe").
+namespace {
+struct OptionTable {
+  std::vector<AttentionOptionSpec> specs;
+  std::vector<std::string> by;  // the kind that declared each first
+  std::string conflict;         // the first disagreement, raised by config_defaults()
+};
+OptionTable& option_table() {
+  static OptionTable t;
+  return t;
+}
+}  // namespace
+
+void declare_attention_option(const AttentionOptionSpec& s, const std::string& by) {
+  OptionTable& t = option_table();
+  for (size_t i = 0; i < t.specs.size(); ++i) {
+    const AttentionOptionSpec& o = t.specs[i];
+    if (o.key != s.key) continue;
+    if ((o.def != s.def || o.lo != s.lo || o.hi != s.hi || o.lo_incl != s.lo_incl ||
+         o.hi_incl != s.hi_incl) &&
+        t.conflict.empty())
+      t.conflict = "attention option '" + s.key + "' is declared differently by kinds '" + t.by[i] +
+                   "' (default " + o.def.dump() + ") and '" + by + "' (default " + s.def.dump() +
+                   "): declare it once (attention/common.h) and share it";
+    return;
+  }
+  t.specs.push_back(s);
+  t.by.push_back(by);
+}
+
+const std::vector<AttentionOptionSpec>& attention_option_specs() {
+  return option_table().specs;
+}
+
 const json& config_defaults() {
-  static const json d = json::parse(R"({
+  static const json d = [] {
+    json j = json::parse(R"({
     "model": {"n_layer": 12, "d_model": 768, "n_head": 12, "seq_len": 1024,
               "vocab_size": 50304, "real_vocab_size": 50257,
               "rope_theta": 10000.0, "rope_ntk_factor": 1.0, "norm_eps": 1e-5},
-    "attention": {"kind": "softmax", "beta": 1.0, "kappa": 1.0, "power": 2, "learn_beta": true,
-                  "lambda_init": 0.5, "gate_shape": "elementwise", "ssmax_s_init": 0.43,
-                  "ssmax_bias": false, "entmax_solver": "sort", "entmax_iters": 30,
-                  "entmax_alpha": 1.5, "lssa_scale_base": "head_dim", "rela_norm": "gated_rmsnorm",
-                  "rela_eps": 1e-6, "head_norm_eps": 1e-5, "dex_anneal_steps": 715,
-                  "tda_heads": "full"},
+    "attention": {"kind": "softmax"},
     "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
              "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true},
     "train": {"total_batch_tokens": 524288, "micro_batch": 16, "max_steps": 19073,
@@ -37,6 +67,12 @@ const json& config_defaults() {
               "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "grad_clip": 1.0},
     "dist": {"zero_stage": 0, "bucket_mb": 25.0, "timeout_s": 600.0}
   })");
+    // The attention options are what the kinds declare (their registrations have run: this is
+    // first called at run time).
+    TDA_CHECK(option_table().conflict.empty(), "config: " + option_table().conflict);
+    for (const auto& s : attention_option_specs()) j["attention"][s.key] = s.def;
+    return j;
+  }();
   return d;
 }
 
@@ -199,6 +235,8 @@ Config config_from_json(const json& user, const std::string& origin) {
   a.head_norm_eps = get<double>(r, "attention", "head_norm_eps");
   a.dex_anneal_steps = get<int>(r, "attention", "dex_anneal_steps");
   a.tda_heads = get<std::string>(r, "attention", "tda_heads");
+  a.options = r["attention"];
+  a.options.erase("kind");
   c.data.train = get<std::string>(r, "data", "train");
   c.data.val = get<std::string>(r, "data", "val");
   c.data.shuffle = get<bool>(r, "data", "shuffle");
@@ -235,13 +273,13 @@ Config config_from_json(const json& user, const std::string& origin) {
   // nothing, val_batches 0 logs a val loss of 0, norm_eps 0 divides by zero). One row per key:
   // the bounds, and whether each is inclusive.
   struct Bound {
-    const char* key;
+    std::string key;
     double value, lo, hi;
     bool lo_incl, hi_incl;
     const char* hint;
   };
   const double inf = std::numeric_limits<double>::infinity();
-  const Bound bounds[] = {
+  std::vector<Bound> bounds = {
       {"model.n_layer", double(m.n_layer), 0, inf, false, false, ""},
       {"model.d_model", double(m.d_model), 0, inf, false, false, ""},
       {"model.n_head", double(m.n_head), 0, inf, false, false, ""},
@@ -252,14 +290,6 @@ Config config_from_json(const json& user, const std::string& origin) {
       {"model.rope_theta", m.rope_theta, 0, inf, false, false, ""},
       {"model.rope_ntk_factor", m.rope_ntk_factor, 0, inf, false, false, ""},
       {"model.norm_eps", m.norm_eps, 0, inf, false, false, ""},
-      {"attention.kappa", a.kappa, 0, inf, false, false, ""},  // log((i+1)/kappa)
-      {"attention.power", double(a.power), 1, inf, true, false, ""},
-      {"attention.entmax_iters", double(a.entmax_iters), 0, inf, false, false, ""},
-      // alpha-entmax: 1 is softmax (no sparsity, not an entmax kernel), 2 is sparsemax.
-      {"attention.entmax_alpha", a.entmax_alpha, 1, 2, false, true, ""},
-      {"attention.rela_eps", a.rela_eps, 0, inf, false, false, ""},
-      {"attention.head_norm_eps", a.head_norm_eps, 0, inf, false, false, ""},
-      {"attention.dex_anneal_steps", double(a.dex_anneal_steps), 0, inf, true, false, ""},
       {"train.total_batch_tokens", double(t.total_batch_tokens), 0, inf, false, false, ""},
       {"train.micro_batch", double(t.micro_batch), 0, inf, false, false, ""},
       {"train.max_steps", double(t.max_steps), 0, inf, false, false, ""},
@@ -284,6 +314,16 @@ Config config_from_json(const json& user, const std::string& origin) {
       {"dist.bucket_mb", c.dist.bucket_mb, 0, inf, true, false, " (0: one bucket)"},
       {"dist.timeout_s", c.dist.timeout_s, 0, inf, false, false, " (seconds)"},
   };
+  // The attention options' bounds, as their kinds declare them, after the model's rows.
+  std::vector<Bound> attention;
+  for (const auto& s : attention_option_specs())
+    if (s.def.is_number() && (s.lo != -inf || s.hi != inf))
+      attention.push_back({"attention." + s.key, a.options.at(s.key).get<double>(), s.lo, s.hi,
+                           s.lo_incl, s.hi_incl, ""});
+  const auto after_model = std::find_if(bounds.begin(), bounds.end(), [](const Bound& b) {
+    return b.key.compare(0, 6, "model.") != 0;
+  });
+  bounds.insert(after_model, attention.begin(), attention.end());
   for (const auto& b : bounds) {
     const bool ok = (b.lo_incl ? b.value >= b.lo : b.value > b.lo) &&
                     (b.hi_incl ? b.value <= b.hi : b.value < b.hi);

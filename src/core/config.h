@@ -1,6 +1,7 @@
 // Run configuration: JSON files with `base` inheritance, checked against one table of defaults
 // (config.cpp). Unknown keys and wrong types are errors naming the key path.
 #pragma once
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -15,7 +16,28 @@ struct ModelConfig {
   int head_dim() const { return d_model / n_head; }
 };
 
-// Every mechanism option lives here; each variant reads the ones it uses.
+// The schema of one attention.<key> option, declared by the kinds that read it (their
+// registration, attention/registry.h): its default (whose JSON type is the option's type), a line
+// of documentation and, for numbers, the bounds a value must keep. The config's attention
+// defaults and bounds are the union of the declarations; two kinds declaring one key must agree.
+struct AttentionOptionSpec {
+  std::string key;
+  json def;
+  std::string doc;
+  // numbers: the allowed range, either end open or closed (infinite: unbounded)
+  double lo = -std::numeric_limits<double>::infinity(),
+         hi = std::numeric_limits<double>::infinity();
+  bool lo_incl = true, hi_incl = true;
+};
+// Adds a declaration to the table (at static initialisation, by the kinds' registrars); `by`
+// names the kind for the message when it disagrees with an earlier one.
+void declare_attention_option(const AttentionOptionSpec& spec, const std::string& by);
+// Every declared option, in declaration order of first appearance.
+const std::vector<AttentionOptionSpec>& attention_option_specs();
+
+// The attention options: the kind, plus typed fields for the options of the built-in kinds
+// (each variant reads the ones it uses) and `options`, every declared option by key (what a kind
+// added outside this struct reads, through option<T>()).
 struct AttentionConfig {
   std::string kind;
   double beta, kappa, lambda_init, ssmax_s_init, rela_eps, head_norm_eps;
@@ -24,6 +46,11 @@ struct AttentionConfig {
   bool learn_beta, ssmax_bias;
   std::string gate_shape, entmax_solver, lssa_scale_base, rela_norm;
   std::string tda_heads;  // "full" | "halved" (parameter-matched; src/attention/tda.cpp)
+  json options;           // every declared attention.<key> -> its value
+  template <class T>
+  T option(const std::string& key) const {
+    return options.at(key).get<T>();
+  }
 };
 
 struct DataConfig {

@@ -21,12 +21,6 @@ class Relu2Attention final : public AttentionVariant {
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), eps_(float(a.head_norm_eps)) {}
   std::string kind() const override { return "relu2"; }
   AttnMath math() const override { return AttnMath::kThreshold; }
-  std::vector<AttentionOption> options() const override { return {head_norm_eps_option()}; }
-  AttentionTraits traits() const override {
-    AttentionTraits t = traits_of_math(math(), 2);
-    t.empty_row_qk = {{0, C_}};  // q_0 = -k_0: s_00 < 0, row 0 has no survivor
-    return t;
-  }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     return {{"gamma", {D_}, ParamSpec::Init::kOnes, 0.f, false}};
@@ -90,6 +84,7 @@ class Relu2Attention final : public AttentionVariant {
 
 TDA_REGISTER_ATTENTION(
     "relu2", Relu2Attention, "ReLU^2", "demo: squared-ReLU dot-product weights, head RMSNorm", -1,
+    {head_norm_eps_option()},
     "merge(rms_norm(self._relu_scores(*self._qkv(proj, ctx)[:2], 1 / math.sqrt(self.D), ctx, "
     "power=2) @ self._qkv(proj, ctx)[2], self.p('gamma'), self.a['head_norm_eps']))");
 
