@@ -41,6 +41,12 @@ class DiffAttention : public AttentionVariant {
   }
   std::string kind() const override { return relu_ ? "diff_rela" : "diff_softmax"; }
   AttnMath math() const override { return relu_ ? AttnMath::kDiffRelu : AttnMath::kDiffSoftmax; }
+  AttentionTraits traits() const override {
+    AttentionTraits t = traits_of_math(math(), 1);
+    if (relu_) t.empty_row_qk = {{0, C_}};  // [q | k | v]: both views' heads at once
+    t.head_multiple = 2;
+    return t;
+  }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     using I = ParamSpec::Init;

@@ -23,6 +23,11 @@ class TraAttention final : public AttentionVariant {
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
   std::string kind() const override { return "tra"; }
   AttnMath math() const override { return AttnMath::kThreshold; }
+  AttentionTraits traits() const override {
+    AttentionTraits t = traits_of_math(math(), cfg_.power);
+    t.empty_row_qk = {{0, C_}};
+    return t;
+  }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p;

@@ -22,25 +22,6 @@ Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
   cos_.upload(cos.data(), cos.size());
   sin_.upload(sin.data(), sin.size());
 
-  float* P = model.params_.data();  // read only (friend of GPT2: the variants take float*)
-  const auto at = [&](const std::string& name) { return P + model.tensor(name).offset; };
-  wte_ = at("transformer.wte.weight");
-  lnf_ = at("transformer.ln_f.weight");
-  lm_head_ = at("lm_head.weight");
-  for (int l = 0; l < m.n_layer; ++l) {
-    const std::string p = "transformer.h." + std::to_string(l) + ".";
-    LayerWeights L{at(p + "ln_1.weight"),
-                   at(p + "attn.c_attn.weight"),
-                   at(p + "attn.c_proj.weight"),
-                   at(p + "ln_2.weight"),
-                   at(p + "mlp.c_fc.weight"),
-                   at(p + "mlp.c_proj.weight"),
-                   {}};
-    for (const auto& s : model.attention().extra_params(l))
-      L.extra.push_back(at(p + "attn." + s.name));
-    layers_.push_back(std::move(L));
-  }
-
   const size_t C = size_t(m.d_model), W = size_t(model.attention().proj_width());
   const size_t T = size_t(max_ctx_), n = size_t(chunk_);
   const auto buffer = [&](size_t count) {
@@ -80,36 +61,35 @@ const float* Generator::prefill(const std::vector<int32_t>& prompt) {
   return append(prompt.data(), int(prompt.size()));
 }
 
-// The block of GPT2::forward_trunk on the chunk's rows (pre-norm: x + attn(ln1 x), then
-// + MLP(ln2 .)); attention reads the cached proj of every earlier position.
+// The model's own blocks (GPT2::block_forward) on the chunk's rows, in place on x; attention
+// reads the cached proj of every earlier position and computes rows [pos, T) only.
 void Generator::forward_chunk(const int32_t* tokens, int n) {
   const ModelConfig& m = model_.config();
-  AttentionVariant& attn = model_.attention();
-  const int pos = position(), T = pos + n, C = m.d_model, W = attn.proj_width();
-  const size_t nC = size_t(n) * C;
-  const float eps = float(m.norm_eps);
+  const int pos = position(), T = pos + n, C = m.d_model, W = model_.attention().proj_width();
+  const float* P = model_.params_.data();  // read only (friend of GPT2)
   float* x = x_.data();
   chunk_tokens_.upload(tokens, size_t(n));
-  ops_.embedding_forward(x, chunk_tokens_.data(), wte_, n, C);
+  ops_.embedding_forward(x, chunk_tokens_.data(), P + model_.wte_, n, C);
   for (int l = 0; l < m.n_layer; ++l) {
-    const LayerWeights& L = layers_[size_t(l)];
-    float* proj = proj_cache_.data() + size_t(l) * max_ctx_ * W;  // rows 0..max_ctx-1
-    ops_.rmsnorm_forward(ln_.data(), rstd_.data(), x, L.ln1, n, C, eps);
-    ops_.matmul_forward(proj + size_t(pos) * W, ln_.data(), L.c_attn, n, C, W);
     AttnContext ctx{ops_, 1, T, l, m.n_layer, model_.step(), cos_.data(), sin_.data(), 0};
     ctx.q_start = pos;  // rows [pos, T) are new; the kernel skips the others
-    attn.forward(ctx, proj, y_.data(), act_.data(), L.extra);
-    ops_.matmul_forward(xmid_.data(), y_.data() + size_t(pos) * C, L.c_proj, n, C, C);
-    ops_.add_inplace(xmid_.data(), x, nC);
-    ops_.rmsnorm_forward(ln_.data(), rstd_.data(), xmid_.data(), L.ln2, n, C, eps);
-    // The same fused op as GPT2's forward, so that decoding matches it on every backend.
-    ops_.matmul_gelu_forward(fcg_.data(), fc_.data(), ln_.data(), L.c_fc, n, C, 4 * C);
-    ops_.matmul_forward(x, fcg_.data(), L.mlp_proj, n, 4 * C, C);
-    ops_.add_inplace(x, xmid_.data(), nC);
+    // One chunk's rows; the two norms share a buffer (ln1 is read before ln2 is written).
+    const GPT2::Acts a{x,
+                       ln_.data(),
+                       rstd_.data(),
+                       proj_cache_.data() + size_t(l) * max_ctx_ * W,  // rows 0..max_ctx-1
+                       act_.data(),
+                       y_.data(),
+                       xmid_.data(),
+                       ln_.data(),
+                       rstd_.data(),
+                       fc_.data(),
+                       fcg_.data()};
+    model_.block_forward(l, ctx, n, pos, a, x);
   }
   const float* last = x + size_t(n - 1) * C;
-  ops_.rmsnorm_forward(ln_.data(), rstd_.data(), last, lnf_, 1, C, eps);
-  ops_.lm_head_logits(logits_dev_.data(), ln_.data(), lm_head_, C, m.vocab_size);
+  ops_.rmsnorm_forward(ln_.data(), rstd_.data(), last, P + model_.lnf_, 1, C, float(m.norm_eps));
+  ops_.lm_head_logits(logits_dev_.data(), ln_.data(), P + model_.lm_head_, C, m.vocab_size);
   logits_dev_.download(logits_.data(), logits_.size());
   tokens_.insert(tokens_.end(), tokens, tokens + n);
 }

@@ -68,12 +68,6 @@ class Generator {
   int max_ctx_, chunk_;
   std::vector<int32_t> tokens_;  // host copy of the cached tokens
   DeviceArray<float> cos_, sin_;
-  struct LayerWeights {
-    const float *ln1, *c_attn, *c_proj, *ln2, *c_fc, *mlp_proj;
-    std::vector<float*> extra;
-  };
-  std::vector<LayerWeights> layers_;
-  const float *wte_ = nullptr, *lnf_ = nullptr, *lm_head_ = nullptr;
   DeviceArray<float> proj_cache_;  // (L, max_ctx, proj_width)
   DeviceArray<float> act_, y_;     // variant activations, variant output (max_ctx, C)
   DeviceArray<float> x_, ln_, rstd_, xmid_, fc_, fcg_, logits_dev_;  // rows of one chunk

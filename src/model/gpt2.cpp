@@ -214,27 +214,35 @@ void GPT2::check_tokens(const int32_t* tokens, int limit, const char* what) cons
 }
 
 void GPT2::forward_trunk() {
-  const int N = B_ * T_, C = m_.d_model, W = attn_->proj_width();
+  const int N = B_ * T_, C = m_.d_model;
   const float eps = float(m_.norm_eps);
   float* P = params_.data();
   ops_.embedding_forward(resid_, inputs_, P + wte_, N, C);
   const size_t NC = size_t(N) * C;
   for (int l = 0; l < m_.n_layer; ++l) {
-    const Layer& L = layers_[size_t(l)];
-    const Acts a = acts(l);
-    float* xout = resid_ + (l + 1) * NC;
-    ops_.rmsnorm_forward(a.ln1, a.rstd1, a.x, P + L.ln1, N, C, eps);
-    ops_.matmul_forward(a.proj, a.ln1, P + L.c_attn, N, C, W);
-    AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(), 0};
-    attn_->forward(ctx, a.proj, a.atty, a.attn, extras(P, L));
-    ops_.matmul_forward(a.xmid, a.atty, P + L.c_proj, N, C, C);
-    ops_.add_inplace(a.xmid, a.x, NC);
-    ops_.rmsnorm_forward(a.ln2, a.rstd2, a.xmid, P + L.ln2, N, C, eps);
-    ops_.matmul_gelu_forward(a.fcg, a.fc, a.ln2, P + L.c_fc, N, C, 4 * C);
-    ops_.matmul_forward(xout, a.fcg, P + L.mlp_proj, N, 4 * C, C);
-    ops_.add_inplace(xout, a.xmid, NC);
+    const AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(),
+                          0};
+    block_forward(l, ctx, N, 0, acts(l), resid_ + (l + 1) * NC);
   }
   ops_.rmsnorm_forward(lnf_out_, rstdf_, resid_ + size_t(m_.n_layer) * NC, P + lnf_, N, C, eps);
+}
+
+void GPT2::block_forward(int l, const AttnContext& ctx, int rows, int row0, const Acts& a,
+                         float* xout) {
+  const int C = m_.d_model, W = attn_->proj_width();
+  const size_t n = size_t(rows), nC = n * C;
+  const float eps = float(m_.norm_eps);
+  float* P = params_.data();
+  const Layer& L = layers_[size_t(l)];
+  ops_.rmsnorm_forward(a.ln1, a.rstd1, a.x, P + L.ln1, rows, C, eps);
+  ops_.matmul_forward(a.proj + size_t(row0) * W, a.ln1, P + L.c_attn, rows, C, W);
+  attn_->forward(ctx, a.proj, a.atty, a.attn, extras(P, L));
+  ops_.matmul_forward(a.xmid, a.atty + size_t(row0) * C, P + L.c_proj, rows, C, C);
+  ops_.add_inplace(a.xmid, a.x, nC);
+  ops_.rmsnorm_forward(a.ln2, a.rstd2, a.xmid, P + L.ln2, rows, C, eps);
+  ops_.matmul_gelu_forward(a.fcg, a.fc, a.ln2, P + L.c_fc, rows, C, 4 * C);
+  ops_.matmul_forward(xout, a.fcg, P + L.mlp_proj, rows, 4 * C, C);
+  ops_.add_inplace(xout, a.xmid, nC);
 }
 
 double GPT2::forward(const int32_t* inputs, const int32_t* targets, bool train, float grad_scale) {

@@ -120,6 +120,12 @@ class GPT2 {
   Acts acts(int l) const;
   void check_tokens(const int32_t* tokens, int limit, const char* what) const;
   void forward_trunk();  // from the inputs in tokens_
+  // Block l (pre-norm: x + attention(RMSNorm x), then + MLP(RMSNorm .)) on `rows` token rows,
+  // a.x -> xout (which may be a.x). a.proj and a.atty span the attention's ctx.T rows, this
+  // call's being [row0, row0 + rows); the other buffers hold this call's rows only. Training
+  // runs all B*T rows (row0 0); the decoder (generator.h) the new rows of one sequence whose
+  // earlier rows' proj it keeps.
+  void block_forward(int l, const AttnContext& ctx, int rows, int row0, const Acts& a, float* xout);
   std::vector<float*> extras(float* base, const Layer& L);
   void params_written();  // refreshes the backend's bf16 copy (dtype bf16)
 

@@ -21,6 +21,11 @@ class Relu2Attention final : public AttentionVariant {
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), eps_(float(a.head_norm_eps)) {}
   std::string kind() const override { return "relu2"; }
   AttnMath math() const override { return AttnMath::kThreshold; }
+  AttentionTraits traits() const override {
+    AttentionTraits t = traits_of_math(math(), 2);
+    t.empty_row_qk = {{0, C_}};  // q_0 = -k_0: s_00 < 0, row 0 has no survivor
+    return t;
+  }
   int proj_width() const override { return 3 * C_; }
   std::vector<ParamSpec> extra_params(int) const override {
     return {{"gamma", {D_}, ParamSpec::Init::kOnes, 0.f, false}};
