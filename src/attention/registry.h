@@ -1,6 +1,6 @@
 // attention.kind -> variant. Each variant file registers itself with TDA_REGISTER_ATTENTION,
 // together with what the tools say of it (label, one-line summary, its row in the paper's
-// tables), so adding a mechanism is adding one file; `tda kinds [--json]` prints the registry,
+// tables, the options it reads), so adding a mechanism is adding one file; `tda kinds [--json]` prints the registry,
 // and the scripts (report, GPU kit, dry-run table) read it there.
 #pragma once
 #include <functional>
@@ -43,7 +43,7 @@ struct AttentionKind {
 std::map<std::string, AttentionKind>& attention_registry();
 
 // `--set attention.<key>=...` (the command line's overrides, in `sets`) of a key that the
-// configured kind does not read (AttentionVariant::options) is an error naming the kind, its
+// configured kind does not declare (AttentionKindInfo::options) is an error naming the kind, its
 // options and the kinds that read the key: a knob that would silently do nothing.
 void check_attention_sets(const Config& cfg, const std::vector<std::string>& sets);
 
