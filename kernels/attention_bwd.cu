@@ -26,7 +26,8 @@ using namespace fa;
 // arithmetic (with fp32 g, D would differ from sum_j a_ij e_ij by the rounding of g: a bias on
 // every ds of the row).
 template <bool kTwo>
-__global__ void __launch_bounds__(kThreads) fa_rowdot_kernel(AttnArgs a, float* Dbuf) {
+__global__ void __launch_bounds__(kThreads)
+    fa_rowdot_kernel(AttnArgs a, float* Dbuf, bool drop_term) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, Dv = a.Dv;
   const size_t r = size_t(blockIdx.x) * kWarps + warp;
   if (r >= size_t(a.B) * a.H * a.T) return;
@@ -40,7 +41,7 @@ __global__ void __launch_bounds__(kThreads) fa_rowdot_kernel(AttnArgs a, float* 
   go = warp_sum(go);
   if (kTwo) go2 = warp_sum(go2);
   if (lane == 0) {
-    const bool drop = a.debug_drop_term;
+    const bool drop = drop_term;               // negative control (tests only)
     const float lam = kTwo ? *a.lambda : 0.f;  // a device scalar (ops.h)
     Dbuf[2 * r] = drop ? 0.f : go + lam * go2;
     Dbuf[2 * r + 1] = drop ? 0.f : -lam * go2;
@@ -52,13 +53,13 @@ __global__ void __launch_bounds__(kThreads) fa_rowdot_kernel(AttnArgs a, float* 
 // lambda is a device scalar (ops.h), read where it is used: a local copy held over the unrolled
 // tile loops costs a register, and spilled in the Diff kinds' forward on sm_90.
 template <class P, bool kTwo>
-__device__ inline float grad_entry(const AttnArgs& a, float s1, float s2, float e, float st1,
-                                   float st2, float tau, float D1, float D2, float* ds1, float* ds2,
-                                   float* dtau, float* dlam) {
+__device__ inline float grad_entry(const AttnArgs& a, bool drop_term, float s1, float s2, float e,
+                                   float st1, float st2, float tau, float D1, float D2, float* ds1,
+                                   float* ds2, float* dtau, float* dlam) {
   float a1, f1, a2 = 0.f, f2 = 0.f;
   P::bwd(s1, st1, tau, P::param(a), &a1, &f1);
   if (kTwo) P::bwd(s2, st2, tau, P::param(a), &a2, &f2);
-  if (P::kSparse && !P::kNormalized && a.debug_drop_term) {
+  if (P::kSparse && !P::kNormalized && drop_term) {
     f1 /= float(a.power);  // negative control: drop the chain-rule factor p
     f2 /= float(a.power);
   }
@@ -72,7 +73,7 @@ __device__ inline float grad_entry(const AttnArgs& a, float s1, float s2, float 
 
 template <class P, bool kTwo, int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads)
-    fa_dq_kernel(AttnArgs a, size_t sqk, const float* Dbuf) {
+    fa_dq_kernel(AttnArgs a, size_t sqk, const float* Dbuf, bool drop_term) {
   constexpr int kN = kDk / 8, nst = n_stats<P, kTwo>();
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
@@ -133,8 +134,8 @@ __global__ void __launch_bounds__(kThreads)
       const int h = c >> 1;
       float ds1 = 0.f, ds2 = 0.f;
       if (j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T)
-        grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], st1[h], st2[h], tau[h],
-                            D1[h], D2[h], &ds1, &ds2, &dtau[h], &dlam[h]);
+        grad_entry<P, kTwo>(a, drop_term, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], st1[h],
+                            st2[h], tau[h], D1[h], D2[h], &ds1, &ds2, &dtau[h], &dlam[h]);
       s1[nt][c] = ds1;
       if (kTwo) s2[nt][c] = ds2;
     }
@@ -171,7 +172,7 @@ __global__ void __launch_bounds__(kThreads)
 // tiles would not fit in 255 registers.
 template <class P, bool kTwo, int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads)
-    fa_dkdv_kernel(AttnArgs a, size_t sqk, const float* Dbuf) {
+    fa_dkdv_kernel(AttnArgs a, size_t sqk, const float* Dbuf, bool drop_term) {
   constexpr int kNk = kDk / 8, kNv = kDv / 8, kHalf = kTile / 2, nst = n_stats<P, kTwo>();
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sk = smem;
@@ -262,7 +263,7 @@ __global__ void __launch_bounds__(kThreads)
         const int x = xh + acc_col(lane, nt, c), i = i0 + x;
         float ds1 = 0.f, ds2 = 0.f, dtau = 0.f, dlam = 0.f;
         if (key[c >> 1] <= i && i < T)
-          grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], rowf[x],
+          grad_entry<P, kTwo>(a, drop_term, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], rowf[x],
                               rowf[kTile + x], rowf[2 * kTile + x], rowf[3 * kTile + x],
                               rowf[4 * kTile + x], &ds1, &ds2, &dtau, &dlam);
         s1[nt][c] = ds1;
@@ -297,7 +298,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class P, bool kTwo, int kDk, int kDv>
-void launch_backward(const AttnArgs& a, float* Dbuf) {
+void launch_backward(const AttnArgs& a, float* Dbuf, bool drop_term) {
   const size_t sqk = qk_stride(a);
   const dim3 grid = tile_grid(a, "attention_backward");
   const size_t tiles =
@@ -305,65 +306,67 @@ void launch_backward(const AttnArgs& a, float* Dbuf) {
   constexpr auto* dq = fa_dq_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tiles)),
         "attention_backward smem");
-  check(launch<dq>(grid, dim3(kThreads), tiles, stream(), a, sqk, static_cast<const float*>(Dbuf)),
+  check(launch<dq>(grid, dim3(kThreads), tiles, stream(), a, sqk, static_cast<const float*>(Dbuf),
+                   drop_term),
         "attention_backward dq");
   const size_t smem = tiles + 5 * kTile * sizeof(float);
   constexpr auto* dkdv = fa_dkdv_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_backward smem");
-  check(launch<dkdv>(grid, dim3(kThreads), smem, stream(), a, sqk, static_cast<const float*>(Dbuf)),
+  check(launch<dkdv>(grid, dim3(kThreads), smem, stream(), a, sqk, static_cast<const float*>(Dbuf),
+                     drop_term),
         "attention_backward dkdv");
 }
 
 // Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.
 template <class P, bool kTwo>
-void launch_backward(const AttnArgs& a, float* Dbuf) {
+void launch_backward(const AttnArgs& a, float* Dbuf, bool drop_term) {
   if constexpr (P::kStatTau) {
-    attention_entmax_rowc(a, Dbuf);  // D_i = c_i, a pass over the keys
+    attention_entmax_rowc(a, Dbuf, drop_term);  // D_i = c_i, a pass over the keys
   } else if (P::kNormalized) {
     const size_t rows = size_t(a.B) * a.H * a.T;
     check(launch<fa_rowdot_kernel<kTwo>>(dim3(unsigned((rows + kWarps - 1) / kWarps)),
-                                         dim3(kThreads), 0, stream(), a, Dbuf),
+                                         dim3(kThreads), 0, stream(), a, Dbuf, drop_term),
           "attention_backward rowdot");
   }
   if (a.Dqk <= 64 && a.Dv <= 64)
-    launch_backward<P, kTwo, 64, 64>(a, Dbuf);
+    launch_backward<P, kTwo, 64, 64>(a, Dbuf, drop_term);
   else if (a.Dqk <= 64)
-    launch_backward<P, kTwo, 64, 128>(a, Dbuf);
+    launch_backward<P, kTwo, 64, 128>(a, Dbuf, drop_term);
   else if constexpr (!kTwo)
-    launch_backward<P, kTwo, 128, 128>(a, Dbuf);
+    launch_backward<P, kTwo, 128, 128>(a, Dbuf, drop_term);
   else
     throw Error("cuda attention: two-view kinds need Dqk <= 64");
 }
 
-void backward_math(const AttnArgs& a, float* Dbuf) {
+void backward_math(const AttnArgs& a, float* Dbuf, bool drop_term) {
   using namespace tda::attn;
   switch (a.math) {
     case AttnMath::kSoftmax:
-      return launch_backward<SoftmaxPolicy, false>(a, Dbuf);
+      return launch_backward<SoftmaxPolicy, false>(a, Dbuf, drop_term);
     case AttnMath::kSoftplus:
-      return launch_backward<SoftplusPolicy, false>(a, Dbuf);
+      return launch_backward<SoftplusPolicy, false>(a, Dbuf, drop_term);
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
-      return with_threshold_policy(a.power,
-                                   [&](auto p) { launch_backward<decltype(p), false>(a, Dbuf); });
+      return with_threshold_policy(
+          a.power, [&](auto p) { launch_backward<decltype(p), false>(a, Dbuf, drop_term); });
     case AttnMath::kEntmax:
-      return launch_backward<EntmaxPolicy, false>(a, Dbuf);
+      return launch_backward<EntmaxPolicy, false>(a, Dbuf, drop_term);
     case AttnMath::kDiffSoftmax:
-      return launch_backward<SoftmaxPolicy, true>(a, Dbuf);
+      return launch_backward<SoftmaxPolicy, true>(a, Dbuf, drop_term);
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:
-      return with_threshold_policy(a.power,
-                                   [&](auto p) { launch_backward<decltype(p), true>(a, Dbuf); });
+      return with_threshold_policy(
+          a.power, [&](auto p) { launch_backward<decltype(p), true>(a, Dbuf, drop_term); });
     default:
       throw Error("cuda attention: math not served by the tiled backward");
   }
 }
 }  // namespace
 
-void attention_tiled_backward(const AttnArgs& a, float* scratch) {
+void attention_tiled_backward(const AttnArgs& a, float* scratch, bool drop_term) {
   if (size_t(a.B) * a.H * a.T == 0) return;
-  backward_math(a, scratch);
+  backward_math(a, scratch, drop_term);
 }
 
 }  // namespace tda::cuda

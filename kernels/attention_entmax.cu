@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, 
 // D_i = c_i for the tiled backward (Dbuf[2r]; Dbuf[2r + 1] = 0: one view).
 template <int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads)
-    entmax_rowc_kernel(AttnArgs a, size_t sqk, float* Dbuf) {
+    entmax_rowc_kernel(AttnArgs a, size_t sqk, float* Dbuf, bool drop_term) {
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
   uint16_t* sk = sq + tile_elems<kDk>();
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kThreads)
     const float g = quad_sum(G[h]), ge = quad_sum(Ge[h]);
     if (row[h] >= T || (lane & 3) != 0) continue;
     const size_t r = bh * T + row[h];
-    Dbuf[2 * r] = a.debug_drop_term ? 0.f : ge / g;  // g > 0: the support is never empty
+    Dbuf[2 * r] = drop_term ? 0.f : ge / g;  // g > 0: the support is never empty
     Dbuf[2 * r + 1] = 0.f;
   }
 }
@@ -257,13 +257,13 @@ void launch_threshold(const AttnArgs& a) {
 }
 
 template <int kDk, int kDv>
-void launch_rowc(const AttnArgs& a, float* Dbuf) {
+void launch_rowc(const AttnArgs& a, float* Dbuf, bool drop_term) {
   const size_t smem = 2 * (tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
   constexpr auto* kernel = entmax_rowc_kernel<kDk, kDv>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_entmax_rowc smem");
   check(launch<kernel>(tile_grid(a, "attention_entmax_rowc"), dim3(kThreads), smem, stream(), a,
-                       qk_stride(a), Dbuf),
+                       qk_stride(a), Dbuf, drop_term),
         "attention_entmax_rowc");
 }
 }  // namespace
@@ -282,14 +282,14 @@ void attention_entmax_threshold(const AttnArgs& a) {
     launch_threshold<128>(a);
 }
 
-void attention_entmax_rowc(const AttnArgs& a, float* Dbuf) {
+void attention_entmax_rowc(const AttnArgs& a, float* Dbuf, bool drop_term) {
   if (size_t(a.B) * a.H * a.T == 0) return;
   if (a.Dqk <= 64 && a.Dv <= 64)
-    launch_rowc<64, 64>(a, Dbuf);
+    launch_rowc<64, 64>(a, Dbuf, drop_term);
   else if (a.Dqk <= 64)
-    launch_rowc<64, 128>(a, Dbuf);
+    launch_rowc<64, 128>(a, Dbuf, drop_term);
   else
-    launch_rowc<128, 128>(a, Dbuf);
+    launch_rowc<128, 128>(a, Dbuf, drop_term);
 }
 
 }  // namespace tda::cuda

@@ -85,8 +85,7 @@ double kernel_fd(AttnMath m, bool drop) {
   a.dv = dv.data();
   a.dq2 = dq2.data();
   a.dk2 = dk2.data();
-  a.debug_drop_term = drop;
-  ops.attention_backward(a);
+  cpu_attention_backward(a, drop);  // CpuOps::attention_backward, or its negative control
   std::vector<std::pair<std::vector<float>*, std::vector<float>*>> groups = {
       {&c.q, &dq}, {&c.k, &dk}, {&c.v, &dv}};
   if (attn_two_views(m)) {

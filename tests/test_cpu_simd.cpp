@@ -108,11 +108,10 @@ struct AttnCase {
     else
       CpuOps().attention_forward(a);
     if (q_start == 0) {
-      a.debug_drop_term = drop_term;
       if (reference)
-        cpu_attention_backward_reference(a);
+        cpu_attention_backward_reference(a, drop_term);
       else
-        CpuOps().attention_backward(a);
+        cpu_attention_backward(a, drop_term);  // CpuOps::attention_backward when false
     }
     return o;
   }

@@ -57,24 +57,25 @@ inline AttnArgs resolve(const AttnArgs& in) {
 // Calls K<Policy, two_views>::run(a) for a's math; entmax (whole rows) has its own kernel.
 // Each file names its K uniquely: GCC gives dispatch<K> vague linkage even when K sits in an
 // anonymous namespace, so two files' dispatch<Forward> would be merged by the linker.
-template <template <class, bool> class K>
-void dispatch(const AttnArgs& a, void (*entmax)(const AttnArgs&)) {
+// Extra: what the kernels take after the arguments (the backward: the negative-control switch).
+template <template <class, bool> class K, class... Extra>
+void dispatch(const AttnArgs& a, void (*entmax)(const AttnArgs&, Extra...), Extra... extra) {
   using namespace attn;
   switch (a.math) {
     case AttnMath::kSoftmax:
-      return K<SoftmaxPolicy, false>::run(a);
+      return K<SoftmaxPolicy, false>::run(a, extra...);
     case AttnMath::kSoftplus:
-      return K<SoftplusPolicy, false>::run(a);
+      return K<SoftplusPolicy, false>::run(a, extra...);
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
-      return K<ThresholdPolicy, false>::run(a);
+      return K<ThresholdPolicy, false>::run(a, extra...);
     case AttnMath::kDiffSoftmax:
-      return K<SoftmaxPolicy, true>::run(a);
+      return K<SoftmaxPolicy, true>::run(a, extra...);
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:
-      return K<ThresholdPolicy, true>::run(a);
+      return K<ThresholdPolicy, true>::run(a, extra...);
     case AttnMath::kEntmax:
-      return entmax(a);
+      return entmax(a, extra...);
   }
   throw Error("cpu backend: unsupported attention math");
 }

@@ -141,7 +141,7 @@ void cpu_entmax_forward(const AttnArgs& a) {
   if (a.tiles_skipped) *a.tiles_skipped += skipped;
 }
 
-void cpu_entmax_backward(const AttnArgs& a) {
+void cpu_entmax_backward(const AttnArgs& a, bool drop_term) {
   check_alpha(a);
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   const float am1 = a.entmax_alpha - 1.f;
@@ -181,7 +181,7 @@ void cpu_entmax_backward(const AttnArgs& a) {
           G += w[size_t(j)];
           Ge += w[size_t(j)] * e[size_t(j)];
         }
-        const float c = a.debug_drop_term ? 0.f : Ge / G;  // G > 0: the support is never empty
+        const float c = drop_term ? 0.f : Ge / G;  // G > 0: the support is never empty
         float* dqi = dq + size_t(i) * Dk;
         for (int j = 0; j <= i; ++j) {
           const float p = z[size_t(j)];

@@ -175,7 +175,7 @@ void scalar_forward(const AttnArgs& a) {
 }
 
 template <class P, bool kTwo>
-void scalar_backward(const AttnArgs& a) {
+void scalar_backward(const AttnArgs& a, bool drop_term) {
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   const int nst = attn_n_stats(a.math);
   const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
@@ -220,7 +220,7 @@ void scalar_backward(const AttnArgs& a) {
           } else {
             D1[i] = dot(gi, o, Dv);
           }
-          if (a.debug_drop_term) D1[i] = D2[i] = 0.f;
+          if (drop_term) D1[i] = D2[i] = 0.f;
         }
       }
       // Key tile outer, query blocks inner: dk/dv of a tile stay hot in cache.
@@ -251,7 +251,7 @@ void scalar_backward(const AttnArgs& a) {
               P::bwd(s1[idx], st1, tau, a.power, &a1, &f1);
               if (kTwo) P::bwd(s2[idx], st2, tau, a.power, &a2, &f2);
               if (P::kSparse && a1 == 0.f && a2 == 0.f) continue;  // dead (i, j): all terms 0
-              if (P::kSparse && a.debug_drop_term) {
+              if (P::kSparse && drop_term) {
                 f1 /= float(a.power);  // negative control: drop the chain-rule factor p
                 f2 /= float(a.power);
               }
@@ -300,7 +300,7 @@ struct ScalarForward {
 };
 template <class P, bool kTwo>
 struct ScalarBackward {
-  static void run(const AttnArgs& a) { scalar_backward<P, kTwo>(a); }
+  static void run(const AttnArgs& a, bool drop_term) { scalar_backward<P, kTwo>(a, drop_term); }
 };
 }  // namespace
 
@@ -309,10 +309,10 @@ void cpu_attention_forward_reference(const AttnArgs& in) {
   dispatch<ScalarForward>(resolve(in), cpu_entmax_forward);
 }
 
-void cpu_attention_backward_reference(const AttnArgs& in) {
+void cpu_attention_backward_reference(const AttnArgs& in, bool drop_term) {
   check_args(in);
   check_backward_args(in);
-  dispatch<ScalarBackward>(resolve(in), cpu_entmax_backward);
+  dispatch<ScalarBackward, bool>(resolve(in), cpu_entmax_backward, drop_term);
 }
 
 }  // namespace tda

@@ -387,7 +387,7 @@ void stream_forward(const AttnArgs& a) {
 }
 
 template <class P, bool kTwo>
-void stream_backward(const AttnArgs& a) {
+void stream_backward(const AttnArgs& a, bool drop_term) {
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   const int nst = attn_n_stats(a.math);
   const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
@@ -436,7 +436,7 @@ void stream_backward(const AttnArgs& a) {
           } else {
             D1[i] = dot(gi, o, Dv);
           }
-          if (a.debug_drop_term) D1[i] = D2[i] = 0.f;
+          if (drop_term) D1[i] = D2[i] = 0.f;
         }
       }
       // Key tile outer, query blocks inner: dk/dv of a tile stay hot in cache.
@@ -466,7 +466,7 @@ void stream_backward(const AttnArgs& a) {
               RowMath<P>::bwd(s2.data() + r * kTile, st2, tau, a.power, a2.data(), f2.data(), n);
             else
               std::fill(a2.begin(), a2.begin() + n, 0.f);
-            if (P::kSparse && a.debug_drop_term)
+            if (P::kSparse && drop_term)
               for (int j = 0; j < n; ++j) {
                 f1[j] /= float(a.power);  // negative control: drop the chain-rule factor p
                 f2[j] /= float(a.power);
@@ -524,7 +524,7 @@ struct StreamForward {
 };
 template <class P, bool kTwo>
 struct StreamBackward {
-  static void run(const AttnArgs& a) { stream_backward<P, kTwo>(a); }
+  static void run(const AttnArgs& a, bool drop_term) { stream_backward<P, kTwo>(a, drop_term); }
 };
 }  // namespace
 
@@ -533,10 +533,14 @@ void CpuOps::attention_forward(const AttnArgs& in) {
   dispatch<StreamForward>(resolve(in), cpu_entmax_forward);
 }
 
-void CpuOps::attention_backward(const AttnArgs& in) {
+void cpu_attention_backward(const AttnArgs& in, bool drop_term) {
   check_args(in);
   check_backward_args(in);
-  dispatch<StreamBackward>(resolve(in), cpu_entmax_backward);
+  dispatch<StreamBackward, bool>(resolve(in), cpu_entmax_backward, drop_term);
+}
+
+void CpuOps::attention_backward(const AttnArgs& in) {
+  cpu_attention_backward(in, false);
 }
 
 }  // namespace tda
