@@ -21,6 +21,23 @@ void rope_qkv_backward(const AttnContext& c, float* dproj, int W, int H, int D, 
   c.ops.merge_heads(dproj, dv, W, 2 * C, c.B, c.T, H, D);
 }
 
+void head_norm_forward(const AttnContext& c, float* y, float* rstd, const float* o,
+                       const float* gamma, int H, int Dv, float eps) {
+  const int C = H * Dv;
+  c.ops.merge_heads(y, o, C, 0, c.B, c.T, H, Dv);
+  c.ops.rmsnorm_forward(y, rstd, y, gamma, c.B * c.T * H, Dv, eps);
+}
+
+void head_norm_backward(const AttnContext& c, float* g, float* dgamma, const float* dy,
+                        const float* o, const float* gamma, const float* rstd, int H, int Dv,
+                        float* om, float* dom) {
+  const int C = H * Dv;
+  c.ops.merge_heads(om, o, C, 0, c.B, c.T, H, Dv);
+  c.ops.zero(dom, size_t(c.B) * c.T * C);  // rmsnorm_backward accumulates into dx
+  c.ops.rmsnorm_backward(dom, dgamma, dy, om, gamma, rstd, c.B * c.T * H, Dv);
+  c.ops.split_heads(g, dom, C, 0, c.B, c.T, H, Dv);
+}
+
 void threshold_c(float* c, int T, double kappa, int d) {
   for (int i = 0; i < T; ++i) c[i] = attn::threshold_c(i, kappa, d);
 }

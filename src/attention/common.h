@@ -13,6 +13,7 @@
 
 #include "attention/variant.h"
 #include "backend/ops.h"
+#include "backend/slots.h"
 
 namespace tda {
 namespace attn_util {
@@ -26,6 +27,16 @@ void rope_qkv_forward(const AttnContext& c, const float* proj, int W, int H, int
                       float* k, float* v);
 void rope_qkv_backward(const AttnContext& c, float* dproj, int W, int H, int D, const float* dq,
                        const float* dk, const float* dv);
+
+// HeadRMSNorm after the kernel (tra, tda, the Diff kinds): o (B, H, T, Dv) merged into y
+// (B*T, H Dv), each (token, head) row of Dv normalised in place with gamma (Dv); rstd (B*T*H)
+// saved. The backward writes g (B, H, T, Dv), the gradient of o, from dy (B*T, H Dv; g may be
+// dy), accumulates dgamma, and uses om and dom (B*T*H*Dv floats each) as scratch.
+void head_norm_forward(const AttnContext& c, float* y, float* rstd, const float* o,
+                       const float* gamma, int H, int Dv, float eps);
+void head_norm_backward(const AttnContext& c, float* g, float* dgamma, const float* dy,
+                        const float* o, const float* gamma, const float* rstd, int H, int Dv,
+                        float* om, float* dom);
 
 // TRA/TDA: c_i = sqrt(2 max(0, log((i+1)/kappa)) / d), tau_i = beta_eff c_i, i = 0..T-1.
 void threshold_c(float* c, int T, double kappa, int d);
@@ -66,6 +77,36 @@ inline AttnArgs make_args(AttnMath m, int B, int H, int T, int Dqk, int Dv, floa
 inline AttnArgs make_args(AttnMath m, const AttnContext& c, int H, int Dqk, int Dv, float scale) {
   AttnArgs a = make_args(m, c.B, H, c.T, Dqk, Dv, scale);
   a.q_start = c.q_start;
+  return a;
+}
+
+// The saved activations of a kind with one view of q, k, v (backend/slots.h): rotated q, k and
+// v and the output o in (B, H, T, D), n floats each, and the kernel's row statistics.
+struct QkvAct {
+  float *q, *k, *v, *o, *stats;
+};
+inline SlotTable<QkvAct> qkv_act_slots(size_t n, size_t n_stats) {
+  return {{&QkvAct::q, n},
+          {&QkvAct::k, n},
+          {&QkvAct::v, n},
+          {&QkvAct::o, n},
+          {&QkvAct::stats, n_stats}};
+}
+// The backward buffers of a kind with one view of q, k, v (backend/slots.h): the output gradient
+// in heads (g) and the kernel's dq, dk, dv, n floats each.
+struct QkvGrads {
+  float *g, *dq, *dk, *dv;
+};
+inline SlotTable<QkvGrads> qkv_grad_slots(size_t n) {
+  return {{&QkvGrads::g, n}, {&QkvGrads::dq, n}, {&QkvGrads::dk, n}, {&QkvGrads::dv, n}};
+}
+// `a` with a backward's buffers set from any struct with members g, dq, dk, dv.
+template <class W>
+AttnArgs with_grads(AttnArgs a, const W& w) {
+  a.dout = w.g;
+  a.dq = w.dq;
+  a.dk = w.dk;
+  a.dv = w.dv;
   return a;
 }
 

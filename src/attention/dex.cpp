@@ -34,16 +34,12 @@ class DexAttention final : public AttentionVariant {
     return {{"dex_W", {D_, D_}, ParamSpec::Init::kZeros, 0.f, true},
             {"dex_lambda", {1}, ParamSpec::Init::kZeros, 0.f, false}};
   }
-  size_t act_floats(int B, int T) const override {
-    return 6 * size_t(B) * T * C_ + size_t(B) * H_ * T + 2;
-  }
-  size_t scratch_floats(int B, int T) const override {
-    return 5 * size_t(B) * T * C_ + size_t(B) * H_ * T;
-  }
+  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    Buf s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     const size_t n = size_t(c.B) * c.T * C_;
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
@@ -60,36 +56,44 @@ class DexAttention final : public AttentionVariant {
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>& extra, const std::vector<float*>& dextra,
                 float* scratch) override {
-    Buf s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
+    const Grads g = carve(grad_slots(c.B, c.T), scratch);
     const size_t n = size_t(c.B) * c.T * C_;
-    float *gp = scratch, *gs = gp + n, *dq = gs + n, *dk = dq + n, *dv = dk + n, *gf = dv + n;
     const int W = proj_width(), N = c.B * H_ * c.T;
-    c.ops.split_heads(gp, dy, C_, 0, c.B, c.T, H_, D_);
+    c.ops.split_heads(g.g, dy, C_, 0, c.B, c.T, H_, D_);  // g': the gradient of o'
     // dlambda_learn = -alpha_t sum <g', f>: per-row dots, reduced in a fixed order
-    c.ops.row_dot(gf, gp, s.f, size_t(N), D_);
-    c.ops.head_row_sum(dextra[1], gf, nullptr, -alpha(c), c.B * H_, 1, c.T);
-    // gs = -lambda g';  do = g' + gs M (matmul_backward's dx = dy W);  dM += gs^T o
-    c.ops.axpby(gs, -1.f, gp, 0.f, n, s.lam);
-    c.ops.matmul_backward(dq, dextra[0], gs, s.o, extra[0], N, D_, D_, false);
-    c.ops.add_inplace(gp, dq, n);
-    AttnArgs a = args(c, s);
-    a.dout = gp;
-    a.dq = dq;
-    a.dk = dk;
-    a.dv = dv;
-    c.ops.attention_backward(a);
-    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
+    c.ops.row_dot(g.gf, g.g, s.f, size_t(N), D_);
+    c.ops.head_row_sum(dextra[1], g.gf, nullptr, -alpha(c), c.B * H_, 1, c.T);
+    // gs = -lambda g';  do = g' + gs M (matmul_backward's dx = dy W, in dq);  dM += gs^T o
+    c.ops.axpby(g.gs, -1.f, g.g, 0.f, n, s.lam);
+    c.ops.matmul_backward(g.dq, dextra[0], g.gs, s.o, extra[0], N, D_, D_, false);
+    c.ops.add_inplace(g.g, g.dq, n);
+    c.ops.attention_backward(with_grads(args(c, s), g));
+    rope_qkv_backward(c, dproj, W, H_, D_, g.dq, g.dk, g.dv);
   }
 
  private:
-  struct Buf {
+  struct Act {
     float *q, *k, *v, *o, *f, *stage, *lse, *lam;  // lam: {lambda(t), unused}
   };
-  Buf buffers(float* act, int B, int T) const {
+  SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_;
-    float* lse = act + 6 * n;
-    return Buf{act,         act + n,     act + 2 * n, act + 3 * n,
-               act + 4 * n, act + 5 * n, lse,         lse + size_t(B) * H_ * T};
+    return {{&Act::q, n},
+            {&Act::k, n},
+            {&Act::v, n},
+            {&Act::o, n},
+            {&Act::f, n},
+            {&Act::stage, n},
+            {&Act::lse, size_t(B) * H_ * T},
+            {&Act::lam, 2}};
+  }
+  struct Grads {
+    float *g, *gs, *dq, *dk, *dv, *gf;  // g: g' then do; gs = -lambda g'; gf: rows of <g', f>
+  };
+  SlotTable<Grads> grad_slots(int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return {{&Grads::g, n},  {&Grads::gs, n}, {&Grads::dq, n},
+            {&Grads::dk, n}, {&Grads::dv, n}, {&Grads::gf, size_t(B) * H_ * T}};
   }
   float alpha(const AttnContext& c) const {
     return anneal_ > 0 ? std::min(1.f, float(c.step) / float(anneal_)) : 1.f;
@@ -101,7 +105,7 @@ class DexAttention final : public AttentionVariant {
     c.ops.clamp_affine(out, extra[1], al, (1.f - al) * ramp * diff_lambda_init(c.layer), -INFINITY,
                        INFINITY);
   }
-  AttnArgs args(const AttnContext& c, const Buf& s) const {
+  AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;

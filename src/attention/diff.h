@@ -56,17 +56,12 @@ class DiffAttention : public AttentionVariant {
             {"lambda_k2", {D_}, I::kNormal, 0.1f, false},
             {"gamma", {2 * D_}, I::kOnes, 0.f, false}};
   }
-  size_t act_floats(int B, int T) const override {
-    const size_t n = size_t(B) * T * C_, nr = size_t(B) * Hp_ * T;
-    return 5 * n + 3 * nr + 3;  // q, k, v, o, o2; stats (2 per row), rstd; e1, e2, lambda
-  }
-  size_t scratch_floats(int B, int T) const override {
-    return 6 * size_t(B) * T * C_ + size_t(B) * Hp_ * T + 1;
-  }
+  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    Buf s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     // (B, 2H', T, d'): component 2h is view 1 of head h, 2h+1 view 2
     c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
@@ -77,53 +72,58 @@ class DiffAttention : public AttentionVariant {
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     // y = (1 - lambda_init) RMSNorm_{2d'}(o^): merged (token, head) rows of 2d'
-    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, Hp_, 2 * D_);
-    c.ops.rmsnorm_forward(y, s.rstd, y, extra[4], c.B * c.T * Hp_, 2 * D_, eps_);
+    head_norm_forward(c, y, s.rstd, s.o, extra[4], Hp_, 2 * D_, eps_);
     c.ops.scale(y, size_t(c.B) * c.T * C_, 1.f - diff_lambda_init(c.layer));
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>& extra, const std::vector<float*>& dextra,
                 float* scratch) override {
-    Buf s = buffers(act, c.B, c.T);
-    const size_t n = size_t(c.B) * c.T * C_, nr = size_t(c.B) * Hp_ * c.T;
-    float *om = scratch, *dom = om + n, *g = dom + n, *dq = g + n, *dk = dq + n, *dv = dk + n;
-    float *dlam = dv + n, *dl_sum = dlam + nr;
+    const Act s = carve(act_slots(c.B, c.T), act);
+    const Grads g = carve(grad_slots(c.B, c.T), scratch);
+    const size_t n = size_t(c.B) * c.T * C_;
     const int W = proj_width();
-    c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, Hp_, 2 * D_);
-    c.ops.axpby(g, 1.f - diff_lambda_init(c.layer), dy, 0.f, n);  // g = (1 - lambda_init) dy
-    c.ops.zero(dom, n);
-    c.ops.rmsnorm_backward(dom, dextra[4], g, om, extra[4], s.rstd, c.B * c.T * Hp_, 2 * D_);
-    c.ops.split_heads(g, dom, C_, 0, c.B, c.T, Hp_, 2 * D_);
-    AttnArgs a = args(c, s);
-    a.dout = g;
-    a.dq = dq;
-    a.dq2 = dq + size_t(c.T) * D_;
-    a.dk = dk;
-    a.dk2 = dk + size_t(c.T) * D_;
-    a.dv = dv;
-    a.drow_lambda = dlam;
+    c.ops.axpby(g.g, 1.f - diff_lambda_init(c.layer), dy, 0.f, n);  // g = (1 - lambda_init) dy
+    head_norm_backward(c, g.g, dextra[4], g.g, s.o, extra[4], s.rstd, Hp_, 2 * D_, g.om, g.dom);
+    AttnArgs a = with_grads(args(c, s), g);
+    a.dq2 = g.dq + size_t(c.T) * D_;  // the views' components 2h, 2h+1 of one buffer
+    a.dk2 = g.dk + size_t(c.T) * D_;
+    a.drow_lambda = g.dlam;
     c.ops.attention_backward(a);
     // lambda re-parameterisation: lambda = e1 - e2 + lambda_init, e_t = exp(lq_t . lk_t)
-    c.ops.zero(dl_sum, 1);
-    c.ops.head_row_sum(dl_sum, dlam, nullptr, 1.f, int(c.B * Hp_), 1, c.T);
+    c.ops.zero(g.dl_sum, 1);
+    c.ops.head_row_sum(g.dl_sum, g.dlam, nullptr, 1.f, int(c.B * Hp_), 1, c.T);
     c.ops.diff_lambda_backward(dextra[0], dextra[1], dextra[2], dextra[3], extra[0], extra[1],
-                               extra[2], extra[3], s.lam, dl_sum, D_);
-    c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
-    c.ops.rope_backward(dproj, dk, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
-    c.ops.merge_heads(dproj, dv, W, 2 * C_, c.B, c.T, Hp_, 2 * D_);
+                               extra[2], extra[3], s.lam, g.dl_sum, D_);
+    c.ops.rope_backward(dproj, g.dq, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
+    c.ops.rope_backward(dproj, g.dk, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
+    c.ops.merge_heads(dproj, g.dv, W, 2 * C_, c.B, c.T, Hp_, 2 * D_);
   }
 
  private:
-  struct Buf {
+  struct Act {
     float *q, *k, *v, *o, *o2, *stats, *rstd, *lam;  // lam: {e1, e2, lambda} (diff_lambda)
   };
-  Buf buffers(float* act, int B, int T) const {
+  SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_, nr = size_t(B) * Hp_ * T;
-    float* p = act + 5 * n;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, p, p + 2 * nr, p + 3 * nr};
+    return {{&Act::q, n},  {&Act::k, n},          {&Act::v, n},     {&Act::o, n},
+            {&Act::o2, n}, {&Act::stats, 2 * nr}, {&Act::rstd, nr}, {&Act::lam, 3}};
   }
-  AttnArgs args(const AttnContext& c, const Buf& s) const {
+  struct Grads {
+    float *om, *dom, *g, *dq, *dk, *dv, *dlam, *dl_sum;
+  };
+  SlotTable<Grads> grad_slots(int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return {{&Grads::om, n},
+            {&Grads::dom, n},
+            {&Grads::g, n},
+            {&Grads::dq, n},
+            {&Grads::dk, n},
+            {&Grads::dv, n},
+            {&Grads::dlam, size_t(B) * Hp_ * T},
+            {&Grads::dl_sum, 1}};
+  }
+  AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, Hp_, D_, 2 * D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.q2 = s.q + size_t(c.T) * D_;

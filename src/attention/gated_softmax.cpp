@@ -30,14 +30,12 @@ class GatedSoftmaxAttention final : public AttentionVariant {
   std::string kind() const override { return "gated_softmax"; }
   AttnMath math() const override { return AttnMath::kSoftmax; }
   int proj_width() const override { return 3 * C_ + (headwise_ ? H_ : C_); }
-  size_t act_floats(int B, int T) const override {
-    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;
-  }
-  size_t scratch_floats(int B, int T) const override { return 5 * size_t(B) * T * C_; }
+  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>&) override {
-    Buf s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     AttnArgs a = args(c, s);
@@ -48,40 +46,38 @@ class GatedSoftmaxAttention final : public AttentionVariant {
 
   void backward(const AttnContext& c, const float* proj, const float* dy, float* dproj, float* act,
                 const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
-    Buf s = buffers(act, c.B, c.T);
-    const size_t n = size_t(c.B) * c.T * C_;
-    float *om = scratch, *g = om + n, *dq = g + n, *dk = dq + n, *dv = dk + n;
+    const Act s = carve(act_slots(c.B, c.T), act);
+    const Grads w = carve(grad_slots(c.B, c.T), scratch);
     const int W = proj_width();
-    c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, H_, D_);
-    // dz = dy o gam (1 - gam) into dproj's gate columns; om becomes g = dy gam (merged layout)
-    c.ops.sigmoid_gate_backward(om, dproj + 3 * C_, W, dy, om, proj + 3 * C_, W, c.B * c.T, C_,
+    c.ops.merge_heads(w.om, s.o, C_, 0, c.B, c.T, H_, D_);
+    // dz = dy o gam (1 - gam) into dproj's gate columns; om becomes dy gam (merged layout)
+    c.ops.sigmoid_gate_backward(w.om, dproj + 3 * C_, W, dy, w.om, proj + 3 * C_, W, c.B * c.T, C_,
                                 group());
-    c.ops.split_heads(g, om, C_, 0, c.B, c.T, H_, D_);
-    AttnArgs a = args(c, s);
-    a.dout = g;
-    a.dq = dq;
-    a.dk = dk;
-    a.dv = dv;
-    c.ops.attention_backward(a);
-    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
+    c.ops.split_heads(w.g, w.om, C_, 0, c.B, c.T, H_, D_);
+    c.ops.attention_backward(with_grads(args(c, s), w));
+    rope_qkv_backward(c, dproj, W, H_, D_, w.dq, w.dk, w.dv);
   }
 
  private:
-  struct Buf {
-    float *q, *k, *v, *o, *lse;
+  using Act = QkvAct;  // stats: the row LSE
+  SlotTable<Act> act_slots(int B, int T) const {
+    return qkv_act_slots(size_t(B) * T * C_, size_t(B) * H_ * T);
+  }
+  struct Grads {
+    float *om, *g, *dq, *dk, *dv;  // om: the ungated output, merged (B*T, C)
   };
-  Buf buffers(float* act, int B, int T) const {
+  SlotTable<Grads> grad_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
+    return {{&Grads::om, n}, {&Grads::g, n}, {&Grads::dq, n}, {&Grads::dk, n}, {&Grads::dv, n}};
   }
   int group() const { return headwise_ ? D_ : 1; }  // channels per gate
-  AttnArgs args(const AttnContext& c, const Buf& s) const {
+  AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;
     a.out = s.o;
-    a.stats = s.lse;
+    a.stats = s.stats;
     return a;
   }
   int C_, H_, D_;

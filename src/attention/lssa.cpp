@@ -31,14 +31,12 @@ class LssaAttention final : public AttentionVariant {
   std::string kind() const override { return "lssa"; }
   AttnMath math() const override { return AttnMath::kSoftplus; }
   int proj_width() const override { return 3 * C_; }
-  size_t act_floats(int B, int T) const override {
-    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(T);
-  }
-  size_t scratch_floats(int B, int T) const override { return 4 * size_t(B) * T * C_; }
+  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>&) override {
-    Buf s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     // c_i = log(i+1) / log(base), on the device, kept for the backward
@@ -51,31 +49,30 @@ class LssaAttention final : public AttentionVariant {
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
-    Buf s = buffers(act, c.B, c.T);
-    const size_t n = size_t(c.B) * c.T * C_;
-    float *g = scratch, *dq = g + n, *dk = dq + n, *dv = dk + n;
+    const Act s = carve(act_slots(c.B, c.T), act);
+    const QkvGrads w = carve(grad_slots(c.B, c.T), scratch);
     const int W = proj_width();
-    c.ops.split_heads(g, dy, C_, 0, c.B, c.T, H_, D_);
-    AttnArgs a = args(c, s);
-    a.dout = g;
-    a.dq = dq;
-    a.dk = dk;
-    a.dv = dv;
-    c.ops.attention_backward(a);
-    c.ops.scale_rows(dq, dq, s.c, 0, c.B, H_, c.T, D_);  // dq = c_i dq'
-    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
+    c.ops.split_heads(w.g, dy, C_, 0, c.B, c.T, H_, D_);
+    c.ops.attention_backward(with_grads(args(c, s), w));
+    c.ops.scale_rows(w.dq, w.dq, s.c, 0, c.B, H_, c.T, D_);  // dq = c_i dq'
+    rope_qkv_backward(c, dproj, W, H_, D_, w.dq, w.dk, w.dv);
   }
 
  private:
-  struct Buf {
-    float *q, *k, *v, *o, *F, *c;  // c: the T row scales c_i
+  struct Act {
+    float *q, *k, *v, *o, *F, *c;  // F: the row sums of softplus; c: the T row scales c_i
   };
-  Buf buffers(float* act, int B, int T) const {
+  SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_;
-    float* F = act + 4 * n;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, F, F + size_t(B) * H_ * T};
+    return {{&Act::q, n},
+            {&Act::k, n},
+            {&Act::v, n},
+            {&Act::o, n},
+            {&Act::F, size_t(B) * H_ * T},
+            {&Act::c, size_t(T)}};
   }
-  AttnArgs args(const AttnContext& c, const Buf& s) const {
+  SlotTable<QkvGrads> grad_slots(int B, int T) const { return qkv_grad_slots(size_t(B) * T * C_); }
+  AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;

@@ -1,7 +1,7 @@
 // attention.kind -> variant. Each variant file registers itself with TDA_REGISTER_ATTENTION,
 // together with what the tools say of it (label, one-line summary, its row in the paper's
-// tables, the options it reads), so adding a mechanism is adding one file; `tda kinds [--json]` prints the registry,
-// and the scripts (report, GPU kit, dry-run table) read it there.
+// tables, the options it reads), so adding a mechanism is adding one file; `tda kinds [--json]`
+// prints the registry, and the scripts (report, GPU kit, dry-run table) read it there.
 #pragma once
 #include <functional>
 #include <map>

@@ -53,14 +53,12 @@ class RelaAttention final : public AttentionVariant {
       p.push_back({"norm_gate", {C_}, ParamSpec::Init::kUniform, std::sqrt(3.f / C_), false});
     return p;
   }
-  size_t act_floats(int B, int T) const override {
-    return 5 * size_t(B) * T * C_ + 2 * size_t(B) * T;
-  }
-  size_t scratch_floats(int B, int T) const override { return 5 * size_t(B) * T * C_; }
+  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    Buf s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     AttnArgs a = args(c, s);
@@ -74,33 +72,34 @@ class RelaAttention final : public AttentionVariant {
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>& extra, const std::vector<float*>& dextra,
                 float* scratch) override {
-    Buf s = buffers(act, c.B, c.T);
-    const size_t n = size_t(c.B) * c.T * C_;
-    float *du = scratch, *g = du + n, *dq = g + n, *dk = dq + n, *dv = dk + n;
+    const Act s = carve(act_slots(c.B, c.T), act);
+    const Grads g = carve(grad_slots(c.B, c.T), scratch);
     const float* w = norm_ == Norm::kGated ? extra[1] : nullptr;
     const int W = proj_width();
-    c.ops.rela_norm_backward(du, dextra[0], w ? dextra[1] : nullptr, dy, s.u, s.r, s.mu, extra[0],
+    c.ops.rela_norm_backward(g.du, dextra[0], w ? dextra[1] : nullptr, dy, s.u, s.r, s.mu, extra[0],
                              w, c.B * c.T, C_, norm_ == Norm::kLayer);
-    c.ops.split_heads(g, du, C_, 0, c.B, c.T, H_, D_);
-    AttnArgs a = args(c, s);
-    a.dout = g;
-    a.dq = dq;
-    a.dk = dk;
-    a.dv = dv;
-    c.ops.attention_backward(a);
-    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
+    c.ops.split_heads(g.g, g.du, C_, 0, c.B, c.T, H_, D_);
+    c.ops.attention_backward(with_grads(args(c, s), g));
+    rope_qkv_backward(c, dproj, W, H_, D_, g.dq, g.dk, g.dv);
   }
 
  private:
-  struct Buf {
-    float *q, *k, *v, *o, *u, *r, *mu;
+  struct Act {
+    float *q, *k, *v, *o, *u, *r, *mu;  // u: o merged (B*T, C), the norm's input; r, mu per token
   };
-  Buf buffers(float* act, int B, int T) const {
+  SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_, nt = size_t(B) * T;
-    float* p = act + 5 * n;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, p, p + nt};
+    return {{&Act::q, n}, {&Act::k, n},  {&Act::v, n},  {&Act::o, n},
+            {&Act::u, n}, {&Act::r, nt}, {&Act::mu, nt}};
   }
-  AttnArgs args(const AttnContext& c, const Buf& s) const {
+  struct Grads {
+    float *du, *g, *dq, *dk, *dv;
+  };
+  SlotTable<Grads> grad_slots(int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return {{&Grads::du, n}, {&Grads::g, n}, {&Grads::dq, n}, {&Grads::dk, n}, {&Grads::dv, n}};
+  }
+  AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;

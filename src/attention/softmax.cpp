@@ -19,14 +19,12 @@ class SoftmaxAttention final : public AttentionVariant {
   std::string kind() const override { return "softmax"; }
   AttnMath math() const override { return AttnMath::kSoftmax; }
   int proj_width() const override { return 3 * C_; }
-  size_t act_floats(int B, int T) const override {
-    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;
-  }
-  size_t scratch_floats(int B, int T) const override { return 4 * size_t(B) * T * C_; }
+  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>&) override {
-    Buffers s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     AttnArgs a = args(c, s);
@@ -36,35 +34,27 @@ class SoftmaxAttention final : public AttentionVariant {
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
-    Buffers s = buffers(act, c.B, c.T);
-    const size_t n = size_t(c.B) * c.T * C_;
-    float *dout = scratch, *dq = scratch + n, *dk = scratch + 2 * n, *dv = scratch + 3 * n;
+    const Act s = carve(act_slots(c.B, c.T), act);
+    const QkvGrads w = carve(grad_slots(c.B, c.T), scratch);
     const int W = proj_width();
-    c.ops.split_heads(dout, dy, C_, 0, c.B, c.T, H_, D_);
-    AttnArgs a = args(c, s);
-    a.dout = dout;
-    a.dq = dq;
-    a.dk = dk;
-    a.dv = dv;
-    c.ops.attention_backward(a);
-    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
+    c.ops.split_heads(w.g, dy, C_, 0, c.B, c.T, H_, D_);
+    c.ops.attention_backward(with_grads(args(c, s), w));
+    rope_qkv_backward(c, dproj, W, H_, D_, w.dq, w.dk, w.dv);
   }
 
  private:
-  struct Buffers {
-    float *q, *k, *v, *o, *lse;
-  };
-  Buffers buffers(float* act, int B, int T) const {
-    const size_t n = size_t(B) * T * C_;
-    return Buffers{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
+  using Act = QkvAct;  // stats: the row LSE
+  SlotTable<Act> act_slots(int B, int T) const {
+    return qkv_act_slots(size_t(B) * T * C_, size_t(B) * H_ * T);
   }
-  AttnArgs args(const AttnContext& c, const Buffers& s) const {
+  SlotTable<QkvGrads> grad_slots(int B, int T) const { return qkv_grad_slots(size_t(B) * T * C_); }
+  AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;
     a.out = s.o;
-    a.stats = s.lse;
+    a.stats = s.stats;
     return a;
   }
   int C_, H_, D_;

@@ -29,22 +29,18 @@ class SsmaxAttention final : public AttentionVariant {
     if (cfg_.ssmax_bias) p.push_back({"ssmax_b", {H_}, ParamSpec::Init::kZeros, 0.f, false});
     return p;
   }
-  size_t act_floats(int B, int T) const override {
-    return 5 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(H_ + 1) * T;
-  }
-  size_t scratch_floats(int B, int T) const override {
-    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;
-  }
+  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    Buf s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     // f_hi = s_h log(i+1) + b_h from the H device scalars, and log(i+1) for ds_h (n_i = i + 1,
     // log 1 = 0 at i = 0), on the device, kept for the backward; q' = f q
     c.ops.position_scales(s.f, extra[0], cfg_.ssmax_bias ? extra[1] : nullptr, 1.f, H_, c.T);
-    c.ops.position_scales(s.f + size_t(H_) * c.T, nullptr, nullptr, 1.f, 1, c.T);
+    c.ops.position_scales(s.logn, nullptr, nullptr, 1.f, 1, c.T);
     c.ops.scale_rows(s.qs, s.q, s.f, c.T, c.B, H_, c.T, D_);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
@@ -54,35 +50,46 @@ class SsmaxAttention final : public AttentionVariant {
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>&, const std::vector<float*>& dextra,
                 float* scratch) override {
-    Buf s = buffers(act, c.B, c.T);
-    const size_t n = size_t(c.B) * c.T * C_;
-    float *g = scratch, *dq = g + n, *dk = dq + n, *dv = dk + n, *qd = dv + n;
+    const Act s = carve(act_slots(c.B, c.T), act);
+    const Grads w = carve(grad_slots(c.B, c.T), scratch);
     const int W = proj_width();
-    c.ops.split_heads(g, dy, C_, 0, c.B, c.T, H_, D_);
-    AttnArgs a = args(c, s);
-    a.dout = g;
-    a.dq = dq;
-    a.dk = dk;
-    a.dv = dv;
-    c.ops.attention_backward(a);
+    c.ops.split_heads(w.g, dy, C_, 0, c.B, c.T, H_, D_);
+    c.ops.attention_backward(with_grads(args(c, s), w));
     // Scalar gradients from the per-row dots <q_i, dq'_i>, reduced per head in a fixed order.
-    c.ops.row_dot(qd, s.q, dq, size_t(c.B) * H_ * c.T, D_);
-    c.ops.head_row_sum(dextra[0], qd, s.f + size_t(H_) * c.T, 1.f, c.B, H_, c.T);  // w = log n
-    if (cfg_.ssmax_bias) c.ops.head_row_sum(dextra[1], qd, nullptr, 1.f, c.B, H_, c.T);
-    c.ops.scale_rows(dq, dq, s.f, c.T, c.B, H_, c.T, D_);  // dq = f dq'
-    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
+    c.ops.row_dot(w.qd, s.q, w.dq, size_t(c.B) * H_ * c.T, D_);
+    c.ops.head_row_sum(dextra[0], w.qd, s.logn, 1.f, c.B, H_, c.T);  // weights log n
+    if (cfg_.ssmax_bias) c.ops.head_row_sum(dextra[1], w.qd, nullptr, 1.f, c.B, H_, c.T);
+    c.ops.scale_rows(w.dq, w.dq, s.f, c.T, c.B, H_, c.T, D_);  // dq = f dq'
+    rope_qkv_backward(c, dproj, W, H_, D_, w.dq, w.dk, w.dv);
   }
 
  private:
-  struct Buf {
-    float *q, *qs, *k, *v, *o, *lse, *f;  // f: (H, T) factors f_hi, then log(i+1) (T)
+  struct Act {
+    float *q, *qs, *k, *v, *o, *lse, *f, *logn;  // f: (H, T) factors f_hi; logn: log(i+1) (T)
   };
-  Buf buffers(float* act, int B, int T) const {
-    const size_t n = size_t(B) * T * C_;
-    float* lse = act + 5 * n;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n, lse, lse + size_t(B) * H_ * T};
+  SlotTable<Act> act_slots(int B, int T) const {
+    const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
+    return {{&Act::q, n},
+            {&Act::qs, n},
+            {&Act::k, n},
+            {&Act::v, n},
+            {&Act::o, n},
+            {&Act::lse, nr},
+            {&Act::f, size_t(H_) * T},
+            {&Act::logn, size_t(T)}};
   }
-  AttnArgs args(const AttnContext& c, const Buf& s) const {
+  struct Grads {
+    float *g, *dq, *dk, *dv, *qd;  // qd: the per-row dots <q_i, dq'_i>
+  };
+  SlotTable<Grads> grad_slots(int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return {{&Grads::g, n},
+            {&Grads::dq, n},
+            {&Grads::dk, n},
+            {&Grads::dv, n},
+            {&Grads::qd, size_t(B) * H_ * T}};
+  }
+  AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.qs;
     a.k = s.k;

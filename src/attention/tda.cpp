@@ -60,18 +60,12 @@ class TdaAttention final : public AttentionVariant {
     p.push_back({"gamma", {Dv_}, ParamSpec::Init::kOnes, 0.f, false});
     return p;
   }
-  size_t act_floats(int B, int T) const override {
-    const size_t n = size_t(B) * T * C_, nq = size_t(B) * T * Cq_, nr = size_t(B) * H_ * T;
-    return 4 * nq + 2 * n + 5 * nr + size_t(T) + 2;  // ... tau, {lambda_c, gate}
-  }
-  size_t scratch_floats(int B, int T) const override {
-    const size_t n = size_t(B) * T * C_, nq = size_t(B) * T * Cq_;
-    return 4 * n + 4 * nq + 2 * size_t(B) * H_ * T + size_t(T) + 1;
-  }
+  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    Buf s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     const size_t nr = size_t(c.B) * H_ * c.T;
     float* qk[4] = {s.q1, s.k1, s.q2, s.k2};
@@ -87,43 +81,32 @@ class TdaAttention final : public AttentionVariant {
     c.ops.clamp_affine(s.lam, extra[0], 1.f, 0.f, 0.f, 1.f);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
-    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, Dv_);
-    c.ops.rmsnorm_forward(y, s.rstd, y, extra[gi()], c.B * c.T * H_, Dv_,
-                          float(cfg_.head_norm_eps));
+    head_norm_forward(c, y, s.rstd, s.o, extra[gi()], H_, Dv_, float(cfg_.head_norm_eps));
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>& extra, const std::vector<float*>& dextra,
                 float* scratch) override {
-    Buf s = buffers(act, c.B, c.T);
-    const size_t n = size_t(c.B) * c.T * C_, nq = size_t(c.B) * c.T * Cq_;
+    const Act s = carve(act_slots(c.B, c.T), act);
+    const Grads g = carve(grad_slots(c.B, c.T), scratch);
     const size_t nr = size_t(c.B) * H_ * c.T;
-    float *om = scratch, *dom = om + n, *g = dom + n, *dv = g + n;
-    float* dqk[4] = {dv + n, dv + n + nq, dv + n + 2 * nq, dv + n + 3 * nq};  // dq1 dk1 dq2 dk2
-    float *dtau = dv + n + 4 * nq, *dlam = dtau + nr, *cc = dlam + nr, *dl_sum = cc + c.T;
+    float* dqk[4] = {g.dq, g.dk, g.dq2, g.dk2};
     const int W = proj_width();
-    c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, H_, Dv_);
-    c.ops.zero(dom, n);
-    c.ops.rmsnorm_backward(dom, dextra[gi()], dy, om, extra[gi()], s.rstd, c.B * c.T * H_, Dv_);
-    c.ops.split_heads(g, dom, C_, 0, c.B, c.T, H_, Dv_);
-    AttnArgs a = args(c, s);
-    a.dout = g;
-    a.dq = dqk[0];
-    a.dk = dqk[1];
-    a.dq2 = dqk[2];
-    a.dk2 = dqk[3];
-    a.dv = dv;
-    a.drow_tau = dtau;
-    a.drow_lambda = dlam;
+    head_norm_backward(c, g.g, dextra[gi()], dy, s.o, extra[gi()], s.rstd, H_, Dv_, g.om, g.dom);
+    AttnArgs a = with_grads(args(c, s), g);
+    a.dq2 = g.dq2;
+    a.dk2 = g.dk2;
+    a.drow_tau = g.dtau;
+    a.drow_lambda = g.dlam;
     c.ops.attention_backward(a);
     // dlambda = -sum e a2, through clamp(lambda, 0, 1) with inclusive bounds: dlambda += gate sum
-    c.ops.zero(dl_sum, 1);
-    c.ops.head_row_sum(dl_sum, dlam, nullptr, 1.f, c.B * H_, 1, c.T);
-    c.ops.axpby(dextra[0], 1.f, dl_sum, 1.f, 1, s.lam + 1);
+    c.ops.zero(g.dl_sum, 1);
+    c.ops.head_row_sum(g.dl_sum, g.dlam, nullptr, 1.f, c.B * H_, 1, c.T);
+    c.ops.axpby(dextra[0], 1.f, g.dl_sum, 1.f, 1, s.lam + 1);
     // dbeta = sum_i c_i dL/dtau_i (both views share tau), only while beta > 0
     if (cfg_.learn_beta) {  // weights [beta > 0] c_i: no gradient while beta <= 0
-      c.ops.threshold_tau(cc, beta(extra), 0.f, true, c.T, cfg_.kappa, D_);
-      c.ops.head_row_sum(dextra[1], dtau, cc, 1.f, c.B * H_, 1, c.T);
+      c.ops.threshold_tau(g.cc, beta(extra), 0.f, true, c.T, cfg_.kappa, D_);
+      c.ops.head_row_sum(dextra[1], g.dtau, g.cc, 1.f, c.B * H_, 1, c.T);
     }
     const float* qk[4] = {s.q1, s.k1, s.q2, s.k2};
     const float* nrm[4] = {s.q1n, s.k1n, s.q2n, s.k2n};
@@ -131,24 +114,35 @@ class TdaAttention final : public AttentionVariant {
       c.ops.l2norm_backward(dqk[t], qk[t], nrm[t], nr, D_);
       c.ops.rope_backward(dproj, dqk[t], W, t * Cq_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
     }
-    c.ops.merge_heads(dproj, dv, W, 4 * Cq_, c.B, c.T, H_, Dv_);
+    c.ops.merge_heads(dproj, g.dv, W, 4 * Cq_, c.B, c.T, H_, Dv_);
   }
 
  private:
-  struct Buf {
-    float *q1, *k1, *q2, *k2, *v, *o, *q1n, *k1n, *q2n, *k2n, *rstd, *tau, *lam;
+  struct Act {
+    float *q1, *k1, *q2, *k2, *v, *o, *q1n, *k1n, *q2n, *k2n, *rstd, *tau;
+    float* lam;  // {lambda_c, gate}
   };
-  Buf buffers(float* act, int B, int T) const {
+  SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_, nq = size_t(B) * T * Cq_, nr = size_t(B) * H_ * T;
-    float *v = act + 4 * nq, *p = v + 2 * n;
-    return Buf{act,    act + nq,   act + 2 * nq, act + 3 * nq, v,          v + n,         p,
-               p + nr, p + 2 * nr, p + 3 * nr,   p + 4 * nr,   p + 5 * nr, p + 5 * nr + T};
+    return {{&Act::q1, nq},  {&Act::k1, nq},  {&Act::q2, nq},   {&Act::k2, nq},
+            {&Act::v, n},    {&Act::o, n},    {&Act::q1n, nr},  {&Act::k1n, nr},
+            {&Act::q2n, nr}, {&Act::k2n, nr}, {&Act::rstd, nr}, {&Act::tau, size_t(T)},
+            {&Act::lam, 2}};
+  }
+  struct Grads {
+    float *om, *dom, *g, *dv, *dq, *dk, *dq2, *dk2, *dtau, *dlam, *cc, *dl_sum;
+  };
+  SlotTable<Grads> grad_slots(int B, int T) const {
+    const size_t n = size_t(B) * T * C_, nq = size_t(B) * T * Cq_, nr = size_t(B) * H_ * T;
+    return {{&Grads::om, n},    {&Grads::dom, n},   {&Grads::g, n},          {&Grads::dv, n},
+            {&Grads::dq, nq},   {&Grads::dk, nq},   {&Grads::dq2, nq},       {&Grads::dk2, nq},
+            {&Grads::dtau, nr}, {&Grads::dlam, nr}, {&Grads::cc, size_t(T)}, {&Grads::dl_sum, 1}};
   }
   int gi() const { return cfg_.learn_beta ? 2 : 1; }           // index of gamma in extra
   const float* beta(const std::vector<float*>& extra) const {  // null: the fixed cfg_.beta
     return cfg_.learn_beta ? extra[1] : nullptr;
   }
-  AttnArgs args(const AttnContext& c, const Buf& s) const {
+  AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, H_, D_, Dv_, 1.0f);
     a.q = s.q1;
     a.k = s.k1;

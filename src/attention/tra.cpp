@@ -36,17 +36,12 @@ class TraAttention final : public AttentionVariant {
     p.push_back({"gamma", {D_}, ParamSpec::Init::kOnes, 0.f, false});
     return p;
   }
-  size_t act_floats(int B, int T) const override {
-    const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
-    return 4 * n + 3 * nr + size_t(T);
-  }
-  size_t scratch_floats(int B, int T) const override {
-    return 6 * size_t(B) * T * C_ + size_t(B) * H_ * T + size_t(T);
-  }
+  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    Buf s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     const size_t nr = size_t(c.B) * H_ * c.T;
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
@@ -56,50 +51,46 @@ class TraAttention final : public AttentionVariant {
     c.ops.threshold_tau(s.tau, beta(extra), float(cfg_.beta), false, c.T, cfg_.kappa, D_);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
-    // y = HeadRMSNorm(o): merge first, then normalise each (token, head) row of D in place
-    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
-    c.ops.rmsnorm_forward(y, s.rstd, y, gamma(extra), c.B * c.T * H_, D_,
-                          float(cfg_.head_norm_eps));
+    head_norm_forward(c, y, s.rstd, s.o, gamma(extra), H_, D_, float(cfg_.head_norm_eps));
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>& extra, const std::vector<float*>& dextra,
                 float* scratch) override {
-    Buf s = buffers(act, c.B, c.T);
-    const size_t n = size_t(c.B) * c.T * C_, nr = size_t(c.B) * H_ * c.T;
-    float *om = scratch, *dom = om + n, *g = dom + n, *dq = g + n, *dk = dq + n, *dv = dk + n;
-    float *dtau = dv + n, *cc = dtau + nr;
+    const Act s = carve(act_slots(c.B, c.T), act);
+    const Grads g = carve(grad_slots(c.B, c.T), scratch);
+    const size_t nr = size_t(c.B) * H_ * c.T;
     const int W = proj_width();
-    // g = HeadRMSNorm backward (dom accumulates, so zero it first)
-    c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, H_, D_);
-    c.ops.zero(dom, n);
-    c.ops.rmsnorm_backward(dom, dgamma(dextra), dy, om, gamma(extra), s.rstd, c.B * c.T * H_, D_);
-    c.ops.split_heads(g, dom, C_, 0, c.B, c.T, H_, D_);
-    AttnArgs a = args(c, s);
-    a.dout = g;
-    a.dq = dq;
-    a.dk = dk;
-    a.dv = dv;
-    a.drow_tau = dtau;
+    head_norm_backward(c, g.g, dgamma(dextra), dy, s.o, gamma(extra), s.rstd, H_, D_, g.om, g.dom);
+    AttnArgs a = with_grads(args(c, s), g);
+    a.drow_tau = g.dtau;
     c.ops.attention_backward(a);
     // dbeta = sum_{b,h,i} c_i dL/dtau_i, only while beta > 0 (beta_eff = max(beta, 0))
     if (cfg_.learn_beta) {  // weights [beta > 0] c_i: no gradient while beta <= 0
-      c.ops.threshold_tau(cc, beta(extra), 0.f, true, c.T, cfg_.kappa, D_);
-      c.ops.head_row_sum(dextra[0], dtau, cc, 1.f, c.B * H_, 1, c.T);
+      c.ops.threshold_tau(g.cc, beta(extra), 0.f, true, c.T, cfg_.kappa, D_);
+      c.ops.head_row_sum(dextra[0], g.dtau, g.cc, 1.f, c.B * H_, 1, c.T);
     }
-    c.ops.l2norm_backward(dq, s.q, s.qn, nr, D_);
-    c.ops.l2norm_backward(dk, s.k, s.kn, nr, D_);
-    rope_qkv_backward(c, dproj, W, H_, D_, dq, dk, dv);
+    c.ops.l2norm_backward(g.dq, s.q, s.qn, nr, D_);
+    c.ops.l2norm_backward(g.dk, s.k, s.kn, nr, D_);
+    rope_qkv_backward(c, dproj, W, H_, D_, g.dq, g.dk, g.dv);
   }
 
  private:
-  struct Buf {
-    float *q, *k, *v, *o, *qn, *kn, *rstd, *tau;
+  struct Act {
+    float *q, *k, *v, *o, *qn, *kn, *rstd, *tau;  // qn, kn: |q|, |k| per row; tau (T)
   };
-  Buf buffers(float* act, int B, int T) const {
+  SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
-    float* p = act + 4 * n;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, p, p + nr, p + 2 * nr, p + 3 * nr};
+    return {{&Act::q, n},   {&Act::k, n},   {&Act::v, n},     {&Act::o, n},
+            {&Act::qn, nr}, {&Act::kn, nr}, {&Act::rstd, nr}, {&Act::tau, size_t(T)}};
+  }
+  struct Grads {
+    float *om, *dom, *g, *dq, *dk, *dv, *dtau, *cc;  // cc: the weights of dbeta (T)
+  };
+  SlotTable<Grads> grad_slots(int B, int T) const {
+    const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
+    return {{&Grads::om, n}, {&Grads::dom, n}, {&Grads::g, n},     {&Grads::dq, n},
+            {&Grads::dk, n}, {&Grads::dv, n},  {&Grads::dtau, nr}, {&Grads::cc, size_t(T)}};
   }
   const float* beta(const std::vector<float*>& extra) const {  // null: the fixed cfg_.beta
     return cfg_.learn_beta ? extra[0] : nullptr;
@@ -108,7 +99,7 @@ class TraAttention final : public AttentionVariant {
     return extra[cfg_.learn_beta ? 1 : 0];
   }
   float* dgamma(const std::vector<float*>& dextra) const { return dextra[cfg_.learn_beta ? 1 : 0]; }
-  AttnArgs args(const AttnContext& c, const Buf& s) const {
+  AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f);  // cosine scores
     a.q = s.q;
     a.k = s.k;

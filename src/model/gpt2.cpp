@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/embedding_plan.h"
+#include "backend/slots.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/rope.h"
@@ -134,36 +135,29 @@ void GPT2::set_batch(int B, int T) {
   B_ = T_ = 0;  // set again once the buffers exist: a failed allocation leaves no batch set
   const size_t N = size_t(B) * T, C = size_t(m_.d_model), L = size_t(m_.n_layer);
   const size_t W = size_t(attn_->proj_width());
-  // Carve the arena: each buffer starts on a 64-float (256-byte) boundary, the alignment
-  // cudaMalloc gives, so vectorised kernels see the same alignment as separate allocations.
-  struct Slot {
-    float** ptr;
-    size_t n;
-  };
-  const Slot slots[] = {{&resid_, (L + 1) * N * C},
-                        {&ln1_, L * N * C},
-                        {&rstd1_, L * N},
-                        {&proj_, L * N * W},
-                        {&attn_act_, L * attn_->act_floats(B, T)},
-                        {&atty_, L * N * C},
-                        {&xmid_, L * N * C},
-                        {&ln2_, L * N * C},
-                        {&rstd2_, L * N},
-                        {&fc_, L * N * 4 * C},
-                        {&fcg_, L * N * 4 * C},
-                        {&lnf_out_, N * C},
-                        {&rstdf_, N},
-                        {&losses_, N},
-                        {&dlnf_, N * C},
-                        {&dres_, N * C},
-                        {&dproj_, N * W},
-                        {&dbuf_, N * C},
-                        {&dfc_, N * 4 * C},
-                        {&attn_scratch_, attn_->scratch_floats(B, T)},
-                        {&logits_, size_t(m_.vocab_size)}};
-  auto padded = [](size_t n) { return (n + 63) / 64 * 64; };
-  size_t total = 0;
-  for (const Slot& s : slots) total += padded(s.n);
+  // The arena's slot table (backend/slots.h: each buffer 256-byte aligned, as cudaMalloc's).
+  const SlotTable<GPT2> slots = {{&GPT2::resid_, (L + 1) * N * C},
+                                 {&GPT2::ln1_, L * N * C},
+                                 {&GPT2::rstd1_, L * N},
+                                 {&GPT2::proj_, L * N * W},
+                                 {&GPT2::attn_act_, L * attn_->act_floats(B, T)},
+                                 {&GPT2::atty_, L * N * C},
+                                 {&GPT2::xmid_, L * N * C},
+                                 {&GPT2::ln2_, L * N * C},
+                                 {&GPT2::rstd2_, L * N},
+                                 {&GPT2::fc_, L * N * 4 * C},
+                                 {&GPT2::fcg_, L * N * 4 * C},
+                                 {&GPT2::lnf_out_, N * C},
+                                 {&GPT2::rstdf_, N},
+                                 {&GPT2::losses_, N},
+                                 {&GPT2::dlnf_, N * C},
+                                 {&GPT2::dres_, N * C},
+                                 {&GPT2::dproj_, N * W},
+                                 {&GPT2::dbuf_, N * C},
+                                 {&GPT2::dfc_, N * 4 * C},
+                                 {&GPT2::attn_scratch_, attn_->scratch_floats(B, T)},
+                                 {&GPT2::logits_, size_t(m_.vocab_size)}};
+  const size_t total = slot_floats(slots);
   if (total > arena_.size()) {
     arena_.reset();  // its contents are not kept (zeroed below): the peak is the new arena alone
     arena_ = DeviceArray<float>(
@@ -172,11 +166,7 @@ void GPT2::set_batch(int B, int T) {
   const size_t token_ints = 2 * N + embedding_plan_size(int(N));
   if (token_ints > tokens_.size()) tokens_ = DeviceArray<int32_t>(ops_, token_ints, "token buffer");
   tokens_host_.assign(token_ints, 0);
-  size_t at = 0;
-  for (const Slot& s : slots) {
-    *s.ptr = arena_.data() + at;
-    at += padded(s.n);
-  }
+  carve_into(*this, slots, arena_.data());
   ops_.zero(arena_.data(), arena_.size());  // as fresh vectors were: no stale values leak in
   B_ = B;
   T_ = T;

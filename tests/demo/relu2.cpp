@@ -30,48 +30,46 @@ class Relu2Attention final : public AttentionVariant {
   std::vector<ParamSpec> extra_params(int) const override {
     return {{"gamma", {D_}, ParamSpec::Init::kOnes, 0.f, false}};
   }
-  size_t act_floats(int B, int T) const override {
-    return 4 * size_t(B) * T * C_ + size_t(B) * H_ * T;  // q, k, v, o; the norm's rstd
-  }
-  size_t scratch_floats(int B, int T) const override { return 6 * size_t(B) * T * C_; }
+  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    Buf s = buffers(act, c.B, c.T);
+    const Act s = carve(act_slots(c.B, c.T), act);
     rope_qkv_forward(c, proj, proj_width(), H_, D_, s.q, s.k, s.v);
     c.ops.attention_forward(args(c, s));
-    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
-    c.ops.rmsnorm_forward(y, s.rstd, y, extra[0], c.B * c.T * H_, D_, eps_);
+    head_norm_forward(c, y, s.rstd, s.o, extra[0], H_, D_, eps_);
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>& extra, const std::vector<float*>& dextra,
                 float* scratch) override {
-    Buf s = buffers(act, c.B, c.T);
-    const size_t n = size_t(c.B) * c.T * C_;
-    float *om = scratch, *dom = om + n, *g = dom + n, *dq = g + n, *dk = dq + n, *dv = dk + n;
-    c.ops.merge_heads(om, s.o, C_, 0, c.B, c.T, H_, D_);
-    c.ops.zero(dom, n);  // rmsnorm_backward accumulates
-    c.ops.rmsnorm_backward(dom, dextra[0], dy, om, extra[0], s.rstd, c.B * c.T * H_, D_);
-    c.ops.split_heads(g, dom, C_, 0, c.B, c.T, H_, D_);
-    AttnArgs a = args(c, s);
-    a.dout = g;
-    a.dq = dq;
-    a.dk = dk;
-    a.dv = dv;
-    c.ops.attention_backward(a);
-    rope_qkv_backward(c, dproj, proj_width(), H_, D_, dq, dk, dv);
+    const Act s = carve(act_slots(c.B, c.T), act);
+    const Grads g = carve(grad_slots(c.B, c.T), scratch);
+    head_norm_backward(c, g.g, dextra[0], dy, s.o, extra[0], s.rstd, H_, D_, g.om, g.dom);
+    c.ops.attention_backward(with_grads(args(c, s), g));
+    rope_qkv_backward(c, dproj, proj_width(), H_, D_, g.dq, g.dk, g.dv);
   }
 
  private:
-  struct Buf {
+  // Saved activations and backward scratch, each one slot table (backend/slots.h).
+  struct Act {
     float *q, *k, *v, *o, *rstd;
   };
-  Buf buffers(float* act, int B, int T) const {
+  SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_;
-    return Buf{act, act + n, act + 2 * n, act + 3 * n, act + 4 * n};
+    return {
+        {&Act::q, n}, {&Act::k, n}, {&Act::v, n}, {&Act::o, n}, {&Act::rstd, size_t(B) * H_ * T}};
   }
-  AttnArgs args(const AttnContext& c, const Buf& s) const {
+  struct Grads {
+    float *om, *dom, *g, *dq, *dk, *dv;
+  };
+  SlotTable<Grads> grad_slots(int B, int T) const {
+    const size_t n = size_t(B) * T * C_;
+    return {{&Grads::om, n}, {&Grads::dom, n}, {&Grads::g, n},
+            {&Grads::dq, n}, {&Grads::dk, n},  {&Grads::dv, n}};
+  }
+  AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, H_, D_, D_, 1.f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
