@@ -112,7 +112,7 @@ TEST_CASE("dex: tda diag runs the model at the checkpoint's step", "[eval][diag]
     CpuOps cpu;
     ProbeOps probe(cpu);
     GPT2 model(cfg.model, cfg.attention, probe);
-    load_checkpoint(ck, model, nullptr, nullptr);
+    load_checkpoint(ck, model);
     model.set_step(step);
     return run_diagnostics(model, probe, {ids}, DiagOptions{});
   };

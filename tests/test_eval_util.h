@@ -82,7 +82,7 @@ inline Config write_tiny_checkpoint(const std::string& dir, const std::string& k
   TrainState st;
   st.step = step;
   st.config = cfg.raw;
-  save_checkpoint(dir, model, m.data(), v.data(), st);
+  save_checkpoint(dir, model, {{"exp_avg", m.data()}, {"exp_avg_sq", v.data()}}, st);
   return cfg;
 }
 

@@ -153,7 +153,7 @@ TEST_CASE("a checkpoint written with the packed layout of earlier versions resum
     CpuOps ops;
     GPT2 model(cfg.model, cfg.attention, ops);
     std::vector<float> m(model.flat_size()), v(model.flat_size());
-    load_checkpoint(ckpt, model, m.data(), v.data());
+    load_checkpoint(ckpt, model, {{"exp_avg", m.data()}, {"exp_avg_sq", v.data()}});
     const std::vector<float> aligned = model.params_to_host();
     std::vector<float> pp, pm, pv;
     std::vector<size_t> packed_offset;

@@ -94,7 +94,7 @@ int bench_checkpoint_attention(const std::string& dir, const std::string& tokens
   ProbeOps probe(cpu);
   probe.keep_maps = false;
   GPT2 model(cfg.model, cfg.attention, probe, "fp32");
-  const TrainState st = load_checkpoint(dir, model, nullptr, nullptr);
+  const TrainState st = load_checkpoint(dir, model);
   model.set_step(st.step);
   std::vector<float> logits(size_t(cfg.model.vocab_size));
   for (int T : Ts) {

@@ -61,7 +61,8 @@ int bench_checkpoint(int argc, char** argv) {
   TrainState st;
   st.config = cfg.raw;
   t0 = clock::now();
-  save_checkpoint(dir + "/step_00000001", model, m.data(), v.data(), st);
+  save_checkpoint(dir + "/step_00000001", model, {{"exp_avg", m.data()}, {"exp_avg_sq", v.data()}},
+                  st);
   const double save_s = secs(t0);
   remove_tree(dir + "/step_00000001");
   const double gb = 3.0 * double(P) * 4 / 1e9;

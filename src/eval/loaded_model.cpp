@@ -15,7 +15,7 @@ LoadedModel load_model_for_eval(const std::string& dir, const EvalDevice& dev,
   if (decorate) lm.decorator = decorate(*lm.backend);
   Ops& ops = lm.decorator ? *lm.decorator : *lm.backend;
   lm.model = std::make_unique<GPT2>(lm.cfg.model, lm.cfg.attention, ops, dev.dtype);
-  load_checkpoint(dir, *lm.model, nullptr, nullptr);
+  load_checkpoint(dir, *lm.model);
   lm.model->set_step(st.step);
   return lm;
 }

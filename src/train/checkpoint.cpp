@@ -91,8 +91,8 @@ void note_unverified(const SafetensorsFile& f, const std::string& file) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& dir, const GPT2& model, const float* m, const float* v,
-                     const TrainState& st) {
+void save_checkpoint(const std::string& dir, const GPT2& model,
+                     const std::vector<StateBuffer>& state, const TrainState& st) {
   fs::path final_dir(dir);
   fs::path tmp = final_dir.parent_path() / ("." + final_dir.filename().string() + ".tmp");
   remove_tree(tmp.string());
@@ -101,8 +101,9 @@ void save_checkpoint(const std::string& dir, const GPT2& model, const float* m, 
   write_safetensors((tmp / "model.safetensors").string(), refs(model, params.data(), ""),
                     {{"format", "pt"}, {"producer", "tda"}});
   fault_point("ckpt.model");
-  std::vector<TensorRef> opt = refs(model, m, ".exp_avg");
-  for (auto& r : refs(model, v, ".exp_avg_sq")) opt.push_back(r);
+  std::vector<TensorRef> opt;
+  for (const auto& s : state)
+    for (auto& r : refs(model, s.data, "." + s.name)) opt.push_back(r);
   write_safetensors((tmp / "optimizer.safetensors").string(), opt,
                     {{"step", std::to_string(st.step)}});
   fault_point("ckpt.optimizer");
@@ -149,7 +150,8 @@ TrainState read_checkpoint_state(const std::string& dir) {
   }
 }
 
-TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float* v) {
+TrainState load_checkpoint(const std::string& dir, GPT2& model,
+                           const std::vector<StateBuffer>& state) {
   TrainState st = read_checkpoint_state(dir);
   const std::string mfile = dir + "/model.safetensors";
   SafetensorsFile mf(mfile);
@@ -157,15 +159,15 @@ TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float*
   note_unverified(mf, mfile);
   std::vector<float> params(model.flat_size(), 0.f);
   for (const auto& t : model.tensors()) mf.read_into(t.name, t.shape, params.data() + t.offset);
-  if (m && v) {
+  if (!state.empty()) {
     const std::string ofile = dir + "/optimizer.safetensors";
     SafetensorsFile of(ofile);
-    check_tensor_set(of, ofile, names_of(model, {".exp_avg", ".exp_avg_sq"}), "");
+    std::vector<std::string> suffixes;
+    for (const auto& s : state) suffixes.push_back("." + s.name);
+    check_tensor_set(of, ofile, names_of(model, suffixes), "");
     note_unverified(of, ofile);
-    for (const auto& t : model.tensors()) {
-      of.read_into(t.name + ".exp_avg", t.shape, m + t.offset);
-      of.read_into(t.name + ".exp_avg_sq", t.shape, v + t.offset);
-    }
+    for (const auto& t : model.tensors())
+      for (const auto& s : state) of.read_into(t.name + "." + s.name, t.shape, s.data + t.offset);
   }
   model.params_from_host(params.data());  // only once everything has been read and verified
   return st;
@@ -279,7 +281,8 @@ std::string model_config_differences(const json& saved, const json& current) {
 }
 
 ResumeResult resume_checkpoint(const std::string& resume, const std::string& run_dir,
-                               const json& config, GPT2& model, float* m, float* v) {
+                               const json& config, GPT2& model,
+                               const std::vector<StateBuffer>& state) {
   std::vector<std::string> candidates;
   if (resume == "auto") {
     candidates = complete_checkpoints(run_dir);
@@ -295,7 +298,7 @@ ResumeResult resume_checkpoint(const std::string& resume, const std::string& run
       TDA_CHECK(diff.empty(), "--resume: " + dir + " holds another model than this run's config: " +
                                   diff + " (resume needs the same model: use the checkpoint's " +
                                   "config, or a fresh --out)");
-      return {dir, load_checkpoint(dir, model, m, v)};
+      return {dir, load_checkpoint(dir, model, state)};
     } catch (const CorruptFile& e) {
       if (resume != "auto") throw;
       // Never deleted: moved out of the way of pruning, re-saving and the next --resume auto.

@@ -1,6 +1,7 @@
 // Checkpoints: one directory per step, `<run>/checkpoints/step_NNNNNNNN/` holding
 //   model.safetensors      fp32 parameters, tensor names as in the HF export
-//   optimizer.safetensors  AdamW moments, "<param>.exp_avg" / "<param>.exp_avg_sq"
+//   optimizer.safetensors  the optimizer's state, "<param>.<state>" (AdamW: exp_avg, exp_avg_sq;
+//                          train/optimizer.h)
 //   state.json             step, resolved config, loader position, metrics tail
 // Both safetensors files carry a CRC32C per tensor (core/safetensors.h), verified on load.
 //
@@ -26,16 +27,23 @@ struct TrainState {
   json config;
 };
 
-// m, v: host copies of the AdamW moments (model.flat_size() floats each, saved per tensor: the
-// alignment gaps are not in the files); the parameters are downloaded from the model's backend.
-// Re-saving an existing step replaces it atomically.
-void save_checkpoint(const std::string& dir, const GPT2& model, const float* m, const float* v,
-                     const TrainState& st);
+// One optimizer state buffer as checkpoints hold it: host memory, model.flat_size() floats,
+// saved per tensor as "<param>.<name>" (the alignment gaps are not in the files).
+struct StateBuffer {
+  std::string name;
+  float* data;
+};
+
+// The parameters are downloaded from the model's backend; `state` is the optimizer's (host
+// copies). Re-saving an existing step replaces it atomically.
+void save_checkpoint(const std::string& dir, const GPT2& model,
+                     const std::vector<StateBuffer>& state, const TrainState& st);
 // Loads parameters into `model` (exactly its tensors, same shapes, checksums verified; uploaded
-// to its backend) and, if m/v (host, flat_size() floats each; gaps left as they are) are
-// non-null, the optimizer moments. Returns the saved state. A damaged file throws CorruptFile,
-// a mismatch Error.
-TrainState load_checkpoint(const std::string& dir, GPT2& model, float* m, float* v);
+// to its backend) and, unless `state` is empty, the optimizer's state into those buffers (the
+// file must hold exactly those names; gaps left as they are). Returns the saved state. A
+// damaged file throws CorruptFile, a mismatch Error.
+TrainState load_checkpoint(const std::string& dir, GPT2& model,
+                           const std::vector<StateBuffer>& state = {});
 // train.init_from: loads only the parameters of `path` (a checkpoint directory, or a run
 // directory whose newest checkpoint is taken) into `model`. Strict: the file must hold exactly
 // the model's tensors with the same shapes; the first difference is a one-line error naming the
@@ -68,11 +76,12 @@ struct ResumeResult {
   TrainState state;
 };
 // Loads `resume` ("auto": the newest intact checkpoint of run_dir, or none; else a checkpoint
-// directory) into model/m/v after checking model_config_differences against `config`.
+// directory) into model and `state` after checking model_config_differences against `config`.
 // With "auto", a checkpoint that fails its integrity check is skipped with a warning, moved
 // aside to `<name>.corrupt` (kept, never deleted, no longer pruned or picked), and the previous
 // one is tried; if every checkpoint is corrupt that is an error.
 ResumeResult resume_checkpoint(const std::string& resume, const std::string& run_dir,
-                               const json& config, GPT2& model, float* m, float* v);
+                               const json& config, GPT2& model,
+                               const std::vector<StateBuffer>& state);
 
 }  // namespace tda

@@ -14,7 +14,6 @@
 #include "backend/make_ops.h"
 #include "core/error.h"
 #include "core/fs.h"
-#include "dist/grad_reducer.h"
 #include "train/metrics_log.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
@@ -120,19 +119,8 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   if (opt_.init_weights) model_->init_weights(t.seed);
   model_->set_batch(t.micro_batch, m.seq_len);
   const size_t P = model_->flat_size();
-  if (zero1()) {
-    const size_t W = size_t(comm_->world());
-    shard_n_ = (P + W - 1) / W;
-    shard_lo_ = size_t(comm_->rank()) * shard_n_;
-    if (shard_n_ * W != P) {  // else work in the model's buffers
-      flat_ = DeviceArray<float>(*ops_, shard_n_ * W, "ZeRO-1 padded gradients");
-      ops_->zero(flat_.data(), flat_.size());
-    }
-  }
-  m_ = DeviceArray<float>(*ops_, zero1() ? shard_n_ : P, "AdamW m");
-  v_ = DeviceArray<float>(*ops_, m_.size(), "AdamW v");
-  ops_->zero(m_.data(), m_.size());
-  ops_->zero(v_.data(), v_.size());
+  optimizer_ = make_data_parallel_optimizer(make_optimizer(cfg_.optim), *model_, *ops_, *comm_,
+                                            cfg_.optim, cfg_.dist);
   inputs_.resize(size_t(t.micro_batch) * m.seq_len);
   targets_.resize(inputs_.size());
   train_loader_ =
@@ -146,15 +134,14 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   // Rank 0 alone looks at the disk (checkpoints live where rank 0 wrote them, which need not be
   // a shared file system); the other ranks receive what it read.
   if (comm_->rank() == 0) prepare_run_dir();
-  // Checkpoints hold all P moments: rank 0 reads them into host buffers, they are shared, and
-  // each rank uploads its slice (all of it without ZeRO-1).
-  std::vector<float> mh, vh;
+  // Checkpoints hold the whole optimizer state: rank 0 reads it into host buffers, they are
+  // shared, and each rank takes its share (all of it without ZeRO-1).
+  std::vector<std::vector<float>> state(optimizer_->optimizer().state().size());
   std::string resumed;
   if (comm_->rank() == 0 && !opt_.resume.empty()) {
-    mh.assign(P, 0.f);
-    vh.assign(P, 0.f);
-    ResumeResult rr =
-        resume_checkpoint(opt_.resume, opt_.out_dir, cfg_.raw, *model_, mh.data(), vh.data());
+    for (auto& s : state) s.assign(P, 0.f);
+    ResumeResult rr = resume_checkpoint(opt_.resume, opt_.out_dir, cfg_.raw, *model_,
+                                        state_buffers(optimizer_->optimizer(), state));
     resumed = rr.dir;
     if (!resumed.empty()) state_ = rr.state;
     // A run killed between writing a checkpoint and pruning leaves one too many. Only now that
@@ -163,7 +150,7 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
     prune_checkpoints(opt_.out_dir, t.keep_checkpoints);
   }
   if (share_from_rank0(*comm_, resumed.empty() ? 0 : 1)) {
-    share_resumed(mh, vh);
+    share_resumed(state);
     if (comm_->rank() == 0) spdlog::info("resumed from {} at step {}", resumed, state_.step);
   } else if (!t.init_from.empty()) {
     // A fresh run on another run's weights (context extension, fine-tuning): the moments, the
@@ -204,25 +191,19 @@ void Trainer::prepare_run_dir() {
   for (const auto& line : cleanup_checkpoints(out)) spdlog::warn("{}", line);
 }
 
-void Trainer::share_resumed(std::vector<float>& m, std::vector<float>& v) {
+void Trainer::share_resumed(std::vector<std::vector<float>>& state) {
   const size_t P = model_->flat_size();
   if (comm_->world() > 1) {
-    if (comm_->rank() != 0) {
-      m.assign(P, 0.f);
-      v.assign(P, 0.f);
-    }
+    if (comm_->rank() != 0)
+      for (auto& s : state) s.assign(P, 0.f);
     model_->update_params([&](float* p) { comm_->broadcast(p, P, 0); });
-    comm_->broadcast(m.data(), P, 0);
-    comm_->broadcast(v.data(), P, 0);
+    for (auto& s : state) comm_->broadcast(s.data(), P, 0);
     state_.step = int(share_from_rank0(*comm_, state_.step));
     state_.loader.epoch = share_from_rank0(*comm_, state_.loader.epoch);
     state_.loader.shard = share_from_rank0(*comm_, state_.loader.shard);
     state_.loader.cursor = share_from_rank0(*comm_, state_.loader.cursor);
   }
-  const size_t lo = zero1() ? shard_lo_ : 0;
-  const size_t hi = zero1() ? std::max(shard_lo_, std::min(shard_lo_ + shard_n_, P)) : P;
-  m_.upload(m.data() + lo, hi - lo);  // past P (ZeRO-1 padding) stays zero
-  v_.upload(v.data() + lo, hi - lo);
+  optimizer_->load_state(state);
   state_.config = cfg_.raw;
   // The loader position counts global samples, so it is valid for any number of ranks.
   train_loader_->set_position(state_.loader);
@@ -279,10 +260,10 @@ bool Trainer::run_step(StepMetrics* out, bool interruptible) {
                                      "; checkpoints written before this step are intact");
   const double lr = learning_rate(state_.step, o.lr, o.min_lr, o.warmup_steps, t.max_steps);
   double norm = 0.0;
-  if (zero1())
-    optimizer_step_zero1(lr, &norm);
-  else
-    optimizer_step(lr, &norm);
+  optimizer_->step(
+      lr, state_.step + 1, &norm, [&](double n) { check_grad_norm(n, state_.step); },
+      [&](const char* name) { phase(name); });
+  grads_zero_ = optimizer_->zeroes_grads();
   phase("");
   state_.step += 1;
   state_.last_train_loss = loss;
@@ -291,71 +272,6 @@ bool Trainer::run_step(StepMetrics* out, bool interruptible) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   *out = StepMetrics{state_.step, loss, lr, norm, ms, double(t.total_batch_tokens) / (ms / 1000.0)};
   return true;
-}
-
-// All-reduce the gradients (in dist.bucket_mb buckets), then global-norm clipping and AdamW per
-// tensor (weight decay on matrices only), every rank updating all parameters identically.
-void Trainer::optimizer_step(double lr, double* norm) {
-  const auto& o = cfg_.optim;
-  const size_t P = model_->flat_size();
-  phase("grad_reduce");
-  GradReducer(*comm_, size_t(cfg_.dist.bucket_mb * double(1 << 20))).reduce(model_->grads(), P);
-  phase("grad_norm");
-  *norm = std::sqrt(ops_->sum_squares(model_->grads(), P));
-  check_grad_norm(*norm, state_.step);
-  const float clip =
-      o.grad_clip > 0 && *norm > o.grad_clip ? float(o.grad_clip / (*norm + 1e-6)) : 1.f;
-  // Per tensor, so the alignment gaps between tensors are never touched (they stay zero). One
-  // pass per tensor: clip, AdamW, and the gradient zeroed for the next step.
-  phase("adamw");
-  model_->update_params([&](float* params) {
-    for (const auto& ten : model_->tensors()) {
-      ops_->adamw_clip_zero(params + ten.offset, model_->grads() + ten.offset,
-                            m_.data() + ten.offset, v_.data() + ten.offset, ten.numel, float(lr),
-                            float(o.beta1), float(o.beta2), float(o.eps),
-                            ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1, clip);
-    }
-  });
-  grads_zero_ = true;
-}
-
-// ZeRO-1: reduce-scatter the gradients, clip by the global norm (a double all-reduce of the
-// shards' sums of squares), AdamW on this rank's slice only, all-gather the parameters.
-void Trainer::optimizer_step_zero1(double lr, double* norm) {
-  const auto& o = cfg_.optim;
-  const size_t P = model_->flat_size();
-  const size_t n = shard_n_ * size_t(comm_->world());
-  const size_t lo = shard_lo_, hi = std::max(lo, std::min(lo + shard_n_, P));
-  float* g = model_->grads();
-  if (!flat_.empty()) {  // P is not a multiple of W: work in a zero-padded copy
-    ops_->copy(flat_.data(), model_->grads(), P * sizeof(float));
-    ops_->zero(flat_.data() + P, n - P);
-    g = flat_.data();
-  }
-  comm_->reduce_scatter_sum(g, n);
-  *norm = std::sqrt(comm_->all_reduce_sum(ops_->sum_squares(g + lo, shard_n_)));
-  check_grad_norm(*norm, state_.step);
-  if (o.grad_clip > 0 && *norm > o.grad_clip)
-    ops_->scale(g + lo, shard_n_, float(o.grad_clip / (*norm + 1e-6)));
-  // The slice may cut through tensors: each tensor's range is intersected with it, so weight
-  // decay is still decided per tensor.
-  model_->update_params([&](float* params) {
-    for (const auto& ten : model_->tensors()) {
-      const size_t a = std::max(lo, ten.offset), b = std::min(hi, ten.offset + ten.numel);
-      if (a >= b) continue;
-      ops_->adamw(params + a, g + a, m_.data() + (a - lo), v_.data() + (a - lo), b - a, float(lr),
-                  float(o.beta1), float(o.beta2), float(o.eps),
-                  ten.decay ? float(o.weight_decay) : 0.f, state_.step + 1);
-    }
-    if (flat_.empty()) {
-      comm_->all_gather(params, n);
-    } else {
-      ops_->copy(flat_.data() + lo, params + lo, (hi - lo) * sizeof(float));
-      ops_->zero(flat_.data() + hi, lo + shard_n_ - hi);
-      comm_->all_gather(flat_.data(), n);
-      ops_->copy(params, flat_.data(), P * sizeof(float));
-    }
-  });
 }
 
 double Trainer::evaluate() {
@@ -384,24 +300,13 @@ bool Trainer::run_evaluate(double* out, bool interruptible) {
 
 void Trainer::save(bool final_save) {
   // Checkpoints hold the full optimizer state whatever the sharding, so they resume on any
-  // number of ranks: ZeRO-1 gathers the moment shards first (a collective: every rank joins).
-  // The moments are downloaded to host buffers (a copy on the CPU backend).
-  std::vector<float> m, v;
-  if (zero1() && comm_->world() > 1) {
-    const size_t n = shard_n_ * size_t(comm_->world());
-    for (auto* full : {&m, &v}) {
-      full->assign(n, 0.f);
-      (full == &m ? m_ : v_).download(full->data() + shard_lo_, shard_n_);
-      comm_->all_gather(full->data(), n);
-    }
-  } else {
-    m = m_.to_host();
-    v = v_.to_host();
-  }
+  // number of ranks: ZeRO-1 gathers the shards first (a collective: every rank joins). The
+  // state is downloaded to host buffers (a copy on the CPU backend).
+  std::vector<std::vector<float>> state = optimizer_->gather_state();
   saved_step_ = state_.step;
   if (comm_->rank() != 0) return;
   std::string dir = opt_.out_dir + "/checkpoints/" + checkpoint_dir_name(state_.step);
-  save_checkpoint(dir, *model_, m.data(), v.data(), state_);
+  save_checkpoint(dir, *model_, state_buffers(optimizer_->optimizer(), state), state_);
   prune_checkpoints(opt_.out_dir, cfg_.train.keep_checkpoints);
   log_json({{"type", "checkpoint"}, {"step", state_.step}, {"dir", dir}, {"final", final_save}});
   spdlog::info("checkpoint {}", dir);

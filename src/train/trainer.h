@@ -1,13 +1,13 @@
-// The training loop: gradient accumulation to a token budget per step, AdamW with decoupled
-// weight decay on matrices only, warmup + cosine LR, global-norm clipping, validation every
-// N steps, metrics.jsonl, checkpoints, SIGINT/SIGTERM handling, NaN/Inf detection.
+// The training loop: gradient accumulation to a token budget per step, the optimizer (AdamW with
+// decoupled weight decay on matrices only, train/optimizer.h), warmup + cosine LR, global-norm
+// clipping, validation every N steps, metrics.jsonl, checkpoints, SIGINT/SIGTERM handling,
+// NaN/Inf detection.
 //
 // Data parallel: every rank holds the full model and runs the same step on its slice of the
-// batch; gradients are summed once per step after accumulation. With dist.zero_stage=1 (ZeRO-1)
-// the AdamW moments are sharded: rank r owns the contiguous slice [r*S, (r+1)*S) of the flat
-// parameter buffer (S = ceil(P/W)), gradients are reduce-scattered, each rank updates only its
-// slice and the parameters are all-gathered. Checkpoints always hold the full optimizer state,
-// so a run can resume on any number of ranks.
+// batch; gradients are summed once per step after accumulation. Where the optimizer's state
+// lives (replicated, or sharded with dist.zero_stage=1: ZeRO-1) is optimizer.h's
+// DataParallelOptimizer. Checkpoints always hold the full optimizer state, so a run can resume
+// on any number of ranks.
 #pragma once
 #include <memory>
 #include <string>
@@ -20,6 +20,7 @@
 #include "dist/communicator.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
+#include "train/optimizer.h"
 
 namespace tda {
 
@@ -73,11 +74,9 @@ class Trainer {
   void save(bool final_save);
   void log_json(const json& j);
   void maybe_sample();
-  void optimizer_step(double lr, double* norm);        // replicated moments
-  void optimizer_step_zero1(double lr, double* norm);  // sharded moments (ZeRO-1)
-  // Rank 0 read a checkpoint into the model and m/v (host, P floats): every rank gets its share.
-  void share_resumed(std::vector<float>& m, std::vector<float>& v);
-  bool zero1() const { return cfg_.dist.zero_stage == 1; }
+  // Rank 0 read a checkpoint into the model and the optimizer state (host, P floats each):
+  // every rank gets its share.
+  void share_resumed(std::vector<std::vector<float>>& state);
 
   void phase(const char* name) {
     if (profile_) profile_->set_phase(name);
@@ -92,10 +91,8 @@ class Trainer {
   Communicator* comm_;
   std::unique_ptr<GPT2> model_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
-  // In the backend's memory (device memory on CUDA), like the model's buffers:
-  DeviceArray<float> m_, v_;  // AdamW moments: all P elements, or this rank's shard (ZeRO-1)
-  size_t shard_lo_ = 0, shard_n_ = 0;  // ZeRO-1: this rank's slice of the padded flat buffer
-  DeviceArray<float> flat_;  // ZeRO-1 with P % W != 0: padded copy for reduce-scatter/gather
+  // AdamW, its state in the backend's memory, replicated or sharded (ZeRO-1): optimizer.h.
+  std::unique_ptr<DataParallelOptimizer> optimizer_;
   std::vector<int32_t> inputs_, targets_;
   TrainState state_;
   int accum_ = 1;
