@@ -19,7 +19,7 @@ bool register_backend(const std::string& device, OpsFactory make) {
   return true;
 }
 
-std::unique_ptr<Ops> make_ops(const std::string& device) {
+std::unique_ptr<Ops> make_ops(const std::string& device, int threads) {
   auto it = backends().find(device);
   if (it == backends().end()) {
     std::string have;
@@ -27,6 +27,7 @@ std::unique_ptr<Ops> make_ops(const std::string& device) {
     throw Error("device \"" + device + "\": this binary has no such backend (it has: " + have +
                 ")");
   }
+  if (threads > 0) set_cpu_threads(threads);
   return it->second();
 }
 

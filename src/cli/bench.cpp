@@ -16,7 +16,6 @@
 #include "attention/common.h"
 #include "attention/registry.h"
 #include "attention/variant.h"
-#include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention_work.h"
 #include "backend/cuda/startup.h"
 #include "backend/cuda/timing.h"

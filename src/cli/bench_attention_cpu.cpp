@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "attention/variant.h"
-#include "backend/cpu/cpu_ops.h"
+#include "backend/make_ops.h"
 #include "backend/profile_ops.h"
 #include "cli/bench_attention.h"
 #include "cli/bench_gpu.h"
@@ -51,7 +51,7 @@ double peak_rss_mb() {
 
 // Forward then backward of one captured kernel call (its inputs are the model's buffers, its
 // outputs written again), with the gradient buffers sized for its layout. Returns {fwd, bwd} ms.
-std::pair<double, double> time_kernels(CpuOps& ops, const AttnArgs& call, Rng& rng) {
+std::pair<double, double> time_kernels(Ops& ops, const AttnArgs& call, Rng& rng) {
   const size_t sqk = call.qk_bh_stride ? call.qk_bh_stride : size_t(call.T) * call.Dqk;
   const size_t BH = size_t(call.B) * call.H, nqk = BH * sqk + size_t(call.T) * call.Dqk;
   const size_t nv = BH * size_t(call.T) * call.Dv;
@@ -90,7 +90,8 @@ int bench_checkpoint_attention(const std::string& dir, const std::string& tokens
   TDA_CHECK(tokens.size() >= size_t(T_max), "bench attention: " + tokens_file + " holds " +
                                                 std::to_string(tokens.size()) +
                                                 " tokens, fewer than --T " + std::to_string(T_max));
-  CpuOps cpu;
+  auto cpu_ops = make_ops("cpu");
+  Ops& cpu = *cpu_ops;
   ProbeOps probe(cpu);
   probe.keep_maps = false;
   GPT2 model(cfg.model, cfg.attention, probe, "fp32");
@@ -194,13 +195,14 @@ struct RandomLayer {
 
 int bench_random_attention(const std::vector<std::string>& kinds, const std::vector<int>& Ts,
                            int reps, int heads) {
-  CpuOps cpu;
+  auto cpu_ops = make_ops("cpu");
+  Ops& cpu = *cpu_ops;
   for (const auto& kind : kinds) {
     for (int T : Ts) {
       RandomLayer L(kind, T, heads);
       const int H = L.H;
       auto& attn = L.attn;
-      // The variant calls ProfileOps (kernel times) -> ProbeOps (tile counts) -> CpuOps.
+      // The variant calls ProfileOps (kernel times) -> ProbeOps (tile counts) -> the CPU backend.
       ProbeOps probe(cpu);
       probe.keep_maps = false;
       ProfileOps prof(probe);
@@ -269,7 +271,8 @@ AttnCall capture_attention_call(const std::string& kind, int T) {
       call.lambda = a.lambda ? *a.lambda : 0.f;
     }
   };
-  CpuOps cpu;
+  auto cpu_ops = make_ops("cpu");
+  Ops& cpu = *cpu_ops;
   Capture cap(cpu);
   RandomLayer L(kind, T, 1);
   L.attn->forward(L.ctx(cap), L.proj.data(), L.y.data(), L.act.data(), L.extra);

@@ -1,7 +1,5 @@
 #include "train/trainer.h"
 
-#include <cblas.h>
-#include <omp.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -17,8 +15,6 @@
 #include "train/metrics_log.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
-
-extern "C" void openblas_set_num_threads(int);
 
 namespace tda {
 
@@ -86,11 +82,7 @@ int grad_accum_steps(const Config& cfg, int ranks) {
 }
 
 Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::move(opt)) {
-  if (cfg_.train.threads > 0) {
-    omp_set_num_threads(cfg_.train.threads);
-    openblas_set_num_threads(cfg_.train.threads);
-  }
-  ops_ = make_ops(cfg_.train.device);
+  ops_ = make_ops(cfg_.train.device, cfg_.train.threads);
   if (opt_.profile) {
     backend_ = std::move(ops_);
     auto p = std::make_unique<ProfileOps>(*backend_);

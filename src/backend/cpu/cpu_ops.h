@@ -8,6 +8,9 @@ namespace tda {
 // Entmax needs whole rows (its threshold is a root over the row): attention_entmax.cpp.
 void cpu_entmax_forward(const AttnArgs& a);
 void cpu_entmax_backward(const AttnArgs& a, bool drop_term);
+// The host threads of the backends (OpenMP's team, and OpenBLAS's for calls outside cpu_sgemm):
+// make_ops() sets them from train.threads (sgemm.cpp).
+void set_cpu_threads(int n);
 // Row-major C(M,N) = alpha op(A) op(B) + beta C with cblas_sgemm's arguments, split over the
 // OpenMP team, one single-threaded OpenBLAS call per thread (sgemm.cpp says why).
 void cpu_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,

@@ -18,10 +18,15 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace tda {
 
+void set_cpu_threads(int n) {
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
 void cpu_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   // Cheap (a store) and needed before every call: whoever called OpenBLAS last (a benchmark's
-  // reference SGEMM, the trainer's train.threads) may have set it to more.
+  // reference SGEMM, set_cpu_threads) may have set it to more.
   openblas_set_num_threads(1);
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
