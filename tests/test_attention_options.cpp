@@ -129,7 +129,7 @@ TEST_CASE("attention options: the config's attention defaults and bounds are the
                     Catch::Contains("'attention.entmax_alpha' must be in (1, 2], got 2.5"));
   const Config c = parse_config("{}", {"attention.kind=dex"}, "t");
   CHECK(c.attention.option<int>("dex_anneal_steps") == 715);
-  CHECK(c.attention.dex_anneal_steps == 715);
+  CHECK(c.attention.option<int>("dex_anneal_steps") == 715);
 }
 
 }  // namespace tda

@@ -109,13 +109,16 @@ TEST_CASE("diag TRA and TDA maps equal max(s - tau 0)^p recomputed from q and k"
     const auto& L = p.probe.layers.at(1);
     const int D = a.Dqk;
     // tau_i = max(beta, 0) c_i,  c_i = sqrt(2 max(0, log((i+1)/kappa)) / d)
-    const double beta = p.cfg.attention.beta, kappa = p.cfg.attention.kappa;
+    const double beta = p.cfg.attention.option<double>("beta"),
+                 kappa = p.cfg.attention.option<double>("kappa");
     for (int i = 0; i < T; ++i) {
       const double c = std::sqrt(2.0 * std::max(0.0, std::log((i + 1) / kappa)) / D);
       REQUIRE(a.tau[i] == Approx(std::max(beta, 0.0) * c).margin(1e-6));
     }
     const bool two = kind == "tda";
-    const float lam = two ? std::min(std::max(float(p.cfg.attention.lambda_init), 0.f), 1.f) : 0.f;
+    const float lam =
+        two ? std::min(std::max(float(p.cfg.attention.option<double>("lambda_init")), 0.f), 1.f)
+            : 0.f;
     if (two) CHECK(*a.lambda == Approx(lam));
     const size_t sqk = size_t(T) * D;
     int nonzero = 0, zero = 0;
@@ -126,7 +129,7 @@ TEST_CASE("diag TRA and TDA maps equal max(s - tau 0)^p recomputed from q and k"
           const float* k = a.k + h * sqk + size_t(j) * D;
           REQUIRE(std::sqrt(dotf(q, q, D)) == Approx(1.f).margin(1e-5));  // L2-normalised
           const double r1 = double(dotf(q, k, D)) - a.tau[i];
-          const double a1 = r1 > 0 ? std::pow(r1, p.cfg.attention.power) : 0.0;
+          const double a1 = r1 > 0 ? std::pow(r1, p.cfg.attention.option<int>("power")) : 0.0;
           const auto& hv = L.head_views[size_t(h)];
           const size_t e = size_t(i) * T + j;
           if (!two) {
@@ -135,7 +138,7 @@ TEST_CASE("diag TRA and TDA maps equal max(s - tau 0)^p recomputed from q and k"
             const float* q2 = a.q2 + h * sqk + size_t(i) * D;
             const float* k2 = a.k2 + h * sqk + size_t(j) * D;
             const double r2 = double(dotf(q2, k2, D)) - a.tau[i];
-            const double a2 = r2 > 0 ? std::pow(r2, p.cfg.attention.power) : 0.0;
+            const double a2 = r2 > 0 ? std::pow(r2, p.cfg.attention.option<int>("power")) : 0.0;
             REQUIRE(hv[1][e] == Approx(a1).margin(1e-6));
             REQUIRE(hv[2][e] == Approx(a2).margin(1e-6));
             REQUIRE(hv[0][e] == Approx(a1 - lam * a2).margin(1e-6));

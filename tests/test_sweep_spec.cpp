@@ -123,12 +123,12 @@ TEST_CASE("configs/sweeps/paper.json is the paper's study", "[sweep][config]") {
   for (const auto& r : s.runs) {
     if (r.group == "p") {
       CHECK(r.cfg.attention.kind == "tda");
-      CHECK(r.cfg.attention.beta == 1.0);
-      p.insert(r.cfg.attention.power);
+      CHECK(r.cfg.attention.option<double>("beta") == 1.0);
+      p.insert(r.cfg.attention.option<int>("power"));
     }
     if (r.group == "beta") {
-      CHECK(r.cfg.attention.power == 2);
-      beta.insert(r.cfg.attention.beta);
+      CHECK(r.cfg.attention.option<int>("power") == 2);
+      beta.insert(r.cfg.attention.option<double>("beta"));
     }
   }
   CHECK(p == std::set<double>{1, 3, 5});

@@ -55,6 +55,17 @@ inline std::vector<AttentionOptionSpec> threshold_options() {
           head_norm_eps_option()};
 }
 
+// Their values, as TRA and TDA read them.
+struct ThresholdOptions {
+  double beta, kappa, head_norm_eps;
+  int power;
+  bool learn_beta;
+};
+inline ThresholdOptions read_threshold_options(const AttentionConfig& a) {
+  return {a.option<double>("beta"), a.option<double>("kappa"), a.option<double>("head_norm_eps"),
+          a.option<int>("power"), a.option<bool>("learn_beta")};
+}
+
 // Diff Transformer depth schedule, layer 0-indexed: lambda_init = 0.8 - 0.6 exp(-0.3 layer).
 inline float diff_lambda_init(int layer) {
   return 0.8f - 0.6f * std::exp(-0.3f * float(layer));

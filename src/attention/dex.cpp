@@ -26,7 +26,7 @@ using namespace attn_util;
 class DexAttention final : public AttentionVariant {
  public:
   DexAttention(const ModelConfig& m, const AttentionConfig& a)
-      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), anneal_(a.dex_anneal_steps) {}
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), anneal_(a.option<int>("dex_anneal_steps")) {}
   std::string kind() const override { return "dex"; }
   AttnMath math() const override { return AttnMath::kSoftmax; }
   int proj_width() const override { return 3 * C_; }

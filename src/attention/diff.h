@@ -34,7 +34,7 @@ class DiffAttention : public AttentionVariant {
       : C_(m.d_model),
         Hp_(m.n_head / 2),
         D_(m.head_dim()),
-        eps_(float(a.head_norm_eps)),
+        eps_(float(a.option<double>("head_norm_eps"))),
         relu_(relu) {
     TDA_CHECK(m.n_head % 2 == 0, std::string("config: attention.kind ") + kind() +
                                      " needs an even model.n_head (heads are paired)");

@@ -22,11 +22,15 @@ using namespace attn_util;
 class EntmaxAttention final : public AttentionVariant {
  public:
   EntmaxAttention(const ModelConfig& m, const AttentionConfig& a)
-      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {
-    TDA_CHECK(a.entmax_solver == "sort" || a.entmax_solver == "bisect",
+      : C_(m.d_model),
+        H_(m.n_head),
+        D_(m.head_dim()),
+        cfg_{a.option<std::string>("entmax_solver"), a.option<int>("entmax_iters"),
+             a.option<double>("entmax_alpha")} {
+    TDA_CHECK(cfg_.entmax_solver == "sort" || cfg_.entmax_solver == "bisect",
               "config: attention.entmax_solver must be \"sort\" or \"bisect\", got \"" +
-                  a.entmax_solver + "\"");
-    TDA_CHECK(a.entmax_iters > 0, "config: attention.entmax_iters must be > 0");
+                  cfg_.entmax_solver + "\"");
+    TDA_CHECK(cfg_.entmax_iters > 0, "config: attention.entmax_iters must be > 0");
   }
   std::string kind() const override { return "entmax"; }
   AttnMath math() const override { return AttnMath::kEntmax; }
@@ -73,8 +77,23 @@ class EntmaxAttention final : public AttentionVariant {
     return a;
   }
   int C_, H_, D_;
-  AttentionConfig cfg_;
+  struct {
+    std::string entmax_solver;
+    int entmax_iters;
+    double entmax_alpha;
+  } cfg_;
 };
+
+// The sort solver is the closed form of 1.5-entmax; any other alpha is solved by bisection
+// (docs/attention.md). Checked when the config is read.
+std::string alpha_needs_bisect(const AttentionConfig& a) {
+  const double alpha = a.option<double>("entmax_alpha");
+  if (alpha == 1.5 || a.option<std::string>("entmax_solver") == "bisect") return "";
+  return "config key 'attention.entmax_alpha' is " + fmt_num(alpha) +
+         ", which needs attention.entmax_solver \"bisect\" (the exact \"sort\" solver is "
+         "1.5-entmax's closed form)";
+}
+const bool kAlphaChecked = (declare_attention_check("entmax", alpha_needs_bisect), true);
 
 }  // namespace
 

@@ -22,10 +22,12 @@ using namespace attn_util;
 class GatedSoftmaxAttention final : public AttentionVariant {
  public:
   GatedSoftmaxAttention(const ModelConfig& m, const AttentionConfig& a)
-      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), headwise_(a.gate_shape == "headwise") {
-    TDA_CHECK(a.gate_shape == "elementwise" || a.gate_shape == "headwise",
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()) {
+    const auto shape = a.option<std::string>("gate_shape");
+    TDA_CHECK(shape == "elementwise" || shape == "headwise",
               "config: attention.gate_shape must be \"elementwise\" or \"headwise\", got \"" +
-                  a.gate_shape + "\"");
+                  shape + "\"");
+    headwise_ = shape == "headwise";
   }
   std::string kind() const override { return "gated_softmax"; }
   AttnMath math() const override { return AttnMath::kSoftmax; }

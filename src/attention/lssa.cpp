@@ -23,10 +23,11 @@ class LssaAttention final : public AttentionVariant {
  public:
   LssaAttention(const ModelConfig& m, const AttentionConfig& a)
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()) {
-    TDA_CHECK(a.lssa_scale_base == "head_dim" || a.lssa_scale_base == "seq_len",
+    const auto base = a.option<std::string>("lssa_scale_base");
+    TDA_CHECK(base == "head_dim" || base == "seq_len",
               "config: attention.lssa_scale_base must be \"head_dim\" or \"seq_len\", got \"" +
-                  a.lssa_scale_base + "\"");
-    log_base_ = std::log(float(a.lssa_scale_base == "head_dim" ? D_ : m.seq_len));
+                  base + "\"");
+    log_base_ = std::log(float(base == "head_dim" ? D_ : m.seq_len));
   }
   std::string kind() const override { return "lssa"; }
   AttnMath math() const override { return AttnMath::kSoftplus; }

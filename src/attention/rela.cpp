@@ -26,18 +26,19 @@ class RelaAttention final : public AttentionVariant {
  public:
   enum class Norm { kGated, kRms, kLayer };
   RelaAttention(const ModelConfig& m, const AttentionConfig& a)
-      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), eps_(float(a.rela_eps)) {
-    if (a.rela_norm == "gated_rmsnorm")
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), eps_(float(a.option<double>("rela_eps"))) {
+    const auto norm = a.option<std::string>("rela_norm");
+    if (norm == "gated_rmsnorm")
       norm_ = Norm::kGated;
-    else if (a.rela_norm == "rmsnorm")
+    else if (norm == "rmsnorm")
       norm_ = Norm::kRms;
-    else if (a.rela_norm == "layernorm")
+    else if (norm == "layernorm")
       norm_ = Norm::kLayer;
     else
       throw Error(
           "config: attention.rela_norm must be \"gated_rmsnorm\", \"rmsnorm\" or "
           "\"layernorm\", got \"" +
-          a.rela_norm + "\"");
+          norm + "\"");
   }
   std::string kind() const override { return "rela"; }
   AttnMath math() const override { return AttnMath::kRelu; }

@@ -19,7 +19,10 @@ using namespace attn_util;
 class SsmaxAttention final : public AttentionVariant {
  public:
   SsmaxAttention(const ModelConfig& m, const AttentionConfig& a)
-      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
+      : C_(m.d_model),
+        H_(m.n_head),
+        D_(m.head_dim()),
+        cfg_{a.option<double>("ssmax_s_init"), a.option<bool>("ssmax_bias")} {}
   std::string kind() const override { return "ssmax"; }
   AttnMath math() const override { return AttnMath::kSoftmax; }
   int proj_width() const override { return 3 * C_; }
@@ -99,7 +102,10 @@ class SsmaxAttention final : public AttentionVariant {
     return a;
   }
   int C_, H_, D_;
-  AttentionConfig cfg_;
+  struct {
+    double ssmax_s_init;
+    bool ssmax_bias;
+  } cfg_;
 };
 
 }  // namespace

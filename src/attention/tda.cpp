@@ -31,15 +31,16 @@ class TdaAttention final : public AttentionVariant {
  public:
   TdaAttention(const ModelConfig& m, const AttentionConfig& a)
       : C_(m.d_model),
-        H_(a.tda_heads == "halved" ? m.n_head / 2 : m.n_head),
+        H_(halved(a) ? m.n_head / 2 : m.n_head),
         D_(m.head_dim()),
-        Dv_(a.tda_heads == "halved" ? 2 * m.head_dim() : m.head_dim()),
+        Dv_(halved(a) ? 2 * m.head_dim() : m.head_dim()),
         Cq_(H_ * D_),
-        cfg_(a) {
-    TDA_CHECK(
-        a.tda_heads == "full" || a.tda_heads == "halved",
-        "config: attention.tda_heads must be \"full\" or \"halved\", got \"" + a.tda_heads + "\"");
-    TDA_CHECK(a.tda_heads == "full" || m.n_head % 2 == 0,
+        cfg_(read_threshold_options(a)),
+        lambda_init_(a.option<double>("lambda_init")) {
+    const auto heads = a.option<std::string>("tda_heads");
+    TDA_CHECK(heads == "full" || heads == "halved",
+              "config: attention.tda_heads must be \"full\" or \"halved\", got \"" + heads + "\"");
+    TDA_CHECK(heads == "full" || m.n_head % 2 == 0,
               "config: attention.tda_heads \"halved\" needs an even model.n_head, got " +
                   std::to_string(m.n_head));
   }
@@ -54,7 +55,7 @@ class TdaAttention final : public AttentionVariant {
   // Order: lambda, [beta], gamma.
   std::vector<ParamSpec> extra_params(int) const override {
     std::vector<ParamSpec> p;
-    p.push_back({"lambda", {1}, ParamSpec::Init::kConst, float(cfg_.lambda_init), false});
+    p.push_back({"lambda", {1}, ParamSpec::Init::kConst, float(lambda_init_), false});
     if (cfg_.learn_beta)
       p.push_back({"beta", {1}, ParamSpec::Init::kConst, float(cfg_.beta), false});
     p.push_back({"gamma", {Dv_}, ParamSpec::Init::kOnes, 0.f, false});
@@ -156,7 +157,11 @@ class TdaAttention final : public AttentionVariant {
     return a;
   }
   int C_, H_, D_, Dv_, Cq_;  // H_ heads of q/k dim D_ and value dim Dv_; Cq_ = H_ D_ per q/k
-  AttentionConfig cfg_;
+  static bool halved(const AttentionConfig& a) {
+    return a.option<std::string>("tda_heads") == "halved";
+  }
+  ThresholdOptions cfg_;
+  double lambda_init_;
 };
 
 // TRA's options, and the weight of view 2 and the head layout.

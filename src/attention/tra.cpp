@@ -20,7 +20,7 @@ using namespace attn_util;
 class TraAttention final : public AttentionVariant {
  public:
   TraAttention(const ModelConfig& m, const AttentionConfig& a)
-      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(a) {}
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), cfg_(read_threshold_options(a)) {}
   std::string kind() const override { return "tra"; }
   AttnMath math() const override { return AttnMath::kThreshold; }
   AttentionTraits traits() const override {
@@ -110,7 +110,7 @@ class TraAttention final : public AttentionVariant {
     return a;
   }
   int C_, H_, D_;
-  AttentionConfig cfg_;
+  ThresholdOptions cfg_;
 };
 
 }  // namespace

@@ -49,6 +49,17 @@ const std::vector<AttentionOptionSpec>& attention_option_specs() {
   return option_table().specs;
 }
 
+namespace {
+std::vector<std::pair<std::string, AttentionCheck>>& attention_checks() {
+  static std::vector<std::pair<std::string, AttentionCheck>> c;
+  return c;
+}
+}  // namespace
+
+void declare_attention_check(const std::string& kind, AttentionCheck check) {
+  attention_checks().emplace_back(kind, check);
+}
+
 const json& config_defaults() {
   static const json d = [] {
     json j = json::parse(R"({
@@ -166,7 +177,13 @@ void apply_override(json& j, const std::string& kv) {
   }
 }
 
-// Shortest round-trip text of a bound or value: 1e-05, 0.95, 12.
+template <class T>
+T get(const json& j, const char* section, const char* key) {
+  return j.at(section).at(key).get<T>();
+}
+
+}  // namespace
+
 std::string fmt_num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -177,13 +194,6 @@ std::string fmt_num(double v) {
   }
   return buf;
 }
-
-template <class T>
-T get(const json& j, const char* section, const char* key) {
-  return j.at(section).at(key).get<T>();
-}
-
-}  // namespace
 
 void merge_into(json& dst, const json& src) {
   for (auto it = src.begin(); it != src.end(); ++it) {
@@ -218,26 +228,6 @@ Config config_from_json(const json& user, const std::string& origin) {
   m.norm_eps = get<double>(r, "model", "norm_eps");
   auto& a = c.attention;
   a.kind = get<std::string>(r, "attention", "kind");
-  // The built-in kinds' typed fields; a key no registered kind declares (a build without those
-  // kinds: the fuzzers, tools) stays value-initialised and is rejected if set (unknown key).
-  const json& opt = r["attention"];
-  a.beta = opt.value("beta", double{});
-  a.kappa = opt.value("kappa", double{});
-  a.power = opt.value("power", int{});
-  a.learn_beta = opt.value("learn_beta", bool{});
-  a.lambda_init = opt.value("lambda_init", double{});
-  a.gate_shape = opt.value("gate_shape", std::string{});
-  a.ssmax_s_init = opt.value("ssmax_s_init", double{});
-  a.ssmax_bias = opt.value("ssmax_bias", bool{});
-  a.entmax_solver = opt.value("entmax_solver", std::string{});
-  a.entmax_iters = opt.value("entmax_iters", int{});
-  a.entmax_alpha = opt.value("entmax_alpha", double{});
-  a.lssa_scale_base = opt.value("lssa_scale_base", std::string{});
-  a.rela_norm = opt.value("rela_norm", std::string{});
-  a.rela_eps = opt.value("rela_eps", double{});
-  a.head_norm_eps = opt.value("head_norm_eps", double{});
-  a.dex_anneal_steps = opt.value("dex_anneal_steps", int{});
-  a.tda_heads = opt.value("tda_heads", std::string{});
   a.options = r["attention"];
   a.options.erase("kind");
   c.data.train = get<std::string>(r, "data", "train");
@@ -340,12 +330,12 @@ Config config_from_json(const json& user, const std::string& origin) {
   }
   TDA_CHECK(r["train"]["seed"].is_number_unsigned(),
             origin + ": config key 'train.seed' must be >= 0, got " + r["train"]["seed"].dump());
-  // The sort solver is the closed form of 1.5-entmax; any other alpha is solved by bisection
-  // (docs/attention.md).
-  TDA_CHECK(a.kind != "entmax" || a.entmax_alpha == 1.5 || a.entmax_solver == "bisect",
-            origin + ": config key 'attention.entmax_alpha' is " + fmt_num(a.entmax_alpha) +
-                ", which needs attention.entmax_solver \"bisect\" (the exact \"sort\" solver is "
-                "1.5-entmax's closed form)");
+  // The kind's own checks across its options (declared in its file).
+  for (const auto& [kind, check] : attention_checks())
+    if (kind == a.kind) {
+      const std::string problem = check(a);
+      TDA_CHECK(problem.empty(), origin + ": " + problem);
+    }
   TDA_CHECK(m.d_model % m.n_head == 0,
             origin + ": model.d_model must be divisible by model.n_head");
   TDA_CHECK(m.head_dim() % 2 == 0, origin + ": head dim (d_model/n_head) must be even for RoPE");

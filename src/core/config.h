@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace tda {
 
 using json = nlohmann::json;
@@ -35,21 +37,26 @@ void declare_attention_option(const AttentionOptionSpec& spec, const std::string
 // Every declared option, in declaration order of first appearance.
 const std::vector<AttentionOptionSpec>& attention_option_specs();
 
-// The attention options: the kind, plus typed fields for the options of the built-in kinds
-// (each variant reads the ones it uses) and `options`, every declared option by key (what a kind
-// added outside this struct reads, through option<T>()).
+// A check across a kind's options that bounds cannot say (entmax: alpha other than 1.5 needs the
+// bisection solver). Returns "" or what is wrong, naming the keys; declared by the kind's file
+// (declare_attention_check) and run by the config reader for that kind.
+struct AttentionConfig;
+// Shortest round-trip text of a number (1e-05, 0.95, 12), as config messages print values.
+std::string fmt_num(double v);
+using AttentionCheck = std::string (*)(const AttentionConfig&);
+void declare_attention_check(const std::string& kind, AttentionCheck check);
+
+// The attention options: the kind, and every declared attention.<key> with its value, which the
+// kind's file reads by key (option<T>("beta")). No per-kind field: the kinds declare their options.
 struct AttentionConfig {
   std::string kind;
-  double beta, kappa, lambda_init, ssmax_s_init, rela_eps, head_norm_eps;
-  double entmax_alpha;  // in (1, 2]; other than 1.5 only with the bisection solver
-  int power, entmax_iters, dex_anneal_steps;
-  bool learn_beta, ssmax_bias;
-  std::string gate_shape, entmax_solver, lssa_scale_base, rela_norm;
-  std::string tda_heads;  // "full" | "halved" (parameter-matched; src/attention/tda.cpp)
-  json options;           // every declared attention.<key> -> its value
+  json options;  // every declared attention.<key> -> its value
   template <class T>
   T option(const std::string& key) const {
-    return options.at(key).get<T>();
+    auto it = options.find(key);
+    if (it == options.end())
+      throw Error("config: attention." + key + " is not declared by any attention kind");
+    return it->get<T>();
   }
 };
 

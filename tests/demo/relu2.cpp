@@ -18,7 +18,10 @@ using namespace attn_util;
 class Relu2Attention final : public AttentionVariant {
  public:
   Relu2Attention(const ModelConfig& m, const AttentionConfig& a)
-      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), eps_(float(a.head_norm_eps)) {}
+      : C_(m.d_model),
+        H_(m.n_head),
+        D_(m.head_dim()),
+        eps_(float(a.option<double>("head_norm_eps"))) {}
   std::string kind() const override { return "relu2"; }
   AttnMath math() const override { return AttnMath::kThreshold; }
   AttentionTraits traits() const override {
