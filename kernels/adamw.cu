@@ -5,9 +5,9 @@
 // as the CPU backend) and passed in.
 #include <cmath>
 
-#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernel_helpers.cuh"
 
 namespace tda::cuda {
 

@@ -12,8 +12,8 @@
 // (query tile, key tile) pair with no non-zero weight (sparse policies) has a = f = 0: all its
 // terms vanish and both kernels skip its dO V^T and products.
 #include "backend/cuda/attention_tc.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
 #include "core/error.h"
 
 namespace tda::cuda {

@@ -21,8 +21,8 @@
 // Every output is owned by one block and summed in a fixed order: deterministic, no atomics.
 #include "attention/policies.h"
 #include "backend/cuda/attention_tc.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
 #include "core/error.h"
 
 namespace tda::cuda {

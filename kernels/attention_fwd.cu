@@ -14,8 +14,8 @@
 // computed: their output is 0 and blocks wholly below it count no tiles. No T x T buffer, no float
 // atomics (the counters are integer atomics).
 #include "backend/cuda/attention_tc.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
 #include "core/error.h"
 
 namespace tda::cuda {

@@ -1,7 +1,7 @@
 // fp32 <-> bf16 casts, the first pieces of the bf16 storage path (docs/cuda.md):
 //   y_i = bf16(x_i), round to nearest even (__float2bfloat16);  x_i = float(y_i), exact.
-#include "backend/cuda/cuda_ops.cuh"
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/common.h"
+#include "backend/cuda/kernel_helpers.cuh"
 
 namespace tda::cuda {
 

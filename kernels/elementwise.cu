@@ -2,9 +2,9 @@
 // zero.
 // Grid-stride loops, one element per thread per iteration; same float expressions as
 // src/backend/cpu/elementwise.cpp.
-#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernel_helpers.cuh"
 
 namespace tda::cuda {
 

@@ -6,9 +6,9 @@
 // and uploaded with the tokens: nothing is read back), one block per distinct token and one
 // thread per channel, each walking only its token's rows. The grid depends on N only (blocks
 // stride over the plan's S segments), so no launch waits for the data.
-#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernel_helpers.cuh"
 
 namespace tda::cuda {
 

@@ -8,9 +8,9 @@
 // (Bf16Operands) feeds the three GEMMs bf16 x, W and dlogits (the softmax kernel writes the
 // bf16 dlogits itself, no extra pass); logits, the loss and dx/dW stay fp32. Chunks of 1024
 // rows keep W's re-reads (one per chunk and GEMM) small next to the GEMMs at N = 16k.
-#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernel_helpers.cuh"
 
 namespace tda::cuda {
 

@@ -6,10 +6,10 @@
 // - column sums (the RMSNorm and ReLA-norm weight gradients' second stage): out[c] += sum_r
 //   in[r ld + c] over rows in fixed groups, one block per (group, 32 columns), then the <= 256
 //   group sums per column in one more pass, in order.
-#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
 #include "backend/cuda/grid.h"
+#include "backend/cuda/kernel_helpers.cuh"
 
 namespace tda::cuda {
 

@@ -6,10 +6,10 @@
 // (reduce.cu: many blocks, fixed groups). The chunks are the grid's x (grid.h): the TRA/TDA/Diff
 // head norms have N = B*T*H rows, 98,304 chunks at B = 4, T = 65,536, H = 12, past grid.y's
 // 65,535.
-#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
 #include "backend/cuda/grid.h"
+#include "backend/cuda/kernel_helpers.cuh"
 
 namespace tda::cuda {
 

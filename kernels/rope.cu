@@ -4,9 +4,9 @@
 //   backward:  dx[i]  = g[i] cos + g[i+D/2] sin;   dx[i+D/2]  = -g[i] sin + g[i+D/2] cos
 // x/dx are the head slice [col0 + h D, col0 + (h+1) D) of row b*T+t of a (B*T, row) matrix;
 // out/g are (B, H, T, D). One thread per (b, t, h, i) pair (per element for split/merge).
-#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernel_helpers.cuh"
 
 namespace tda::cuda {
 

@@ -2,7 +2,7 @@
 # Compiles every kernels/*.cu and src/backend/cuda/*.cu (the CUDA backend) with nvcc for sm_80 (A100) and sm_90 (H100), warnings as errors,
 # and keeps ptxas's register/spill report in build-cuda/ptxas.log (checked against the emulator's
 # launch-resource table, scripts/launch_resources.py). Also compiles the NCCL
-# communicator (src/dist/nccl_communicator.cpp) against the real <nccl.h> and links it into a
+# communicator (src/distributed/nccl_communicator.cpp) against the real <nccl.h> and links it into a
 # shared object with -lnccl -lcudart, checking that every NCCL/CUDA function it calls is exported
 # by the installed libraries (scripts/check_nccl_symbols.sh). Then links build-cuda/tda (the real
 # CUDA backend, cudart + cuBLASLt) with CMake -DTDA_CUDA=ON, for a portable host CPU baseline
@@ -130,8 +130,8 @@ if [ "${SKIP_LINK:-0}" != 1 ]; then
     -DCMAKE_CUDA_COMPILER="$NVCC" -DCUDAToolkit_ROOT="$CUDA_HOME" \
     -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake-nompi.log" 2>&1 ||
     { cat "$BUILD_DIR/cmake-nompi.log" >&2; exit 1; }
-  cmake --build "$BUILD_DIR/cmake-nompi" --target src/dist/communicator.cpp.o \
-    src/dist/launch.cpp.o >>"$BUILD_DIR/cmake-nompi.log" 2>&1 ||
+  cmake --build "$BUILD_DIR/cmake-nompi" --target src/distributed/communicator.cpp.o \
+    src/distributed/launch.cpp.o >>"$BUILD_DIR/cmake-nompi.log" 2>&1 ||
     { tail -30 "$BUILD_DIR/cmake-nompi.log" >&2; exit 1; }
   echo "[build_cuda] ok: a CUDA build configures and compiles its MPI-less launch code"
 fi

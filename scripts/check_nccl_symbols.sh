@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles the NCCL communicator (src/dist/nccl_communicator.cpp) with nvcc against the real
+# Compiles the NCCL communicator (src/distributed/nccl_communicator.cpp) with nvcc against the real
 # <nccl.h> and links it into a shared object with -lnccl -lcudart, then checks that every
 # nccl*/cuda* function it calls is exported by those libraries (a shared object may leave
 # symbols undefined, so the link alone would not tell). Used by scripts/build_cuda.sh and
@@ -21,10 +21,10 @@ if [ -z "$nccl_lib" ]; then
   echo "[nccl] libnccl not found (set NCCL_HOME=...)" >&2
   exit 1
 fi
-echo "[nccl] src/dist/nccl_communicator.cpp (NCCL from $nccl_lib)"
+echo "[nccl] src/distributed/nccl_communicator.cpp (NCCL from $nccl_lib)"
 NCCL_FLAGS=(-std=c++17 -O3 -Isrc -I"$NCCL_HOME/include" -DTDA_WITH_NCCL -Xcompiler -fPIC
             -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings)
-"$NVCC" "${NCCL_FLAGS[@]}" -c src/dist/nccl_communicator.cpp -o "$BUILD_DIR/nccl_communicator.o"
+"$NVCC" "${NCCL_FLAGS[@]}" -c src/distributed/nccl_communicator.cpp -o "$BUILD_DIR/nccl_communicator.o"
 "$NVCC" -shared "$BUILD_DIR/nccl_communicator.o" -o "$BUILD_DIR/libtda_nccl.so" \
   -L"$nccl_lib" -L"$CUDA_HOME/lib64" -lnccl -lcudart
 libs=("$nccl_lib"/libnccl.so* "$CUDA_HOME"/lib*/libcudart.so*)

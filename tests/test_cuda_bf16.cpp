@@ -6,7 +6,7 @@
 #endif
 #include <catch2/catch.hpp>
 
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/common.h"
 #include "test_cuda_util.h"
 
 using namespace tda;

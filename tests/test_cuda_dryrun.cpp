@@ -16,8 +16,8 @@
 
 #include "test_cuda_util.h"
 // after test_cuda_util.h (emulated build)
+#include "backend/cuda/common.h"
 #include "backend/cuda/device_stats.h"
-#include "backend/cuda/gemm.h"
 #include "backend/forwarding_ops.h"
 #include "core/config.h"
 #include "core/error.h"

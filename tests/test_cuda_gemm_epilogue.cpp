@@ -13,7 +13,7 @@
 #endif
 #include <catch2/catch.hpp>
 
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/common.h"
 #include "model/gpt2.h"
 #include "test_cuda_util.h"
 

@@ -99,7 +99,7 @@ TEST_CASE("cuda grids: RMSNorm dw and ReLA-norm dgamma/dw past 65,535 row chunks
   // N = 2.1M, too slow to emulate); the reduction stages run alone (their row-wise dx/du kernels
   // put rows on x and are unchanged). C = 5: one partial warp of columns. Both sides fp32; the
   // CUDA side sums chunk partials in order, so the error is a few ulps of the scale (the 1e-5 of
-  // test_cuda_prepost.cpp).
+  // test_cuda_variant_ops.cpp).
   CpuOps cpu;
   CudaOps gpu;
   const int N = 65600, C = 5, kChunk = 1;

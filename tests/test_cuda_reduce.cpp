@@ -1,5 +1,5 @@
 // Deterministic many-block reductions of the CUDA backend (docs/cuda.md): head_row_sum (two
-// passes over chunks of (b, t) items, kernels/attn_prepost.cu) and column_sum (the second stage
+// passes over chunks of (b, t) items, kernels/variant_ops.cu) and column_sum (the second stage
 // of the RMSNorm and ReLA-norm weight gradients, kernels/reduce.cu). At odd sizes that span many
 // blocks (small chunks, as the d12 shapes have at full size), under the emulator's shuffled block
 // orders: the same bits for every order, and the CPU's sums within fp32 (double for head_row_sum)

@@ -1,5 +1,5 @@
-// How a rank starts (dist/communicator.h): which environment variable gives its node-local rank
-// under each launcher, and the order of start-up under mpirun/srun with GPUs: the GPU is bound
+// How a rank starts (distributed/communicator.h): which environment variable gives its node-local
+// rank under each launcher, and the order of start-up under mpirun/srun with GPUs: the GPU is bound
 // from the launcher's local rank before MPI_Init (some MPI/UCX stacks bind to whatever device is
 // current then), and MPI's own count of the ranks on the node must agree afterwards. MPI and
 // NCCL are replaced by recorders, so no process is started.
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "test_util.h"
 
 using namespace tda;

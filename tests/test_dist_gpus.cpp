@@ -1,8 +1,8 @@
 // `tda train --gpus N` in the emulated build: the launcher forks N workers itself (no mpirun),
-// they meet through the NCCL stand-in (dist/nccl_emu/) and train data-parallel. The tiny config
-// keeps train.device=cpu: under the emulator "device" buffers are host memory, so the stand-in
-// reduces the CPU trainer's buffers (the real build refuses that combination). What is checked
-// is the GPU launch path: id hand-over, rank environment, NCCL collectives in the trainer
+// they meet through the NCCL stand-in (distributed/nccl_emu/) and train data-parallel. The tiny
+// config keeps train.device=cpu: under the emulator "device" buffers are host memory, so the
+// stand-in reduces the CPU trainer's buffers (the real build refuses that combination). What is
+// checked is the GPU launch path: id hand-over, rank environment, NCCL collectives in the trainer
 // (all-reduce in buckets, ZeRO-1 reduce-scatter / all-gather), failure and signal handling.
 // Tolerances: test_dist_util.h.
 #ifndef TDA_CUDA_EMU
@@ -13,7 +13,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include "dist/nccl_communicator.h"
+#include "distributed/nccl_communicator.h"
 #include "test_dist_util.h"
 #include "train/trainer.h"
 
@@ -147,7 +147,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 // Rank 1 stops for good when it issues its 6th collective (the stand-in's fault injection,
-// dist/nccl_emu/nccl.h), in the first steps of training (about 3 collectives per step).
+// distributed/nccl_emu/nccl.h), in the first steps of training (about 3 collectives per step).
 TEST_CASE("a worker of tda train --gpus 2 that hangs: the other times out, one error line",
           "[dist][nccl]") {
   REQUIRE(data_present());

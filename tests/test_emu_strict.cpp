@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_ops.cuh"
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/common.h"
+#include "backend/cuda/kernel_helpers.cuh"
 #include "backend/cuda/launch.h"
 #include "backend/ops.h"
 #include "test_emu_util.h"
@@ -73,8 +73,8 @@ __global__ void smem_off_by_one_kernel(int n) {
   for (int i = int(threadIdx.x); i <= n; i += int(blockDim.x)) s[i] = 1.0f;
 }
 
-// 16-byte loads from x + off, 8-byte stores to y + off (cuda_ops.cuh): aligned only for off % 4 ==
-// 0.
+// 16-byte loads from x + off, 8-byte stores to y + off (kernel_helpers.cuh): aligned only for off %
+// 4 == 0.
 __global__ void vector_copy_kernel(const float* x, float* y, int off) {
   const float4 v = tda::cuda::load_float4(x + off + 4 * int(threadIdx.x));
   uint32_t lo, hi;

@@ -1,6 +1,6 @@
-// The NCCL communicator of the emulated CUDA build (dist/nccl_communicator.cpp over the
-// shared-memory stand-in dist/nccl_emu/), run across real processes: each parent test starts this
-// test binary once per rank, running only a hidden worker test ([.nccl-worker]) with the rank,
+// The NCCL communicator of the emulated CUDA build (distributed/nccl_communicator.cpp over the
+// shared-memory stand-in distributed/nccl_emu/), run across real processes: each parent test starts
+// this test binary once per rank, running only a hidden worker test ([.nccl-worker]) with the rank,
 // the world size and a fresh ncclUniqueId in the environment (exec, not a bare fork: the
 // parent's OpenMP/BLAS threads do not survive fork).
 //
@@ -24,8 +24,8 @@
 #include "backend/device_array.h"
 #include "core/config.h"
 #include "core/error.h"
-#include "dist/grad_reducer.h"
-#include "dist/nccl_communicator.h"
+#include "distributed/grad_reducer.h"
+#include "distributed/nccl_communicator.h"
 #include "model/gpt2.h"
 #include "test_cuda_util.h"
 #include "test_dist_util.h"

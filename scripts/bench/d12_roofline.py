@@ -156,7 +156,7 @@ def micro_rows(a, dtype):
         add("l2norm_backward", "bwd", 4 * L, 4 * NC, (3 * NC + nr) * f4)
         rms("(head, NH x D)", (L, L), nr, D)
         add("zero (dom)", "bwd", L, 0, NC * f4)
-        # two passes (kernels/attn_prepost.cu): chunks of >= 4096 rows, then the chunks in double
+        # two passes (kernels/variant_ops.cu): chunks of >= 4096 rows, then the chunks in double
         chunks = -(-nr // max(4096, -(-nr // 1024)))
         add("head_row_sum partial (dlambda, dbeta)", "bwd", 2 * L, nr, (nr + T) * f4 + 8 * chunks)
         add("head_row_sum (dlambda, dbeta)", "bwd", 2 * L, chunks, 8 * chunks + 2 * f4)

@@ -16,7 +16,7 @@
 #include "attention/common.h"
 #include "attention/registry.h"
 #include "attention/variant.h"
-#include "backend/cuda/attention_work.h"
+#include "backend/cuda/attention_tile_counts.h"
 #include "backend/cuda/startup.h"
 #include "backend/cuda/timing.h"
 #include "cli/bench_attention.h"

@@ -13,7 +13,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "dist/launch.h"
+#include "distributed/launch.h"
 
 namespace tda {
 namespace {

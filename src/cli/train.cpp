@@ -2,7 +2,7 @@
 //           [--procs N] [--gpus N]
 //
 // Data parallel: `--procs N` starts N CPU ranks itself (under the system mpirun), `--gpus N`
-// forks N NCCL workers itself (no mpirun; dist/launch.h); a process started by a user-typed
+// forks N NCCL workers itself (no mpirun; distributed/launch.h); a process started by a user-typed
 // mpirun or srun finds its rank in the environment. docs/distributed.md has the launch recipes.
 #include <algorithm>
 #include <cstdio>
@@ -14,8 +14,8 @@
 #include "cli/config_flags.h"
 #include "core/config.h"
 #include "core/error.h"
-#include "dist/communicator.h"
-#include "dist/launch.h"
+#include "distributed/communicator.h"
+#include "distributed/launch.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 

@@ -83,7 +83,8 @@ struct OptimConfig {
 
 struct DistConfig {
   int zero_stage;
-  double bucket_mb;  // gradient all-reduce bucket size in MiB (dist/grad_reducer.h); 0: one bucket
+  double bucket_mb;  // gradient all-reduce bucket size in MiB (distributed/grad_reducer.h); 0: one
+                     // bucket
   double timeout_s;  // NCCL: longest wait for one collective, then the rank stops (communicator.h)
 };
 

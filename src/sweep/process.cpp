@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "dist/launch.h"
+#include "distributed/launch.h"
 
 namespace tda {
 

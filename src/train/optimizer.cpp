@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "dist/grad_reducer.h"
+#include "distributed/grad_reducer.h"
 
 namespace tda {
 

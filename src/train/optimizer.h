@@ -24,7 +24,7 @@
 #include "backend/device_array.h"
 #include "backend/ops.h"
 #include "core/config.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
 

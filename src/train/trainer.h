@@ -17,7 +17,7 @@
 #include "backend/profile_ops.h"
 #include "core/config.h"
 #include "data/loader.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"

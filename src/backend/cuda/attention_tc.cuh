@@ -14,8 +14,8 @@
 #include <cstring>
 
 #include "attention/policies.h"
-#include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/grid.h"
+#include "backend/cuda/kernel_helpers.cuh"
 #include "backend/cuda/mma.h"
 #include "backend/ops.h"
 

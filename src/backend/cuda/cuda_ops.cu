@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <memory>
 
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
 #include "backend/cuda/startup.h"
 #include "backend/make_ops.h"
 #include "core/error.h"

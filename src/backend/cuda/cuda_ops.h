@@ -1,5 +1,5 @@
 // CUDA backend: every Ops method on device pointers. Kernels live in kernels/*.cu (one file per
-// op family, the formula next to the kernel), matmuls go through tda::cuda::gemm (gemm.h).
+// op family, the formula next to the kernel), matmuls go through tda::cuda::gemm (common.h).
 // fp32 storage and fp32 accumulation everywhere (bf16 storage is the next step, docs/cuda.md);
 // every reduction runs in a fixed order (no float atomics), so results are deterministic.
 //
@@ -17,7 +17,7 @@ struct __nv_bfloat16;  // cuda_bf16.h (also what the emulated build uses)
 namespace tda {
 
 namespace cuda {
-enum class Epilogue;  // gemm.h
+enum class Epilogue;  // common.h
 
 // Host wrappers of the kernels (each launches on the backend stream and throws tda::Error on a
 // launch error). Scratch arguments are device buffers of the size the *_scratch() helper names.
@@ -53,7 +53,7 @@ void rope_backward(float* dx, const float* dout, int row, int col0, const float*
 void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H, int D);
 void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H, int D);
 
-// Attention variants' pre/post pieces (kernels/attn_prepost.cu; ops.h documents them).
+// Attention variants' pre/post pieces (kernels/variant_ops.cu; ops.h documents them).
 void l2norm_forward(float* x, float* norm, size_t N, int D);
 void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D);
 void row_dot(float* out, const float* a, const float* b, size_t N, int D);
@@ -65,7 +65,7 @@ void head_row_sum(float* dst, const float* x, const float* w, float scale, int B
                   double* scratch, int items_per_block = kHeadRowSumItems);
 void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
                    double kappa, int d);
-// The variants' small parameters on the device (kernels/attn_scalars.cu; ops.h documents them).
+// The variants' small parameters on the device (kernels/variant_scalars.cu; ops.h documents them).
 void clamp_affine(float* out, const float* x, float a, float b, float lo, float hi);
 void diff_lambda(float* out, const float* lq1, const float* lk1, const float* lq2, const float* lk2,
                  int d, float init);
@@ -141,7 +141,7 @@ class CudaOps final : public Ops, public Bf16Matmuls {
 #define TDA_OP(ret, fn, params, args) ret fn params override;
 #define TDA_OP_COMPOSED(ret, fn, params, args)
 #include "backend/ops.def"
-  // cuBLASLt GELU_AUX / DGELU epilogues (gemm.h), fp32 or bf16 inputs like the matmuls.
+  // cuBLASLt GELU_AUX / DGELU epilogues (common.h), fp32 or bf16 inputs like the matmuls.
   void matmul_gelu_forward(float* y, float* pre, const float* x, const float* W, int N, int C,
                            int OC) override;
   void matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,

@@ -1,6 +1,6 @@
 // cudaMalloc with a name, for every device allocation of the backend and of the NCCL
 // communicator. No CUDA header: code compiled by the host compiler against the real runtime
-// (dist/nccl_communicator.cpp in the GPU build) uses it too. Defined in gemm.cu.
+// (distributed/nccl_communicator.cpp in the GPU build) uses it too. Defined in gemm.cu.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // tda::cuda::gemm: cuBLASLt on a GPU, OpenBLAS under the emulator; an epilogue that cuBLASLt
-// does not fuse runs as the GELU kernels after the product, on both (see gemm.h).
-#include "backend/cuda/gemm.h"
+// does not fuse runs as the GELU kernels after the product, on both (see common.h).
+#include "backend/cuda/common.h"
 
 #if defined(__CUDACC__)
 #include <type_traits>

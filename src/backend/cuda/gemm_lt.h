@@ -1,11 +1,11 @@
-// cuBLASLt behind tda::cuda::gemm (gemm.h), for gemm.cu only. nvcc builds only: the emulated
+// cuBLASLt behind tda::cuda::gemm (common.h), for gemm.cu only. nvcc builds only: the emulated
 // build serves gemm() with the CPU SGEMM and has no cuBLASLt.
 #pragma once
 
 #if defined(__CUDACC__)
 #include <library_types.h>
 
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/common.h"
 
 namespace tda::cuda {
 

@@ -6,11 +6,11 @@
 #include <mutex>
 #include <string>
 
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/common.h"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/startup.h"
 #include "core/error.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace tda::cuda {
 

@@ -2,15 +2,15 @@
 // GPU at all with this build (driver new enough for the runtime, a device visible, a compute
 // capability the kernels support); each way that fails becomes one line saying what is wrong and
 // what to do, and a process that can go on says once which GPU, driver and runtime it got.
-// Plain C++ interface: dist/ calls it without CUDA headers.
+// Plain C++ interface: distributed/ calls it without CUDA headers.
 #pragma once
 #include <string>
 
 namespace tda::cuda {
 
 // Makes this process use CUDA device local_rank % (visible devices), then startup(). Called
-// before MPI_Init and before any other CUDA call of a rank (dist/communicator.cpp), so that MPI
-// stacks that look at the current device see the right one. Returns the device.
+// before MPI_Init and before any other CUDA call of a rank (distributed/communicator.cpp), so that
+// MPI stacks that look at the current device see the right one. Returns the device.
 int bind_device(int local_rank);
 
 // Checks the current device (as above) and prints one line about it, once per process:

@@ -1,5 +1,5 @@
 // CUDA-event timer and device memory queries for the benchmarks (timing.h).
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/common.h"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/timing.h"
 

@@ -1,5 +1,5 @@
 // GPU time and memory for the benchmarks (tda bench ... --device cuda), usable without CUDA
-// headers (src/cli). Times are CUDA events on the backend's stream (gemm.h: stream()), so they
+// headers (src/cli). Times are CUDA events on the backend's stream (common.h: stream()), so they
 // measure the GPU timeline between two points of the host program: the kernels in between and
 // any gap the host left (a sync point, a download). Under the SIMT emulator the same calls run
 // and the events hold host wall-clock times (docs/emulator.md): the code path is tested here,

@@ -1,4 +1,4 @@
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #if defined(TDA_WITH_MPI)
-#include "dist/mpi_communicator.h"
+#include "distributed/mpi_communicator.h"
 #endif
 
 namespace tda {

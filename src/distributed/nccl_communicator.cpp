@@ -1,4 +1,4 @@
-#include "dist/nccl_communicator.h"
+#include "distributed/nccl_communicator.h"
 
 #if defined(TDA_WITH_NCCL) || defined(TDA_CUDA_EMU)
 #include <chrono>
@@ -155,7 +155,7 @@ std::string NcclCommunicator::describe(ncclResult_t r) const {
 }
 
 // Messages start with the NCCL call's name: the launcher tells a rank's own error from a
-// communication failure that only echoes another rank's death (dist/launch.cpp).
+// communication failure that only echoes another rank's death (distributed/launch.cpp).
 void NcclCommunicator::fail(const char* what, const std::string& why) {
   if (comm_) ncclCommAbort(comm_);
   comm_ = nullptr;

@@ -1,5 +1,5 @@
 // The variants' small parameters on the device (ops.h: clamp_affine, diff_lambda and its
-// backward, position_scales, axpby with a device coefficient; kernels/attn_scalars.cu): the
+// backward, position_scales, axpby with a device coefficient; kernels/variant_scalars.cu): the
 // emulated CUDA backend and CpuOps give the bits the variants computed on the host before these
 // ops existed (the formulas below are that host code), and the CUDA side never reads its inputs
 // on the host (host-access guard on). So moving a read from the host to the device changed no

@@ -67,7 +67,8 @@ struct LaunchEnv {
 };
 LaunchEnv launch_env();
 
-// Environment variables of tda's GPU launcher (dist/launch.h sets them, launch_env reads them).
+// Environment variables of tda's GPU launcher (distributed/launch.h sets them, launch_env reads
+// them).
 constexpr const char* kEnvRank = "TDA_RANK";
 constexpr const char* kEnvWorld = "TDA_WORLD_SIZE";
 constexpr const char* kEnvLocalRank = "TDA_LOCAL_RANK";

@@ -1,4 +1,4 @@
-#include "dist/launch.h"
+#include "distributed/launch.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "dist/launch_internal.h"
+#include "distributed/launch_internal.h"
 
 namespace tda {
 

@@ -7,7 +7,7 @@
 #pragma once
 #include <vector>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace tda {
 

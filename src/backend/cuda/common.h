@@ -1,10 +1,12 @@
-// The one matmul entry point of the CUDA backend, and the error check every host wrapper uses.
-// Under nvcc gemm() is cublasLtMatmul (gemm_lt.cu: fp32 accumulation, CUBLAS_COMPUTE_32F, so no
-// TF32 rounding), with cuBLASLt's GELU epilogues when asked; under the SIMT emulator
-// (TDA_CUDA_EMU) it is the CPU SGEMM (OpenBLAS cblas_sgemm, the routine CpuOps uses, so the
-// emulated backend's matmuls are bit-identical to the CPU's) followed by the GELU kernels of
-// kernels/elementwise.cu for an epilogue, which is also what a GPU runs when cuBLASLt cannot
-// fuse one (aux row stride not a multiple of 8, or no algorithm for the problem).
+// The CUDA backend's common host header: the error check every host wrapper uses (check,
+// context_lost), the backend's stream, scratch buffers, the bf16 casts, and the one matmul entry
+// point (gemm, implemented in gemm.cu / gemm_lt.cu). Under nvcc gemm() is cublasLtMatmul
+// (gemm_lt.cu: fp32 accumulation, CUBLAS_COMPUTE_32F, so no TF32 rounding), with cuBLASLt's GELU
+// epilogues when asked; under the SIMT emulator (TDA_CUDA_EMU) it is the CPU SGEMM (OpenBLAS
+// cblas_sgemm, the routine CpuOps uses, so the emulated backend's matmuls are bit-identical to the
+// CPU's) followed by the GELU kernels of kernels/elementwise.cu for an epilogue, which is also what
+// a GPU runs when cuBLASLt cannot fuse one (aux row stride not a multiple of 8, or no algorithm for
+// the problem).
 #pragma once
 
 #include <string>

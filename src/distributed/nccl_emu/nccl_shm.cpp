@@ -44,7 +44,7 @@
 #include <thread>
 
 #include "backend/cuda/emu/runtime.h"
-#include "dist/nccl_emu/nccl.h"
+#include "distributed/nccl_emu/nccl.h"
 
 struct ncclComm {
   int rank = 0, nranks = 1;

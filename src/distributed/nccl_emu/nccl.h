@@ -1,7 +1,7 @@
 // NCCL stand-in for the emulated CUDA build (TDA_CUDA_EMU): the subset of the NCCL 2.x API that
 // tda calls, with the same names, signatures and enum values as the real <nccl.h>, implemented
 // in nccl_shm.cpp between the processes of one machine through POSIX shared memory. The real
-// build compiles the same caller (dist/nccl_communicator.cpp) against NVIDIA's header and
+// build compiles the same caller (distributed/nccl_communicator.cpp) against NVIDIA's header and
 // libnccl, so a call that does not exist there fails that build (scripts/build_cuda.sh).
 //
 // What it is: device pointers are host pointers (the emulator's cudaMalloc), reductions add the
@@ -18,7 +18,7 @@
 // hang:R:N makes rank R stop forever when it issues its N-th collective (1-based counts).
 #pragma once
 #ifndef TDA_CUDA_EMU
-#error "dist/nccl_emu/nccl.h is the emulated build's NCCL; the real build uses <nccl.h>"
+#error "distributed/nccl_emu/nccl.h is the emulated build's NCCL; the real build uses <nccl.h>"
 #endif
 #include <cuda_runtime_api.h>  // cudaStream_t, as in the real header
 

@@ -1,7 +1,7 @@
 // Communicator over NCCL for GPU (device) buffers: one rank per GPU. Compiled only with the CUDA
 // backend: by nvcc/g++ against NVIDIA's <nccl.h> and libnccl (TDA_WITH_NCCL, scripts/
 // build_cuda.sh), and in the emulated build (TDA_CUDA_EMU) against the shared-memory stand-in
-// dist/nccl_emu/nccl.h, where "device" pointers are host pointers. The default CPU objects
+// distributed/nccl_emu/nccl.h, where "device" pointers are host pointers. The default CPU objects
 // compile nothing here; the communicator is reached through make_communicator() (a factory this
 // file registers), so tda_lib never links NCCL itself.
 //
@@ -25,13 +25,13 @@
 
 #if defined(TDA_CUDA_EMU)
 #include "backend/cuda/emu/runtime.h"
-#include "dist/nccl_emu/nccl.h"
+#include "distributed/nccl_emu/nccl.h"
 #else
 #include <cuda_runtime.h>
 #include <nccl.h>
 #endif
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace tda {
 

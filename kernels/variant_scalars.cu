@@ -1,13 +1,13 @@
 // The attention variants' small parameters on the device (ops.h: clamp_affine, diff_lambda,
 // position_scales), with the math of attention/policies.h that the CPU backend
-// (src/backend/cpu/attn_scalars.cpp) runs too: TDA's clamped lambda, dex's annealed lambda, the
+// (src/backend/cpu/variant_scalars.cpp) runs too: TDA's clamped lambda, dex's annealed lambda, the
 // Diff lambda and its backward, ssmax's and lssa's length factors. They replace host reads of the
 // parameters (a download per layer and micro-step, each a sync point on a GPU) by kernels whose
 // outputs the attention kernels and axpby read as device scalars.
 #include "attention/policies.h"
-#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernel_helpers.cuh"
 
 namespace tda::cuda {
 

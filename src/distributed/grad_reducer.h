@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace tda {
 

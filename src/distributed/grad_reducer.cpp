@@ -1,4 +1,4 @@
-#include "dist/grad_reducer.h"
+#include "distributed/grad_reducer.h"
 
 #include <algorithm>
 

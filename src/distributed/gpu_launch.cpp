@@ -3,7 +3,7 @@
 //
 // Why no MPI here: the workers only need NCCL's unique id to meet, and the launcher can make it
 // (ncclGetUniqueId) and hand it over in the environment. Under mpirun/srun the id goes over MPI
-// instead (dist/communicator.cpp).
+// instead (distributed/communicator.cpp).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -17,9 +17,9 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "dist/communicator.h"
-#include "dist/launch.h"
-#include "dist/launch_internal.h"
+#include "distributed/communicator.h"
+#include "distributed/launch.h"
+#include "distributed/launch_internal.h"
 
 namespace tda {
 

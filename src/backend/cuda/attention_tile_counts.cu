@@ -1,13 +1,13 @@
-// Tile counting and FLOP accounting of the tiled attention kernels (attention_work.h).
+// Tile counting and FLOP accounting of the tiled attention kernels (attention_tile_counts.h).
 // Per 64 x 64 tile pair and view count V (1, or 2 for differential kinds), with Dk = Dqk:
 //   forward:  scores 2 Dk V;  W V: 2 Dv (two accumulators for diff softmax: 4 Dv)
 //   backward: scores 2 Dk V in the dq kernel and again in the dk/dv kernel; e = dO V^T 2 Dv in
 //             each; dq 2 Dk V, dk 2 Dk V, dv 2 Dv
 // A skipped tile pays its score products (every kernel computes them to test liveness; the
 // dk/dv kernel a second time when the tile is alive, not counted) and nothing else.
-#include "backend/cuda/attention_work.h"
+#include "backend/cuda/attention_tile_counts.h"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
 #include "core/error.h"
 
 namespace tda::cuda {

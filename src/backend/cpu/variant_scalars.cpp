@@ -1,5 +1,5 @@
 // The variants' small parameters (ops.h: clamp_affine, diff_lambda, position_scales), with the
-// math of attention/policies.h that the CUDA kernels (kernels/attn_scalars.cu) run too.
+// math of attention/policies.h that the CUDA kernels (kernels/variant_scalars.cu) run too.
 #include "attention/policies.h"
 #include "backend/cpu/cpu_ops.h"
 

@@ -23,8 +23,8 @@ int launch_workers(const LaunchOptions& opt);
 
 // `tda train --gpus N` (gpu_launch.cpp): forks N workers of this binary directly, no mpirun.
 // The launcher makes the NCCL unique id and passes it with the rank in the environment
-// (TDA_NCCL_ID, TDA_RANK, TDA_WORLD_SIZE, TDA_LOCAL_RANK; dist/communicator.h), gives worker r
-// the r-th GPU of CUDA_VISIBLE_DEVICES (or GPU r), forwards SIGINT/SIGTERM once (a second one
+// (TDA_NCCL_ID, TDA_RANK, TDA_WORLD_SIZE, TDA_LOCAL_RANK; distributed/communicator.h), gives worker
+// r the r-th GPU of CUDA_VISIBLE_DEVICES (or GPU r), forwards SIGINT/SIGTERM once (a second one
 // kills the workers), and when a worker dies or fails kills the others and throws one line.
 // Same contract as launch_workers otherwise (worker_dir, return value).
 int launch_gpu_workers(const LaunchOptions& opt);

@@ -1,4 +1,4 @@
-// The attention variants' pre/post ops (kernels/attn_prepost.cu, axpby in elementwise.cu) on the
+// The attention variants' pre/post ops (kernels/variant_ops.cu, axpby in elementwise.cu) on the
 // emulated CUDA backend against CpuOps, at sizes that are not multiples of a warp or a block
 // (D = 37 and 64, N = 45 rows, C = 100 channels, 70 tokens over 3 chunks of 32). Both sides are
 // fp32; where the CUDA side sums in another order (warp butterflies, chunk partials) the error is

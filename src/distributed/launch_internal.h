@@ -1,4 +1,4 @@
-// Pieces shared by the two self-launchers in dist/ (launch.cpp: CPU ranks under mpirun;
+// Pieces shared by the two self-launchers in distributed/ (launch.cpp: CPU ranks under mpirun;
 // gpu_launch.cpp: GPU workers forked directly). Not part of the public interface.
 #pragma once
 #include <signal.h>

@@ -1,5 +1,5 @@
 // Pre/post pieces of the attention variants (attention-variants.md §0.1), as
-// src/backend/cpu/attn_prepost.cpp; backend/ops.h documents each op. Row ops run one warp per
+// src/backend/cpu/variant_ops.cpp; backend/ops.h documents each op. Row ops run one warp per
 // row; reductions over tokens run in a fixed order (warp butterflies, per-chunk partials summed
 // in order), never with float atomics, so results are deterministic.
 //   l2norm:       x~ = x / max(|x|, 1e-12);  dx = (dx~ - x~ (x~.dx~)) / |x|
@@ -9,10 +9,10 @@
 //   sigmoid gate: y *= gam = sigmoid(z);  g = dy gam,  dz = sum_{group} dy o gam (1 - gam)
 //   ReLA norm:    r = sqrt(mean((u - mu)^2) + eps),  y = gamma (u - mu) / r * [sigmoid(w u)]
 #include "attention/policies.h"
-#include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/gemm.h"
 #include "backend/cuda/grid.h"
+#include "backend/cuda/kernel_helpers.cuh"
 
 namespace tda::cuda {
 
