@@ -21,6 +21,14 @@ namespace tda::cuda {
 namespace {
 using namespace fa;
 
+// The dq and dk/dv kernels' argument: the attention call plus the negative-control switch of the
+// test-only entry point (cuda::attention_backward's drop_term; never set by Ops). One struct
+// argument, as AttnArgs alone was: as a separate kernel argument ptxas kept the switch's division
+// inside the key loop (+15% SASS per tile in tda's dq, scripts/bench/sass_tiles.py).
+struct BwdArgs : AttnArgs {
+  bool drop_term = false;
+};
+
 // One warp per row: D1 = g.o1 = g.out + lambda g.o2, D2 = -lambda g.o2; drow_lambda = -g.o2.
 // g is rounded to bf16 as in e_ij = g_i.v_j, so that sum_j a_ij (e_ij - D_i) stays ~0 as in exact
 // arithmetic (with fp32 g, D would differ from sum_j a_ij e_ij by the rounding of g: a bias on
@@ -53,13 +61,13 @@ __global__ void __launch_bounds__(kThreads)
 // lambda is a device scalar (ops.h), read where it is used: a local copy held over the unrolled
 // tile loops costs a register, and spilled in the Diff kinds' forward on sm_90.
 template <class P, bool kTwo>
-__device__ inline float grad_entry(const AttnArgs& a, bool drop_term, float s1, float s2, float e,
-                                   float st1, float st2, float tau, float D1, float D2, float* ds1,
-                                   float* ds2, float* dtau, float* dlam) {
+__device__ inline float grad_entry(const BwdArgs& a, float s1, float s2, float e, float st1,
+                                   float st2, float tau, float D1, float D2, float* ds1, float* ds2,
+                                   float* dtau, float* dlam) {
   float a1, f1, a2 = 0.f, f2 = 0.f;
   P::bwd(s1, st1, tau, P::param(a), &a1, &f1);
   if (kTwo) P::bwd(s2, st2, tau, P::param(a), &a2, &f2);
-  if (P::kSparse && !P::kNormalized && drop_term) {
+  if (P::kSparse && !P::kNormalized && a.drop_term) {
     f1 /= float(a.power);  // negative control: drop the chain-rule factor p
     f2 /= float(a.power);
   }
@@ -72,8 +80,7 @@ __device__ inline float grad_entry(const AttnArgs& a, bool drop_term, float s1, 
 }
 
 template <class P, bool kTwo, int kDk, int kDv>
-__global__ void __launch_bounds__(kThreads)
-    fa_dq_kernel(AttnArgs a, size_t sqk, const float* Dbuf, bool drop_term) {
+__global__ void __launch_bounds__(kThreads) fa_dq_kernel(BwdArgs a, size_t sqk, const float* Dbuf) {
   constexpr int kN = kDk / 8, nst = n_stats<P, kTwo>();
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
@@ -134,8 +141,8 @@ __global__ void __launch_bounds__(kThreads)
       const int h = c >> 1;
       float ds1 = 0.f, ds2 = 0.f;
       if (j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T)
-        grad_entry<P, kTwo>(a, drop_term, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], st1[h],
-                            st2[h], tau[h], D1[h], D2[h], &ds1, &ds2, &dtau[h], &dlam[h]);
+        grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], st1[h], st2[h], tau[h],
+                            D1[h], D2[h], &ds1, &ds2, &dtau[h], &dlam[h]);
       s1[nt][c] = ds1;
       if (kTwo) s2[nt][c] = ds2;
     }
@@ -172,7 +179,7 @@ __global__ void __launch_bounds__(kThreads)
 // tiles would not fit in 255 registers.
 template <class P, bool kTwo, int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads)
-    fa_dkdv_kernel(AttnArgs a, size_t sqk, const float* Dbuf, bool drop_term) {
+    fa_dkdv_kernel(BwdArgs a, size_t sqk, const float* Dbuf) {
   constexpr int kNk = kDk / 8, kNv = kDv / 8, kHalf = kTile / 2, nst = n_stats<P, kTwo>();
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sk = smem;
@@ -263,7 +270,7 @@ __global__ void __launch_bounds__(kThreads)
         const int x = xh + acc_col(lane, nt, c), i = i0 + x;
         float ds1 = 0.f, ds2 = 0.f, dtau = 0.f, dlam = 0.f;
         if (key[c >> 1] <= i && i < T)
-          grad_entry<P, kTwo>(a, drop_term, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], rowf[x],
+          grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], rowf[x],
                               rowf[kTile + x], rowf[2 * kTile + x], rowf[3 * kTile + x],
                               rowf[4 * kTile + x], &ds1, &ds2, &dtau, &dlam);
         s1[nt][c] = ds1;
@@ -299,6 +306,9 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class P, bool kTwo, int kDk, int kDv>
 void launch_backward(const AttnArgs& a, float* Dbuf, bool drop_term) {
+  BwdArgs ka;
+  static_cast<AttnArgs&>(ka) = a;
+  ka.drop_term = drop_term;
   const size_t sqk = qk_stride(a);
   const dim3 grid = tile_grid(a, "attention_backward");
   const size_t tiles =
@@ -306,16 +316,15 @@ void launch_backward(const AttnArgs& a, float* Dbuf, bool drop_term) {
   constexpr auto* dq = fa_dq_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tiles)),
         "attention_backward smem");
-  check(launch<dq>(grid, dim3(kThreads), tiles, stream(), a, sqk, static_cast<const float*>(Dbuf),
-                   drop_term),
+  check(launch<dq>(grid, dim3(kThreads), tiles, stream(), ka, sqk, static_cast<const float*>(Dbuf)),
         "attention_backward dq");
   const size_t smem = tiles + 5 * kTile * sizeof(float);
   constexpr auto* dkdv = fa_dkdv_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_backward smem");
-  check(launch<dkdv>(grid, dim3(kThreads), smem, stream(), a, sqk, static_cast<const float*>(Dbuf),
-                     drop_term),
-        "attention_backward dkdv");
+  check(
+      launch<dkdv>(grid, dim3(kThreads), smem, stream(), ka, sqk, static_cast<const float*>(Dbuf)),
+      "attention_backward dkdv");
 }
 
 // Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.
