@@ -6,10 +6,8 @@
 // Options: entmax_solver "sort" (exact, default; alpha 1.5 only) | "bisect" (entmax_iters steps,
 // default 30, ASSUMED; >= 24 reach fp32 precision), then renormalised as the entmax package does
 // (its entmax_bisect).
-// c_attn rows: [q (C) | k (C) | v (C)]. No parameters. Saved: q, k, v, o, (tau_i, norm_i).
-#include <cmath>
-
-#include "attention/common.h"
+// The layer is qkv_attention.h's; no parameters; saved per row: (tau_i, norm_i).
+#include "attention/qkv_attention.h"
 #include "attention/registry.h"
 #include "core/error.h"
 
@@ -17,71 +15,29 @@ namespace tda {
 
 namespace {
 
-using namespace attn_util;
-
-class EntmaxAttention final : public AttentionVariant {
+class EntmaxAttention final : public QkvAttention {
  public:
   EntmaxAttention(const ModelConfig& m, const AttentionConfig& a)
-      : C_(m.d_model),
-        H_(m.n_head),
-        D_(m.head_dim()),
-        cfg_{a.option<std::string>("entmax_solver"), a.option<int>("entmax_iters"),
-             a.option<double>("entmax_alpha")} {
-    TDA_CHECK(cfg_.entmax_solver == "sort" || cfg_.entmax_solver == "bisect",
-              "config: attention.entmax_solver must be \"sort\" or \"bisect\", got \"" +
-                  cfg_.entmax_solver + "\"");
-    TDA_CHECK(cfg_.entmax_iters > 0, "config: attention.entmax_iters must be > 0");
+      : QkvAttention(m, AttnMath::kEntmax),
+        solver_(a.option<std::string>("entmax_solver")),
+        iters_(a.option<int>("entmax_iters")),
+        alpha_(a.option<double>("entmax_alpha")) {
+    TDA_CHECK(
+        solver_ == "sort" || solver_ == "bisect",
+        "config: attention.entmax_solver must be \"sort\" or \"bisect\", got \"" + solver_ + "\"");
+    TDA_CHECK(iters_ > 0, "config: attention.entmax_iters must be > 0");
   }
   std::string kind() const override { return "entmax"; }
-  AttnMath math() const override { return AttnMath::kEntmax; }
-  int proj_width() const override { return 3 * C_; }
-  size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
-  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
-
-  void forward(const AttnContext& c, const float* proj, float* y, float* act,
-               const std::vector<float*>&) override {
-    const Act s = carve(act_slots(c.B, c.T), act);
-    const int W = proj_width();
-    rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
-    AttnArgs a = args(c, s);
-    c.ops.attention_forward(a);
-    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
-  }
-
-  void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
-                const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
-    const Act s = carve(act_slots(c.B, c.T), act);
-    const QkvGrads w = carve(grad_slots(c.B, c.T), scratch);
-    const int W = proj_width();
-    c.ops.split_heads(w.g, dy, C_, 0, c.B, c.T, H_, D_);
-    c.ops.attention_backward(with_grads(args(c, s), w));
-    rope_qkv_backward(c, dproj, W, H_, D_, w.dq, w.dk, w.dv);
-  }
 
  private:
-  using Act = QkvAct;  // stats: (tau, norm) per row
-  SlotTable<Act> act_slots(int B, int T) const {
-    return qkv_act_slots(size_t(B) * T * C_, 2 * size_t(B) * H_ * T);
+  void set_args(AttnArgs& a) const override {
+    a.entmax_alpha = float(alpha_);
+    a.entmax_bisect = solver_ == "bisect";
+    a.entmax_iters = iters_;
   }
-  SlotTable<QkvGrads> grad_slots(int B, int T) const { return qkv_grad_slots(size_t(B) * T * C_); }
-  AttnArgs args(const AttnContext& c, const Act& s) const {
-    AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
-    a.q = s.q;
-    a.k = s.k;
-    a.v = s.v;
-    a.out = s.o;
-    a.stats = s.stats;
-    a.entmax_alpha = float(cfg_.entmax_alpha);
-    a.entmax_bisect = cfg_.entmax_solver == "bisect";
-    a.entmax_iters = cfg_.entmax_iters;
-    return a;
-  }
-  int C_, H_, D_;
-  struct {
-    std::string entmax_solver;
-    int entmax_iters;
-    double entmax_alpha;
-  } cfg_;
+  std::string solver_;
+  int iters_;
+  double alpha_;
 };
 
 // The sort solver is the closed form of 1.5-entmax; any other alpha is solved by bisection

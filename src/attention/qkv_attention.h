@@ -1,0 +1,66 @@
+// The layer shape of the kinds that are one attention kernel over RoPE'd heads and nothing else:
+//   c_attn rows [q (C) | k (C) | v (C)], head h at columns h*D within each;
+//   forward:  q, k, v = rope(split(proj));  o = attention(q, k, v);  y = merge(o)
+//   backward: the same in reverse, dq, dk, dv through the kernel's backward.
+// Saved per layer: rotated q, k, v and o in (B, H, T, D), and the kernel's per-row statistics.
+// A kind states its math and, through set_args(), the kernel options it adds (softmax, entmax).
+#pragma once
+#include <cmath>
+
+#include "attention/common.h"
+
+namespace tda {
+
+class QkvAttention : public AttentionVariant {
+ public:
+  QkvAttention(const ModelConfig& m, AttnMath math)
+      : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), math_(math) {}
+  AttnMath math() const final { return math_; }
+  int proj_width() const final { return 3 * C_; }
+  size_t act_floats(int B, int T) const final { return slot_floats(act_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const final { return slot_floats(grad_slots(B, T)); }
+
+  void forward(const AttnContext& c, const float* proj, float* y, float* act,
+               const std::vector<float*>&) final {
+    const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
+    attn_util::rope_qkv_forward(c, proj, proj_width(), H_, D_, s.q, s.k, s.v);
+    c.ops.attention_forward(args(c, s));
+    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
+  }
+
+  void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
+                const std::vector<float*>&, const std::vector<float*>&, float* scratch) final {
+    const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
+    const attn_util::QkvGrads w = carve(grad_slots(c.B, c.T), scratch);
+    c.ops.split_heads(w.g, dy, C_, 0, c.B, c.T, H_, D_);
+    c.ops.attention_backward(attn_util::with_grads(args(c, s), w));
+    attn_util::rope_qkv_backward(c, dproj, proj_width(), H_, D_, w.dq, w.dk, w.dv);
+  }
+
+ protected:
+  // The kernel options of this kind beyond q, k, v, o, stats and the 1/sqrt(D) scale.
+  virtual void set_args(AttnArgs&) const {}
+
+ private:
+  SlotTable<attn_util::QkvAct> act_slots(int B, int T) const {
+    return attn_util::qkv_act_slots(size_t(B) * T * C_,
+                                    size_t(attn_n_stats(math_)) * size_t(B) * H_ * T);
+  }
+  SlotTable<attn_util::QkvGrads> grad_slots(int B, int T) const {
+    return attn_util::qkv_grad_slots(size_t(B) * T * C_);
+  }
+  AttnArgs args(const AttnContext& c, const attn_util::QkvAct& s) const {
+    AttnArgs a = attn_util::make_args(math_, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
+    a.q = s.q;
+    a.k = s.k;
+    a.v = s.v;
+    a.out = s.o;
+    a.stats = s.stats;
+    set_args(a);
+    return a;
+  }
+  int C_, H_, D_;
+  AttnMath math_;
+};
+
+}  // namespace tda
