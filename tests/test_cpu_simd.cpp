@@ -304,6 +304,14 @@ TEST_CASE("bench train --profile accounts for the step by phase and op", "[cli][
                       "--set train.total_batch_tokens=512",
                   &out) == 0);
   CHECK(out.find("profile") == std::string::npos);
+  // The CPU step's yardstick: the backend's own SGEMM at the LM head's shape, timed (like the
+  // steps) on the backend's device, the host clock.
+  const json plain = json::parse(out.substr(out.find('{')));
+  CHECK(plain.at("timer") == "host clock");
+  CHECK(plain.at("sgemm_gflops").get<double>() > 0);
+  CHECK(plain.at("ratio").get<double>() ==
+        Approx(plain.at("gflops").get<double>() / plain.at("sgemm_gflops").get<double>()));
+  CHECK(plain.at("sgemm_shape") == json::array({8 * 64, 50304, 128}));
 }
 
 }  // namespace tda

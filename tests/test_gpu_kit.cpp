@@ -6,7 +6,8 @@
 //  - report.py on a recorded sample (tests/data/gpu_report_fixture: made-up numbers, marked so);
 //  - torch_ref.py's GPT-2 is tda's softmax model: same tensor names and shapes (strict load of a
 //    tda export), same parameter count, FLOPs per token and per-token losses (CPU torch);
-//  - the CUDA-event timing of tda bench under the SIMT emulator (backend/cuda/timing.h).
+//  - the timing of tda bench (backend/device.h): the host clock, and the CUDA events under the
+//    SIMT emulator (backend/cuda/timing.h).
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -21,6 +22,9 @@
 #include "attention/variant.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/timing.h"
+#include "backend/device.h"
+#include "backend/forwarding_ops.h"
+#include "backend/make_ops.h"
 #include "eval/export_hf.h"
 #include "eval/loaded_model.h"
 #include "test_char_shards.h"
@@ -416,8 +420,35 @@ TEST_CASE("gpu kit: GpuTimer's events bracket the work between start and stop", 
   const double ms = t.ms();
   CHECK(ms >= 29.0);
   CHECK(ms < 3000.0);
-  CHECK(cuda::timing_is_emulated());
-  CHECK(cuda::device_memory().total > 0);
+  // The device a bench reads through CudaOps (backend/device.h) says so too.
+  Device& d = cuda::gpu_device();
+  CHECK(!d.timed());
+  CHECK(d.clock() == "emulated (host clock)");
+  CHECK(d.emulator() != nullptr);
+  CHECK(!d.name().empty());
+}
+
+// What tda bench measures with is the backend's device (backend/device.h): the host's clock for
+// the CPU backend, the GPU's events for the CUDA one, passed on by every decorator.
+TEST_CASE("bench timers: each backend's device, through decorators", "[gpukit][cuda]") {
+  auto cpu = make_ops("cpu");
+  ForwardingOps wrapped(*cpu);
+  Device& host = wrapped.device();
+  CHECK(&host == &cpu->device());
+  CHECK(host.clock() == "host clock");
+  CHECK(host.timed());
+  CHECK(host.memory_used() == 0);
+  CHECK(host.emulator() == nullptr);
+  std::unique_ptr<DeviceTimer> t = host.timer();
+  t->start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  t->stop();
+  CHECK(t->ms() >= 19.0);
+  CHECK(t->ms() < 3000.0);
+  auto gpu = make_ops("cuda");
+  ForwardingOps wrapped_gpu(*gpu);
+  CHECK(&wrapped_gpu.device() == &cuda::gpu_device());
+  CHECK(!wrapped_gpu.host_memory());
 }
 
 TEST_CASE("bench attention --device cuda: counts tiles by default here, --mode time times them",

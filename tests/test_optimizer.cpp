@@ -3,8 +3,8 @@
 // buffer) run by the same sharding wrappers and saved and loaded by checkpoints under the name
 // it declares.
 #include <catch2/catch.hpp>
-
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -22,8 +22,12 @@ namespace {
 
 Config small_config(int zero_stage) {
   json j = {{"model",
-             {{"n_layer", 1}, {"d_model", 32}, {"n_head", 2}, {"seq_len", 8},
-              {"vocab_size", 64}, {"real_vocab_size", 60}}},
+             {{"n_layer", 1},
+              {"d_model", 32},
+              {"n_head", 2},
+              {"seq_len", 8},
+              {"vocab_size", 64},
+              {"real_vocab_size", 60}}},
             {"attention", {{"kind", "softmax"}}},
             {"train", {{"micro_batch", 1}, {"total_batch_tokens", 8}}},
             {"optim", {{"grad_clip", 0.5}, {"weight_decay", 0.1}}},
@@ -44,8 +48,8 @@ class MomentumSgd final : public Optimizer {
   std::vector<OptimizerStateSpec> state() const override {
     return {{"momentum_buffer", "SGD momentum"}};
   }
-  void update(Ops& ops, float* p, float* g, float* const* state, size_t n, bool,
-              const OptimStep& s, bool zero_grad) override {
+  void update(Ops& ops, float* p, float* g, float* const* state, size_t n, bool, const OptimStep& s,
+              bool zero_grad) override {
     if (s.grad_scale != 1.f) ops.scale(g, n, s.grad_scale);
     ops.axpby(state[0], 1.f, g, 0.9f, n);  // buf = g + 0.9 buf
     ops.axpby(p, -s.lr, state[0], 1.f, n);
@@ -53,26 +57,38 @@ class MomentumSgd final : public Optimizer {
   }
 };
 
+// A one-layer model on the CPU with `opt` under the sharding of `zero_stage`, on one rank.
+struct Rig {
+  Config cfg;
+  CpuOps ops;
+  LocalCommunicator comm;
+  GPT2 model;
+  std::unique_ptr<DataParallelOptimizer> dp;
+  Rig(int zero_stage, uint64_t seed, std::unique_ptr<Optimizer> opt)
+      : cfg(small_config(zero_stage)), model(cfg.model, cfg.attention, ops) {
+    model.init_weights(seed);
+    if (!opt) opt = make_optimizer(cfg.optim);
+    dp = make_data_parallel_optimizer(std::move(opt), model, ops, comm, cfg.optim, cfg.dist);
+  }
+  std::vector<float> params() const { return {model.params(), model.params() + model.flat_size()}; }
+  std::vector<float> grads() { return {model.grads(), model.grads() + model.flat_size()}; }
+};
+
 }  // namespace
 
-TEST_CASE("optimizer: AdamW through both shardings equals its scalar definition",
-          "[optimizer]") {
+TEST_CASE("optimizer: AdamW through both shardings equals its scalar definition", "[optimizer]") {
   for (int stage : {0, 1}) {
     INFO("zero_stage " << stage);
-    const Config cfg = small_config(stage);
-    CpuOps ops;
-    LocalCommunicator comm;
-    GPT2 model(cfg.model, cfg.attention, ops);
-    model.init_weights(3);
-    auto dp = make_data_parallel_optimizer(make_optimizer(cfg.optim), model, ops, comm, cfg.optim,
-                                           cfg.dist);
+    Rig rig(stage, 3, nullptr);  // the config's optimizer: AdamW
+    GPT2& model = rig.model;
+    auto& dp = rig.dp;
     REQUIRE(dp->optimizer().state().size() == 2);
-    std::vector<float> p(model.params(), model.params() + model.flat_size());
+    std::vector<float> p = rig.params();
     std::vector<double> m(p.size(), 0.0), v(p.size(), 0.0);
-    const auto& o = cfg.optim;
+    const auto& o = rig.cfg.optim;
     for (int t = 1; t <= 3; ++t) {
       fill_grads(model, 10 + uint64_t(t));
-      std::vector<float> g(model.grads(), model.grads() + model.flat_size());
+      const std::vector<float> g = rig.grads();
       double sq = 0;
       for (float x : g) sq += double(x) * x;
       const double norm = std::sqrt(sq);
@@ -108,23 +124,20 @@ TEST_CASE("optimizer: any optimizer runs under both shardings and checkpoints it
   std::vector<std::vector<float>> params, saved_state;
   for (int stage : {0, 1}) {
     INFO("zero_stage " << stage);
-    const Config cfg = small_config(stage);
-    CpuOps ops;
-    LocalCommunicator comm;
-    GPT2 model(cfg.model, cfg.attention, ops);
-    model.init_weights(5);
-    auto dp = make_data_parallel_optimizer(std::make_unique<MomentumSgd>(), model, ops, comm,
-                                           cfg.optim, cfg.dist);
-    const std::vector<float> p0(model.params(), model.params() + model.flat_size());
+    Rig rig(stage, 5, std::make_unique<MomentumSgd>());
+    GPT2& model = rig.model;
+    auto& dp = rig.dp;
+    const std::vector<float> p0 = rig.params();
     fill_grads(model, 21);
-    std::vector<float> g(model.grads(), model.grads() + model.flat_size());
+    const std::vector<float> g = rig.grads();
     double norm = 0;
-    dp->step(0.1, 1, &norm, [](double) {}, [](const char*) {});
+    dp->step(
+        0.1, 1, &norm, [](double) {}, [](const char*) {});
     const double clip = norm > 0.5 ? 0.5 / (norm + 1e-6) : 1.0;
     for (const auto& ten : model.tensors())
       for (size_t i = ten.offset; i < ten.offset + ten.numel; ++i)
         REQUIRE(model.params()[i] == Approx(p0[i] - 0.1 * g[i] * clip).margin(1e-6));
-    params.emplace_back(model.params(), model.params() + model.flat_size());
+    params.push_back(rig.params());
 
     // The checkpoint holds the state under the name the optimizer declares, and loads back.
     std::vector<std::vector<float>> state = dp->gather_state();
@@ -132,7 +145,7 @@ TEST_CASE("optimizer: any optimizer runs under both shardings and checkpoints it
     saved_state.push_back(state[0]);
     const std::string ck = dir.path + "/step_" + std::to_string(stage);
     TrainState st;
-    st.config = cfg.raw;
+    st.config = rig.cfg.raw;
     save_checkpoint(ck, model, state_buffers(dp->optimizer(), state), st);
     SafetensorsFile f(ck + "/optimizer.safetensors");
     const auto& first = model.tensors().front();
@@ -142,8 +155,7 @@ TEST_CASE("optimizer: any optimizer runs under both shardings and checkpoints it
     std::vector<float> back(model.flat_size(), 0.f);
     load_checkpoint(ck, model, {{"momentum_buffer", back.data()}});
     for (const auto& ten : model.tensors())
-      for (size_t i = ten.offset; i < ten.offset + ten.numel; ++i)
-        REQUIRE(back[i] == state[0][i]);
+      for (size_t i = ten.offset; i < ten.offset + ten.numel; ++i) REQUIRE(back[i] == state[0][i]);
     // An optimizer that declares other state is refused by name.
     std::vector<float> m(model.flat_size());
     REQUIRE_THROWS_WITH(load_checkpoint(ck, model, {{"exp_avg", m.data()}}),

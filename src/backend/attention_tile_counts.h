@@ -16,8 +16,8 @@ struct AttnTiles {
 // Runs ops.attention_forward once on a (B = 1, H = 1) problem with host inputs q, k, v (and q2,
 // k2, tau when the math uses them) and returns the forward's tile counters (entmax: the exact
 // solver, alpha 1.5).
-AttnTiles count_attention_tiles(Ops& ops, AttnMath math, int T, int Dqk, int Dv, float scale, int power,
-                                float lambda, const std::vector<float>& q,
+AttnTiles count_attention_tiles(Ops& ops, AttnMath math, int T, int Dqk, int Dv, float scale,
+                                int power, float lambda, const std::vector<float>& q,
                                 const std::vector<float>& k, const std::vector<float>& v,
                                 const std::vector<float>& q2, const std::vector<float>& k2,
                                 const std::vector<float>& tau);

@@ -40,6 +40,9 @@ class ForwardingOps : public Ops {
   Bf16Matmuls* bf16_matmuls() override {
     return in_.bf16_matmuls();
   }
+  Device& device() override {
+    return in_.device();
+  }
 
  protected:
   Ops& in_;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/device.h"
 #include "core/error.h"
 
 namespace tda {
@@ -51,6 +52,10 @@ void Ops::download(void* host_dst, const void* src, size_t bytes) {
 }
 void Ops::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memmove(dst, src, bytes);
+}
+
+Device& Ops::device() {
+  return host_device();
 }
 
 }  // namespace tda

@@ -11,6 +11,7 @@
 namespace tda {
 
 class Bf16Matmuls;  // backend/mixed_precision.h
+class Device;       // backend/device.h
 
 // Arguments of the streaming attention kernels. One struct for all mechanisms; each mechanism
 // sets the fields it uses (src/attention/policies.h holds the per-mechanism math). Tensors are
@@ -187,6 +188,9 @@ class Ops {
   virtual Bf16Matmuls* bf16_matmuls() {
     return nullptr;
   }
+  // The machine these ops run on, for measurements (backend/device.h): the host by default. A
+  // process-wide object: it outlives every Ops.
+  virtual Device& device();
 };
 
 }  // namespace tda

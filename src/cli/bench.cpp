@@ -1,13 +1,9 @@
 // tda bench train --config FILE [--steps N] [--set k=v]
 // Prints one JSON line: ms/step, tokens/s, achieved GFLOP/s (FLOPs per token counted in
-// docs/perf.md) and, on the CPU, the GFLOP/s of a plain OpenBLAS SGEMM with the model's largest
-// matmul shape (the LM head) on this machine, so the two can be compared. On the CUDA backend
-// each step is timed with CUDA events (backend/cuda/timing.h) and the device memory the run
-// holds is reported.
-#include <cblas.h>
-#include <omp.h>
-
-#include <chrono>
+// docs/perf.md) and, on the CPU, the GFLOP/s of the backend's own fp32 matmul at the model's
+// largest shape (the LM head) on this machine, so the two can be compared. Steps are timed on
+// the backend's device (backend/device.h: CUDA events on a GPU) and on a GPU the device memory
+// the run holds is reported.
 #include <cxxopts.hpp>
 #include <iostream>
 #include <memory>
@@ -16,9 +12,10 @@
 #include "attention/common.h"
 #include "attention/registry.h"
 #include "attention/variant.h"
-#include "backend/cuda/attention_tile_counts.h"
-#include "backend/cuda/startup.h"
-#include "backend/cuda/timing.h"
+#include "backend/attention_tile_counts.h"
+#include "backend/device.h"
+#include "backend/device_array.h"
+#include "backend/make_ops.h"
 #include "cli/bench_attention.h"
 #include "cli/bench_gpu.h"
 #include "cli/bench_profile.h"
@@ -29,32 +26,34 @@
 #include "core/rng.h"
 #include "train/trainer.h"
 
-extern "C" void openblas_set_num_threads(int);
-
 namespace tda {
 int bench_checkpoint(int argc, char** argv);  // bench_checkpoint.cpp
 int bench_dryrun(int argc, char** argv);      // bench_dryrun.cpp
 
 namespace {
 
-// OpenBLAS's own threaded SGEMM (as many threads as OpenMP's team): the library at its best,
-// the reference of the step's rate. (The CPU backend splits its GEMMs over OpenMP instead and
-// sets OpenBLAS back to one thread at its next call: backend/cpu/sgemm.cpp.)
-double sgemm_gflops(int M, int N, int K, int reps) {
-  openblas_set_num_threads(omp_get_max_threads());
-  std::vector<float> a(size_t(M) * K), b(size_t(N) * K), c(size_t(M) * N);
+// The backend's matmul_forward (y = x W^T, the model's forward transposition) of M x N x K,
+// best of `reps` after one untimed call: the rate the step's GEMMs could reach at best.
+double matmul_gflops(Ops& ops, int M, int N, int K, int reps) {
+  std::vector<float> a(size_t(M) * K), b(size_t(N) * K);
   Rng rng(1);
   for (auto& x : a) x = rng.uniform();
   for (auto& x : b) x = rng.uniform();
-  // Same transposition as the model's forward: C = A B^T.
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.f, a.data(), K, b.data(), K, 0.f,
-              c.data(), N);
-  auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < reps; ++r)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.f, a.data(), K, b.data(), K,
-                0.f, c.data(), N);
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return 2.0 * M * N * K * reps / s / 1e9;
+  DeviceArray<float> x(ops, a.size(), "bench matmul x"), w(ops, b.size(), "bench matmul W"),
+      y(ops, size_t(M) * N, "bench matmul y");
+  x.upload(a.data(), a.size());
+  w.upload(b.data(), b.size());
+  ops.matmul_forward(y.data(), x.data(), w.data(), M, K, N);
+  std::unique_ptr<DeviceTimer> t = ops.device().timer();
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    t->start();
+    ops.matmul_forward(y.data(), x.data(), w.data(), M, K, N);
+    t->stop();
+    const double ms = t->ms();
+    if (best == 0 || ms < best) best = ms;
+  }
+  return 2.0 * M * N * K / (best / 1000.0) / 1e9;
 }
 
 int bench_train(int argc, char** argv) {
@@ -69,12 +68,12 @@ int bench_train(int argc, char** argv) {
   if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
   Config cfg = load_config(r["config"].as<std::string>(), set_flags(r));
   check_attention_sets(cfg, set_flags(r));
-  const bool gpu = cfg.train.device == "cuda";
-  size_t mem0 = 0;
-  if (gpu) {
-    cuda::startup();  // the start-up line, or one line saying why there is no usable GPU
-    mem0 = cuda::device_memory().used;
-  }
+  // The backend, before the run allocates anything (the CUDA backend's start-up line, or one
+  // line saying why there is no usable GPU, comes from make_ops): its device times the steps,
+  // and the CPU's yardstick runs on it, outside the trainer's profiler.
+  std::unique_ptr<Ops> backend = make_ops(cfg.train.device);
+  Device& device = backend->device();
+  const size_t mem0 = device.memory_used();
   TrainOptions to;
   to.out_dir = "/tmp/tda_bench_run";
   to.overwrite = true;  // a scratch directory: the previous benchmark's run is not worth keeping
@@ -90,17 +89,12 @@ int bench_train(int argc, char** argv) {
   // Each step ends with the loss download (a sync), so the host clock is right on the CPU; on a
   // GPU the events say the same without the host's share of the last launch.
   std::vector<double> ms;
-  std::unique_ptr<cuda::GpuTimer> timer;
-  if (gpu) timer = std::make_unique<cuda::GpuTimer>();
+  std::unique_ptr<DeviceTimer> timer = device.timer();
   for (int i = 0; i < steps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    if (timer) timer->start();
+    timer->start();
     trainer.train_step();
-    if (timer) timer->stop();
-    ms.push_back(
-        timer ? timer->ms()
-              : std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count());
+    timer->stop();
+    ms.push_back(timer->ms());
   }
   double s = 0;
   for (double x : ms) s += x / 1000.0;
@@ -124,16 +118,17 @@ int bench_train(int argc, char** argv) {
               {"tokens_per_s_median", step_tokens / (median(ms) / 1000.0)},
               {"flops_per_token", flops_per_token},
               {"gflops", gflops}};
-  if (gpu) {
-    out["timer"] = cuda::timing_is_emulated() ? "emulated (host clock)" : "cuda events";
-    out["device_name"] = cuda::device_name();
+  out["timer"] = device.clock();
+  if (!backend->host_memory()) {
+    out["device_name"] = device.name();
     // Everything this process holds on the device after the steps: tda allocates its arena,
     // weights, optimizer state and scratch once, so this is also its peak.
-    out["device_mem_mb"] = (double(cuda::device_memory().used) - double(mem0)) / double(1 << 20);
+    out["device_mem_mb"] = (double(device.memory_used()) - double(mem0)) / double(1 << 20);
   } else {
+    // The yardstick of a CPU step: its own SGEMM at the LM head's shape. (Not on a GPU: the
+    // bf16 step's GEMMs are not this fp32 one.)
     int N = cfg.train.micro_batch * m.seq_len;
-    double blas = sgemm_gflops(N, m.vocab_size, m.d_model, 3);
-    out["timer"] = "host clock";
+    double blas = matmul_gflops(*backend, N, m.vocab_size, m.d_model, 3);
     out["sgemm_gflops"] = blas;
     out["sgemm_shape"] = {N, m.vocab_size, m.d_model};
     out["ratio"] = gflops / blas;
@@ -151,24 +146,24 @@ int bench_train(int argc, char** argv) {
 // thresholds as the kind computes them), and the tile counters give the FLOPs a dense tiled
 // kernel does vs the work done. --mode time (the default of a GPU build): CUDA-event times of the
 // layer and its kernels (bench_gpu.cpp).
-int bench_attention_cuda(const std::vector<std::string>& kinds, const std::vector<int>& Ts) {
-  cuda::startup();  // the start-up line, or one line saying why there is no usable GPU
+int bench_attention_count(const std::string& device, const std::vector<std::string>& kinds,
+                          const std::vector<int>& Ts) {
+  std::unique_ptr<Ops> ops = make_ops(device);
   for (const auto& kind : kinds) {
     for (int T : Ts) {
       const AttnCall c = capture_attention_call(kind, T);  // an unknown kind throws
       const AttnArgs& a = c.args;
       const AttnMath m = a.math;
-      const cuda::AttnTiles t = cuda::count_attention_tiles(
-          m, T, a.Dqk, a.Dv, a.scale, a.power, c.lambda, c.q, c.k, c.v, c.q2, c.k2, c.tau);
+      const AttnTiles t = count_attention_tiles(*ops, m, T, a.Dqk, a.Dv, a.scale, a.power, c.lambda,
+                                                c.q, c.k, c.v, c.q2, c.k2, c.tau);
       json out = {{"bench", "attention"},
-                  {"device", "cuda"},
+                  {"device", device},
                   {"mode", "count"},
                   {"kind", kind},
                   {"T", T},
-                  {"time", cuda::timing_is_emulated() ? "no GPU" : "not timed (--mode count)"}};
-      const cuda::AttnFlops f = cuda::attention_flops(m, a.Dqk, a.Dv, t);
-      const cuda::AttnFlops sm =
-          cuda::attention_flops(AttnMath::kSoftmax, 64, 64, cuda::AttnTiles{0, t.total});
+                  {"time", ops->device().timed() ? "not timed (--mode count)" : "no GPU"}};
+      const AttnFlops f = attention_flops(m, a.Dqk, a.Dv, t);
+      const AttnFlops sm = attention_flops(AttnMath::kSoftmax, 64, 64, AttnTiles{0, t.total});
       out["tiles_total"] = t.total;
       out["tiles_skipped"] = t.skipped;
       out["skip_fraction"] = t.total ? double(t.skipped) / double(t.total) : 0.0;
@@ -220,11 +215,11 @@ int bench_attention(int argc, char** argv) {
   const std::string device = r["device"].as<std::string>();
   TDA_CHECK(device == "cpu" || device == "cuda", "bench attention: --device must be cpu or cuda");
   if (device == "cuda") {
-    const std::string mode = r.count("mode")              ? r["mode"].as<std::string>()
-                             : cuda::timing_is_emulated() ? "count"
-                                                          : "time";
+    const std::string mode = r.count("mode")                      ? r["mode"].as<std::string>()
+                             : make_ops(device)->device().timed() ? "time"
+                                                                  : "count";
     TDA_CHECK(mode == "time" || mode == "count", "bench attention: --mode must be time or count");
-    if (mode == "count") return bench_attention_cuda(kinds, Ts);
+    if (mode == "count") return bench_attention_count(device, kinds, Ts);
     GpuAttnBench o;
     o.tokens = r["tokens"].as<int>();
     if (r.count("heads")) o.heads = r["heads"].as<int>();

@@ -26,7 +26,8 @@
 #include <vector>
 
 #include "attention/registry.h"
-#include "backend/cuda/device_stats.h"
+#include "backend/device.h"
+#include "backend/make_ops.h"
 #include "cli/command.h"
 #include "cli/config_flags.h"
 #include "core/config.h"
@@ -42,7 +43,7 @@ namespace {
 
 constexpr double kGiB = double(size_t(1) << 30);
 
-json launch_json(const cuda::LaunchRecord& r) {
+json launch_json(const LaunchRecord& r) {
   return {{"kernel", r.kernel},
           {"grid", {r.grid[0], r.grid[1], r.grid[2]}},
           {"block", {r.block[0], r.block[1], r.block[2]}},
@@ -50,7 +51,7 @@ json launch_json(const cuda::LaunchRecord& r) {
           {"blocks", r.blocks()}};
 }
 
-json counts_json(const cuda::DeviceStats& d) {
+json counts_json(const DeviceStats& d) {
   return {{"launches", d.launches},
           {"gemms", d.gemms},
           {"gemm_epilogues", d.gemm_epilogues},
@@ -79,8 +80,8 @@ struct SyntheticData {
   ~SyntheticData() { remove_tree(dir); }
 };
 
-json run_one(const std::string& config, std::vector<std::string> sets, const std::string& dtype,
-             const std::vector<std::string>& device_gb, bool execute) {
+json run_one(EmulatedDevice& emu, const std::string& config, std::vector<std::string> sets,
+             const std::string& dtype, const std::vector<std::string>& device_gb, bool execute) {
   // The model config first, for the shard's shape.
   const Config probe = load_config(config, sets);
   const int B = probe.train.micro_batch, T = probe.model.seq_len;
@@ -101,26 +102,26 @@ json run_one(const std::string& config, std::vector<std::string> sets, const std
   if (!probe.train.init_from.empty()) out["init_from_ignored"] = probe.train.init_from;
 
   const auto t0 = std::chrono::steady_clock::now();
-  cuda::set_dry_run(!execute);
-  cuda::reset_peaks();
-  const cuda::DeviceStats start = cuda::device_stats();
+  emu.set_dry_run(!execute);
+  emu.reset_peaks();
+  const DeviceStats start = emu.stats();
   try {
     TrainOptions to;
     to.out_dir = data.dir + "/run";
     to.init_weights = execute;  // a dry run never reads them
     Trainer trainer(cfg, to);
-    const cuda::DeviceStats built = cuda::device_stats();
+    const DeviceStats built = emu.stats();
     trainer.train_step();  // the first step grows the backend's scratch buffers
-    const cuda::DeviceStats one = cuda::device_stats();
+    const DeviceStats one = emu.stats();
     trainer.train_step();
-    const cuda::DeviceStats two = cuda::device_stats();
+    const DeviceStats two = emu.stats();
     // One more micro-step alone: the model's forward and backward, as the step runs them.
     GPT2& model = trainer.model();
     const size_t N = size_t(B) * size_t(T);
     model.forward(data.tokens.data(), data.tokens.data() + 1, true, 1.0f / float(N));
     model.backward();
-    const cuda::DeviceStats micro_end = cuda::device_stats();
-    const cuda::DeviceStats step = two.since(one), micro = micro_end.since(two);
+    const DeviceStats micro_end = emu.stats();
+    const DeviceStats step = two.since(one), micro = micro_end.since(two);
     const int accum = trainer.grad_accum_steps();
     out["params"] = model.param_count();
     out["grad_accum"] = accum;
@@ -134,9 +135,9 @@ json run_one(const std::string& config, std::vector<std::string> sets, const std
   } catch (const std::exception& e) {
     out["error"] = e.what();
   }
-  cuda::set_dry_run(false);
-  const cuda::DeviceStats end = cuda::device_stats();
-  const cuda::DeviceStats all = end.since(start);
+  emu.set_dry_run(false);
+  const DeviceStats end = emu.stats();
+  const DeviceStats all = end.since(start);
   out["launches_valid"] = all.invalid_launches == 0 && !out.contains("error");
   out["invalid_launches"] = all.invalid_launches;
   if (all.invalid_launches) out["last_launch"] = launch_json(end.last);
@@ -173,7 +174,8 @@ int bench_dryrun(int argc, char** argv) {
   cxxopts::ParseResult r;
   int code = 0;
   if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
-  TDA_CHECK(cuda::emulated(), "bench dryrun: needs the emulated CUDA backend (the default build)");
+  EmulatedDevice* emu = make_ops("cuda")->device().emulator();
+  TDA_CHECK(emu, "bench dryrun: needs the emulated CUDA backend (the default build)");
   const std::vector<std::string> dtypes = split_list(r["dtype"].as<std::string>());
   const std::vector<std::string> gbs = split_list(r["device-gb"].as<std::string>());
   for (const auto& d : dtypes)
@@ -186,11 +188,11 @@ int bench_dryrun(int argc, char** argv) {
   }
   // Measure the whole peak unless the user capped the device (then fail where it would).
   const char* cap = std::getenv("TDA_EMU_DEVICE_GB");
-  if (!cap || !*cap) cuda::set_device_memory_cap(size_t(1) << 40);  // 1 TiB
+  if (!cap || !*cap) emu->set_memory_cap(size_t(1) << 40);  // 1 TiB
   int status = 0;
   for (const auto& dtype : dtypes) {
-    const json out =
-        run_one(r["config"].as<std::string>(), set_flags(r), dtype, gbs, r.count("execute") > 0);
+    const json out = run_one(*emu, r["config"].as<std::string>(), set_flags(r), dtype, gbs,
+                             r.count("execute") > 0);
     if (out.contains("error") || !out["launches_valid"].get<bool>()) status = 1;
     std::cout << out.dump() << std::endl;
   }

@@ -1,5 +1,5 @@
 // tda bench attention --device cuda --mode time: forward + backward of one attention layer of
-// each kind on the CUDA backend, timed with CUDA events (backend/cuda/timing.h), the way the GPU
+// each kind on the CUDA backend, timed with CUDA events (backend/device.h), the way the GPU
 // kit (scripts/gpu/check.sh, docs/gpu.md) sets it beside PyTorch's scaled_dot_product_attention.
 //
 // Problem: B = max(1, tokens / T) sequences of T tokens, `heads` heads of dimension 64
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "attention/variant.h"
-#include "backend/cuda/timing.h"
+#include "backend/device.h"
 #include "backend/device_array.h"
 #include "backend/forwarding_ops.h"
 #include "backend/make_ops.h"
@@ -79,13 +79,13 @@ class KernelTimingOps : public ForwardingOps {
 
  private:
   struct Timers {
-    std::vector<std::unique_ptr<cuda::GpuTimer>> t;
+    std::vector<std::unique_ptr<DeviceTimer>> t;
     size_t used = 0;
   };
   template <class F>
-  static void timed(Timers& ts, F&& f) {
-    if (ts.used == ts.t.size()) ts.t.push_back(std::make_unique<cuda::GpuTimer>());
-    cuda::GpuTimer& t = *ts.t[ts.used++];
+  void timed(Timers& ts, F&& f) {
+    if (ts.used == ts.t.size()) ts.t.push_back(in_.device().timer());
+    DeviceTimer& t = *ts.t[ts.used++];
     t.start();
     f();
     t.stop();
@@ -117,8 +117,9 @@ int bench_attention_gpu(const std::vector<std::string>& kinds, const std::vector
     while (normals.size() < d.size()) normals.push_back(rng.normal());
     d.upload(normals.data(), d.size());
   };
-  const std::string timer = cuda::timing_is_emulated() ? "emulated (host clock)" : "cuda events";
-  const std::string device = cuda::device_name();
+  Device& gpu = ops.device();
+  const std::string timer = gpu.clock();
+  const std::string device = gpu.name();
   for (const auto& kind : kinds) {
     for (int T : Ts) {
       const int B = std::max(1, o.tokens / T), C = 64 * o.heads;
@@ -159,26 +160,26 @@ int bench_attention_gpu(const std::vector<std::string>& kinds, const std::vector
           act(ops, attn->act_floats(B, T), "attention activations"),
           scratch(ops, attn->scratch_floats(B, T), "attention scratch");
       AttnContext ctx{ops, B, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
-      cuda::GpuTimer tf, tb;
+      std::unique_ptr<DeviceTimer> tf = gpu.timer(), tb = gpu.timer();
       std::vector<double> lf, lb, kf, kb;
       for (int rep = 0; rep < o.warmup + o.reps; ++rep) {
         if (rep == 0) ops.count_next_forward();
-        tf.start();
+        tf->start();
         attn->forward(ctx, proj.data(), y.data(), act.data(), extra);
-        tf.stop();
-        tb.start();
+        tf->stop();
+        tb->start();
         attn->backward(ctx, proj.data(), dy.data(), dproj.data(), act.data(), extra, dextra,
                        scratch.data());
-        tb.stop();
+        tb->stop();
         double f = 0, b = 0;
         ops.take(&f, &b);
         if (rep < o.warmup) continue;
-        lf.push_back(tf.ms());
-        lb.push_back(tb.ms());
+        lf.push_back(tf->ms());
+        lb.push_back(tb->ms());
         kf.push_back(f);
         kb.push_back(b);
       }
-      cuda::synchronize();
+      gpu.synchronize();
       long long skipped = 0, total = 0;
       ops.tiles(&skipped, &total);
       // Dense causal softmax attention at this shape (FlashAttention's convention): forward

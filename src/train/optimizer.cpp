@@ -43,10 +43,10 @@ void DataParallelOptimizer::allocate_state(size_t n) {
   }
 }
 
-std::vector<float*> DataParallelOptimizer::state_at(size_t offset) {
-  std::vector<float*> r;
-  for (auto& s : state_) r.push_back(s.data() + offset);
-  return r;
+float* const* DataParallelOptimizer::state_at(size_t offset) {
+  state_ptrs_.resize(state_.size());
+  for (size_t k = 0; k < state_.size(); ++k) state_ptrs_[k] = state_[k].data() + offset;
+  return state_ptrs_.data();
 }
 
 namespace {
@@ -80,8 +80,8 @@ class Replicated final : public DataParallelOptimizer {
     phase(opt_->name().c_str());
     model_.update_params([&](float* params) {
       for (const auto& ten : model_.tensors())
-        opt_->update(ops_, params + ten.offset, model_.grads() + ten.offset,
-                     state_at(ten.offset).data(), ten.numel, ten.decay, s, true);
+        opt_->update(ops_, params + ten.offset, model_.grads() + ten.offset, state_at(ten.offset),
+                     ten.numel, ten.decay, s, true);
     });
   }
   bool zeroes_grads() const override { return true; }
@@ -136,7 +136,7 @@ class Zero1 final : public DataParallelOptimizer {
       for (const auto& ten : model_.tensors()) {
         const size_t a = std::max(lo_, ten.offset), b = std::min(hi_, ten.offset + ten.numel);
         if (a >= b) continue;
-        opt_->update(ops_, params + a, g + a, state_at(a - lo_).data(), b - a, ten.decay, s, false);
+        opt_->update(ops_, params + a, g + a, state_at(a - lo_), b - a, ten.decay, s, false);
       }
       if (flat_.empty()) {
         comm_.all_gather(params, n);

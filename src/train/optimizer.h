@@ -101,7 +101,9 @@ class DataParallelOptimizer {
       : opt_(std::move(opt)), model_(model), ops_(ops), comm_(comm), o_(o) {}
   // State buffers of n floats each, zeroed, in the backend's memory.
   void allocate_state(size_t n);
-  std::vector<float*> state_at(size_t offset);  // each buffer + offset
+  // Each buffer + offset, in a member array (no allocation per tensor per step); valid until
+  // the next call.
+  float* const* state_at(size_t offset);
 
   std::unique_ptr<Optimizer> opt_;
   GPT2& model_;
@@ -109,6 +111,7 @@ class DataParallelOptimizer {
   Communicator& comm_;
   OptimConfig o_;
   std::vector<DeviceArray<float>> state_;
+  std::vector<float*> state_ptrs_;
 };
 
 // dist.zero_stage 0: Replicated; 1: ZeRO-1 (the file's header).

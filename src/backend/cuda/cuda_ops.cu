@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <utility>
 
 #include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/startup.h"
+#include "backend/cuda/timing.h"
 #include "backend/make_ops.h"
 #include "core/error.h"
 
@@ -301,14 +303,20 @@ void CudaOps::copy(void* dst, const void* src, size_t bytes) {
   cuda::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy copy");
 }
 
+Device& CudaOps::device() {
+  return cuda::gpu_device();
+}
+
 namespace {
 // `--device cuda`: registered when these objects are linked (make_ops.h).
 std::unique_ptr<Ops> make_cuda_ops() {
   cuda::startup();  // driver, device and compute capability checks; says which GPU (startup.h)
 #ifdef TDA_CUDA_EMU
-  std::fprintf(stderr,
-               "warning: device cuda runs on the CPU SIMT emulator in this build (for testing; "
-               "very slow). scripts/build_cuda.sh builds build-cuda/tda for a GPU.\n");
+  static bool warned = false;  // once per process, like startup()'s line
+  if (!std::exchange(warned, true))
+    std::fprintf(stderr,
+                 "warning: device cuda runs on the CPU SIMT emulator in this build (for testing; "
+                 "very slow). scripts/build_cuda.sh builds build-cuda/tda for a GPU.\n");
 #endif
   return std::make_unique<CudaOps>();
 }

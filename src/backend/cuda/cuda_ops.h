@@ -156,6 +156,7 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void upload(void* dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  Device& device() override;  // the GPU (timing.h)
 
   // bf16 matmuls: cast kernels (kernels/cast.cu) into bf16 buffers, then the bf16 gemm
   // (cuBLASLt, bf16 in, fp32 accumulate and out). Weights come from one bf16 copy of the master

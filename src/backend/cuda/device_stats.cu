@@ -15,11 +15,11 @@ namespace {
 }
 }  // namespace
 
-DeviceStats DeviceStats::since(const DeviceStats&) const {
-  no_emulator();
-}
 bool emulated() {
   return false;
+}
+EmulatedDevice* emulated_device() {
+  return nullptr;
 }
 DeviceStats device_stats() {
   no_emulator();
@@ -71,23 +71,6 @@ LaunchRecord to_record(const emu::LaunchShape& s) {
 
 }  // namespace
 
-DeviceStats DeviceStats::since(const DeviceStats& b) const {
-  DeviceStats d = *this;
-  d.launches -= b.launches;
-  d.invalid_launches -= b.invalid_launches;
-  d.gemms -= b.gemms;
-  d.gemm_epilogues -= b.gemm_epilogues;
-  d.uploads -= b.uploads;
-  d.downloads -= b.downloads;
-  d.device_copies -= b.device_copies;
-  d.memsets -= b.memsets;
-  d.synchronize_calls -= b.synchronize_calls;
-  d.host_syncs -= b.host_syncs;
-  d.allocations -= b.allocations;
-  d.frees -= b.frees;
-  return d;
-}
-
 bool emulated() {
   return true;
 }
@@ -131,6 +114,21 @@ void set_device_memory_cap(size_t bytes) {
 void reset_peaks() {
   emu::reset_memory_peak();
   emu::reset_launch_records();
+}
+
+namespace {
+class Emulator final : public EmulatedDevice {
+ public:
+  DeviceStats stats() override { return device_stats(); }
+  void set_dry_run(bool on) override { cuda::set_dry_run(on); }
+  void set_memory_cap(size_t bytes) override { set_device_memory_cap(bytes); }
+  void reset_peaks() override { cuda::reset_peaks(); }
+};
+}  // namespace
+
+EmulatedDevice* emulated_device() {
+  static Emulator e;
+  return &e;
 }
 
 }  // namespace tda::cuda

@@ -1,17 +1,10 @@
-// CUDA-event timer and device memory queries for the benchmarks (timing.h).
+// The CUDA device and its event timer (timing.h).
 #include "backend/cuda/common.h"
+#include "backend/cuda/device_stats.h"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/timing.h"
 
 namespace tda::cuda {
-
-bool timing_is_emulated() {
-#ifdef TDA_CUDA_EMU
-  return true;
-#else
-  return false;
-#endif
-}
 
 GpuTimer::GpuTimer() {
   cudaEvent_t a = nullptr, b = nullptr;
@@ -42,22 +35,36 @@ double GpuTimer::ms() {
   return double(ms);
 }
 
-DeviceMemory device_memory() {
-  size_t free_bytes = 0, total = 0;
-  check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
-  return DeviceMemory{total - free_bytes, total};
-}
+namespace {
 
-void synchronize() {
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-}
+class GpuDevice final : public Device {
+ public:
+  std::string name() const override {
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    return prop.name;
+  }
+  std::string clock() const override {
+    return emulated() ? "emulated (host clock)" : "cuda events";
+  }
+  bool timed() const override { return !emulated(); }
+  std::unique_ptr<DeviceTimer> timer() override { return std::make_unique<GpuTimer>(); }
+  size_t memory_used() const override {
+    size_t free_bytes = 0, total = 0;
+    check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+    return total - free_bytes;
+  }
+  void synchronize() override { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+  EmulatedDevice* emulator() override { return emulated_device(); }
+};
 
-std::string device_name() {
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-  return prop.name;
+}  // namespace
+
+Device& gpu_device() {
+  static GpuDevice d;
+  return d;
 }
 
 }  // namespace tda::cuda

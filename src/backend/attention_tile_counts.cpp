@@ -5,43 +5,37 @@
 //             each; dq 2 Dk V, dk 2 Dk V, dv 2 Dv
 // A skipped tile pays its score products (every kernel computes them to test liveness; the
 // dk/dv kernel a second time when the tile is alive, not counted) and nothing else.
-#include "backend/cuda/attention_tile_counts.h"
-#include "backend/cuda/common.h"
-#include "backend/cuda/cuda_ops.h"
-#include "core/error.h"
+#include "backend/attention_tile_counts.h"
 
-namespace tda::cuda {
+#include "backend/device_array.h"
+
+namespace tda {
 
 namespace {
-struct Buf {
-  float* p = nullptr;
-  explicit Buf(const std::vector<float>& h) {
-    if (h.empty()) return;
-    p = static_cast<float*>(device_alloc(h.size() * sizeof(float), "attention tile count inputs"));
-    check(cudaMemcpy(p, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice),
-          "count_attention_tiles copy");
-  }
-  explicit Buf(size_t n) {
-    p = static_cast<float*>(device_alloc(n * sizeof(float), "attention tile count outputs"));
-  }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  ~Buf() {
-    if (p) cudaFree(p);
-  }
-};
+// A backend copy of a host vector (none for an empty one: the math does not use it).
+DeviceArray<float> on_backend(Ops& ops, const std::vector<float>& h) {
+  DeviceArray<float> d;
+  if (h.empty()) return d;
+  d = DeviceArray<float>(ops, h.size(), "attention tile count inputs");
+  d.upload(h.data(), h.size());
+  return d;
+}
 }  // namespace
 
-AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float scale, int power,
-                                float lambda, const std::vector<float>& q,
+AttnTiles count_attention_tiles(Ops& ops, AttnMath math, int T, int Dqk, int Dv, float scale,
+                                int power, float lambda, const std::vector<float>& q,
                                 const std::vector<float>& k, const std::vector<float>& v,
                                 const std::vector<float>& q2, const std::vector<float>& k2,
                                 const std::vector<float>& tau) {
-  Buf dq(q), dk(k), dv(v), dq2(q2), dk2(k2), dtau(tau), out(size_t(T) * Dv), out2(size_t(T) * Dv),
-      stats(2 * size_t(T)), dlambda(std::vector<float>{lambda});
-  auto* cnt =
-      static_cast<long long*>(device_alloc(3 * sizeof(long long), "attention tile counters"));
-  check(cudaMemset(cnt, 0, 3 * sizeof(long long)), "count_attention_tiles memset");
+  DeviceArray<float> dq = on_backend(ops, q), dk = on_backend(ops, k), dv = on_backend(ops, v),
+                     dq2 = on_backend(ops, q2), dk2 = on_backend(ops, k2),
+                     dtau = on_backend(ops, tau), dlambda = on_backend(ops, {lambda});
+  DeviceArray<float> out(ops, size_t(T) * Dv, "attention tile count outputs"),
+      out2(ops, size_t(T) * Dv, "attention tile count outputs"),
+      stats(ops, 2 * size_t(T), "attention tile count outputs");
+  DeviceArray<long long> cnt(ops, 3, "attention tile counters");
+  const long long zero[3] = {0, 0, 0};
+  cnt.upload(zero, 3);
   AttnArgs a;
   a.math = math;
   a.B = a.H = 1;
@@ -50,23 +44,22 @@ AttnTiles count_attention_tiles(AttnMath math, int T, int Dqk, int Dv, float sca
   a.Dv = Dv;
   a.scale = scale;
   a.power = power;
-  a.lambda = dlambda.p;
-  a.q = dq.p;
-  a.k = dk.p;
-  a.v = dv.p;
-  a.q2 = dq2.p;
-  a.k2 = dk2.p;
-  a.tau = dtau.p;
-  a.out = out.p;
-  a.out2 = out2.p;
-  a.stats = stats.p;
-  a.tiles_skipped = cnt;
-  a.tiles_total = cnt + 1;
-  a.entmax_threshold_tiles = cnt + 2;
-  attention_forward(a);
+  a.lambda = dlambda.data();
+  a.q = dq.data();
+  a.k = dk.data();
+  a.v = dv.data();
+  a.q2 = dq2.data();
+  a.k2 = dk2.data();
+  a.tau = dtau.data();
+  a.out = out.data();
+  a.out2 = out2.data();
+  a.stats = stats.data();
+  a.tiles_skipped = cnt.data();
+  a.tiles_total = cnt.data() + 1;
+  a.entmax_threshold_tiles = cnt.data() + 2;
+  ops.attention_forward(a);
   long long h[3] = {0, 0, 0};
-  check(cudaMemcpy(h, cnt, sizeof h, cudaMemcpyDeviceToHost), "count_attention_tiles copy");
-  cudaFree(cnt);
+  cnt.download(h, 3);
   return AttnTiles{h[0], h[1], h[2]};
 }
 
@@ -85,4 +78,4 @@ AttnFlops attention_flops(AttnMath math, int Dqk, int Dv, const AttnTiles& t) {
   return f;
 }
 
-}  // namespace tda::cuda
+}  // namespace tda
