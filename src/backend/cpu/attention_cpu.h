@@ -3,7 +3,9 @@
 // attention_stream.cpp (vectorised: tile products on simd::Vec registers, the backend's kernel)
 // and attention_scalar.cpp (one (i, j) at a time: the reference the tests compare it with).
 #pragma once
+#include <algorithm>
 #include <cstddef>
+#include <vector>
 
 #include "attention/policies.h"
 #include "backend/cpu/cpu_ops.h"
@@ -42,6 +44,73 @@ inline void check_backward_args(const AttnArgs& a) {
   TDA_CHECK(a.dout && a.dq && a.dk && a.dv, "attention: backward needs dout, dq, dk, dv");
   TDA_CHECK(a.q_start == 0, "attention: backward needs q_start == 0 (full rows)");
   if (attn_two_views(a.math)) TDA_CHECK(a.dq2 && a.dk2, "attention: two-view math needs dq2, dk2");
+}
+
+// In the order both kernels sum it (no reassociation: the two stay bit-identical).
+inline float dot(const float* a, const float* b, int n) {
+  float s = 0.f;
+  for (int d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// One (b, h) of a backward, begun as both kernels begin it: its gradient slices (zeroed: the
+// key loop accumulates into them), dtau and dlam zeroed, and for the normalised maths the row
+// terms  D1_i = g_i . o1_i  with o1 = out + lambda o2 for two views, where also
+// D2_i = -lambda g_i . o2_i and dlambda_i = -g_i . o2_i. drop_term (the tests' negative
+// control) zeroes D1 and D2.
+struct BwdSlices {
+  const float* go;
+  float *dq, *dk, *dq2, *dk2, *dv;
+};
+template <class P, bool kTwo>
+BwdSlices begin_backward_bh(const AttnArgs& a, int bh, float lam, bool drop_term,
+                            std::vector<float>& D1, std::vector<float>& D2,
+                            std::vector<float>& dtau, std::vector<float>& dlam) {
+  const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
+  const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
+  BwdSlices g{a.dout + size_t(bh) * T * Dv,
+              a.dq + bh * sqk,
+              a.dk + bh * sqk,
+              kTwo ? a.dq2 + bh * sqk : nullptr,
+              kTwo ? a.dk2 + bh * sqk : nullptr,
+              a.dv + size_t(bh) * T * Dv};
+  std::fill(g.dq, g.dq + size_t(T) * Dk, 0.f);
+  std::fill(g.dk, g.dk + size_t(T) * Dk, 0.f);
+  if (kTwo) {
+    std::fill(g.dq2, g.dq2 + size_t(T) * Dk, 0.f);
+    std::fill(g.dk2, g.dk2 + size_t(T) * Dk, 0.f);
+  }
+  std::fill(g.dv, g.dv + size_t(T) * Dv, 0.f);
+  std::fill(dtau.begin(), dtau.end(), 0.f);
+  std::fill(dlam.begin(), dlam.end(), 0.f);
+  if (P::kNormalized) {
+    for (int i = 0; i < T; ++i) {
+      const size_t row = size_t(bh) * T + i;
+      const float* gi = g.go + size_t(i) * Dv;
+      const float* o = a.out + row * Dv;
+      if (kTwo) {
+        const float* o2 = a.out2 + row * Dv;
+        const float go2 = dot(gi, o2, Dv);
+        D1[i] = dot(gi, o, Dv) + lam * go2;
+        D2[i] = -lam * go2;
+        dlam[i] = -go2;
+      } else {
+        D1[i] = dot(gi, o, Dv);
+      }
+      if (drop_term) D1[i] = D2[i] = 0.f;
+    }
+  }
+  return g;
+}
+
+// ... and ended: the per-row scalar partials written (not accumulated; the variant reduces them).
+inline void end_backward_bh(const AttnArgs& a, int bh, const std::vector<float>& dtau,
+                            const std::vector<float>& dlam) {
+  for (int i = 0; i < a.T; ++i) {
+    const size_t row = size_t(bh) * a.T + i;
+    if (a.drow_tau) a.drow_tau[row] = dtau[i];
+    if (a.drow_lambda) a.drow_lambda[row] = dlam[i];
+  }
 }
 
 // ReLA is the threshold rectifier with tau = 0 and p = 1.

@@ -40,12 +40,6 @@ constexpr int kRows = 4;
 constexpr int kVecs = kLanes == 16 ? 4 : 2;
 static_assert(kTile % (kVecs * kLanes) == 0, "a tile row is whole register blocks");
 
-inline float dot(const float* a, const float* b, int n) {
-  float s = 0.f;
-  for (int d = 0; d < n; ++d) s += a[d] * b[d];
-  return s;
-}
-
 // Bt (K x kTile) = the first `rows` rows of B (row stride ldb, K columns) transposed; columns
 // past `rows` are zero.
 void transpose_tile(float* Bt, const float* B, size_t ldb, int rows, int K) {
@@ -390,7 +384,6 @@ template <class P, bool kTwo>
 void stream_backward(const AttnArgs& a, bool drop_term) {
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   const int nst = attn_n_stats(a.math);
-  const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(T) * Dk;
   const float lam = kTwo ? *a.lambda : 0.f;
 #pragma omp parallel
   {
@@ -406,39 +399,9 @@ void stream_backward(const AttnArgs& a, bool drop_term) {
 #pragma omp for schedule(dynamic)
     for (int bh = 0; bh < a.B * a.H; ++bh) {
       const Slices x = slices(a, bh);
-      const float* go = a.dout + size_t(bh) * T * Dv;
-      float* dq = a.dq + bh * sqk;
-      float* dk = a.dk + bh * sqk;
-      float* dq2 = kTwo ? a.dq2 + bh * sqk : nullptr;
-      float* dk2 = kTwo ? a.dk2 + bh * sqk : nullptr;
-      float* dv = a.dv + size_t(bh) * T * Dv;
-      std::fill(dq, dq + size_t(T) * Dk, 0.f);
-      std::fill(dk, dk + size_t(T) * Dk, 0.f);
-      if (kTwo) {
-        std::fill(dq2, dq2 + size_t(T) * Dk, 0.f);
-        std::fill(dk2, dk2 + size_t(T) * Dk, 0.f);
-      }
-      std::fill(dv, dv + size_t(T) * Dv, 0.f);
-      std::fill(dtau.begin(), dtau.end(), 0.f);
-      std::fill(dlam.begin(), dlam.end(), 0.f);
-      if (P::kNormalized) {
-        for (int i = 0; i < T; ++i) {
-          const size_t row = size_t(bh) * T + i;
-          const float* gi = go + size_t(i) * Dv;
-          const float* o = a.out + row * Dv;
-          if (kTwo) {
-            // o1 = out + lambda o2;  D1 = g.o1;  D2 = g2.o2 = -lambda g.o2;  dlambda_i = -g.o2
-            const float* o2 = a.out2 + row * Dv;
-            const float go2 = dot(gi, o2, Dv);
-            D1[i] = dot(gi, o, Dv) + lam * go2;
-            D2[i] = -lam * go2;
-            dlam[i] = -go2;
-          } else {
-            D1[i] = dot(gi, o, Dv);
-          }
-          if (drop_term) D1[i] = D2[i] = 0.f;
-        }
-      }
+      const BwdSlices g = begin_backward_bh<P, kTwo>(a, bh, lam, drop_term, D1, D2, dtau, dlam);
+      const float* go = g.go;
+      float *dq = g.dq, *dk = g.dk, *dq2 = g.dq2, *dk2 = g.dk2, *dv = g.dv;
       // Key tile outer, query blocks inner: dk/dv of a tile stay hot in cache.
       for (int j0 = 0; j0 < T; j0 += kTile) {
         const int j1 = std::min(T, j0 + kTile), nk = j1 - j0;
@@ -509,11 +472,7 @@ void stream_backward(const AttnArgs& a, bool drop_term) {
           }
         }
       }
-      for (int i = 0; i < T; ++i) {
-        const size_t row = size_t(bh) * T + i;
-        if (a.drow_tau) a.drow_tau[row] = dtau[i];
-        if (a.drow_lambda) a.drow_lambda[row] = dlam[i];
-      }
+      end_backward_bh(a, bh, dtau, dlam);
     }
   }
 }
