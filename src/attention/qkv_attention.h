@@ -3,7 +3,9 @@
 //   forward:  q, k, v = rope(split(proj));  o = attention(q, k, v);  y = merge(o)
 //   backward: the same in reverse, dq, dk, dv through the kernel's backward.
 // Saved per layer: rotated q, k, v and o in (B, H, T, D), and the kernel's per-row statistics.
-// A kind states its math and, through set_args(), the kernel options it adds (softmax, entmax).
+// A kind states its math and, through set_args(), the kernel options it adds (softmax, entmax);
+// one that scales q by position adds its step on q and dq and the floats it saves (lssa); one
+// that gates the output wraps forward() and backward() (gated_softmax).
 #pragma once
 #include <cmath>
 
@@ -16,32 +18,50 @@ class QkvAttention : public AttentionVariant {
   QkvAttention(const ModelConfig& m, AttnMath math)
       : C_(m.d_model), H_(m.n_head), D_(m.head_dim()), math_(math) {}
   AttnMath math() const final { return math_; }
-  int proj_width() const final { return 3 * C_; }
-  size_t act_floats(int B, int T) const final { return slot_floats(act_slots(B, T)); }
-  size_t scratch_floats(int B, int T) const final { return slot_floats(grad_slots(B, T)); }
+  int proj_width() const override { return 3 * C_; }
+  size_t act_floats(int B, int T) const final {
+    return slot_floats(act_slots(B, T)) + own_act_floats(B, T);
+  }
+  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
-               const std::vector<float*>&) final {
+               const std::vector<float*>&) override {
     const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
     attn_util::rope_qkv_forward(c, proj, proj_width(), H_, D_, s.q, s.k, s.v);
+    before_kernel(c, s.q, own_act(c, act));
     c.ops.attention_forward(args(c, s));
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
-                const std::vector<float*>&, const std::vector<float*>&, float* scratch) final {
+                const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
     const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
     const attn_util::QkvGrads w = carve(grad_slots(c.B, c.T), scratch);
     c.ops.split_heads(w.g, dy, C_, 0, c.B, c.T, H_, D_);
     c.ops.attention_backward(attn_util::with_grads(args(c, s), w));
+    after_kernel_backward(c, w.dq, own_act(c, act));
     attn_util::rope_qkv_backward(c, dproj, proj_width(), H_, D_, w.dq, w.dk, w.dv);
   }
 
  protected:
   // The kernel options of this kind beyond q, k, v, o, stats and the 1/sqrt(D) scale.
   virtual void set_args(AttnArgs&) const {}
+  // A kind's own step on the rotated q before the kernel, and on dq after the kernel's backward,
+  // with the floats it saves (own_act_floats of them, after the shared slots).
+  virtual size_t own_act_floats(int, int) const { return 0; }
+  virtual void before_kernel(const AttnContext&, float* /*q*/, float* /*own*/) const {}
+  virtual void after_kernel_backward(const AttnContext&, float* /*dq*/,
+                                     const float* /*own*/) const {}
+  // The shared saved output o (B, H, T, D) in act, for a kind that wraps forward/backward.
+  const float* saved_o(int B, int T, const float* act) const {
+    return carve(act_slots(B, T), const_cast<float*>(act)).o;
+  }
+  int C_, H_, D_;
 
  private:
+  float* own_act(const AttnContext& c, float* act) const {
+    return act + slot_floats(act_slots(c.B, c.T));
+  }
   SlotTable<attn_util::QkvAct> act_slots(int B, int T) const {
     return attn_util::qkv_act_slots(size_t(B) * T * C_,
                                     size_t(attn_n_stats(math_)) * size_t(B) * H_ * T);
@@ -59,7 +79,6 @@ class QkvAttention : public AttentionVariant {
     set_args(a);
     return a;
   }
-  int C_, H_, D_;
   AttnMath math_;
 };
 
