@@ -53,9 +53,7 @@ class QkvAttention : public AttentionVariant {
   virtual void after_kernel_backward(const AttnContext&, float* /*dq*/,
                                      const float* /*own*/) const {}
   // The shared saved output o (B, H, T, D) in act, for a kind that wraps forward/backward.
-  const float* saved_o(int B, int T, const float* act) const {
-    return carve(act_slots(B, T), const_cast<float*>(act)).o;
-  }
+  const float* saved_o(int B, int T, float* act) const { return carve(act_slots(B, T), act).o; }
   int C_, H_, D_;
 
  private:
