@@ -48,17 +48,22 @@ __global__ void write_kernel(float* x) {
 [[maybe_unused]] const bool kTestKernelsDeclared =
     emu_test::declare_test_kernels<count_blocks_kernel, smem_kernel, write_kernel>();
 
+// The emulator's counters and controls (backend/device.h).
+EmulatedDevice& emulator() {
+  return *cuda::emulated_device();
+}
+
 // Dry run on for a scope.
 struct DryRun {
-  DryRun() { cuda::set_dry_run(true); }
-  ~DryRun() { cuda::set_dry_run(false); }
+  DryRun() { emulator().set_dry_run(true); }
+  ~DryRun() { emulator().set_dry_run(false); }
   DryRun(const DryRun&) = delete;
   DryRun& operator=(const DryRun&) = delete;
 };
 // A device-memory cap for a scope (0 at the end: back to TDA_EMU_DEVICE_GB or the default).
 struct Cap {
-  explicit Cap(size_t bytes) { cuda::set_device_memory_cap(bytes); }
-  ~Cap() { cuda::set_device_memory_cap(0); }
+  explicit Cap(size_t bytes) { emulator().set_memory_cap(bytes); }
+  ~Cap() { emulator().set_memory_cap(0); }
   Cap(const Cap&) = delete;
   Cap& operator=(const Cap&) = delete;
 };
@@ -88,10 +93,10 @@ std::vector<std::string> tiny_sets() {
 }
 
 // A Trainer on the tiny config and two steps; returns the peak memory since it started.
-cuda::DeviceStats train_two_steps(const std::vector<std::string>& sets) {
+DeviceStats train_two_steps(const std::vector<std::string>& sets) {
   TempDir dir;
   const Config cfg = load_config(source_dir() + "/configs/tiny/tda.json", sets);
-  cuda::reset_peaks();
+  emulator().reset_peaks();
   {
     TrainOptions to;
     to.out_dir = dir.path + "/run";
@@ -99,7 +104,7 @@ cuda::DeviceStats train_two_steps(const std::vector<std::string>& sets) {
     t.train_step();
     t.train_step();
   }
-  return cuda::device_stats();
+  return emulator().stats();
 }
 
 std::vector<json> json_lines(const std::string& out) {
@@ -124,17 +129,17 @@ class PerLayerRead final : public ForwardingOps {
 
 // The host syncs of one micro-step (forward with the LM head's gradient, then backward) of
 // `cfg`'s model on `ops`, at the config's micro-batch and sequence length, in a dry run.
-cuda::DeviceStats dry_micro_step(const Config& cfg, Ops& ops) {
+DeviceStats dry_micro_step(const Config& cfg, Ops& ops) {
   const ModelConfig& m = cfg.model;
   const int B = cfg.train.micro_batch, T = m.seq_len, N = B * T;
   GPT2 model(m, cfg.attention, ops, cfg.train.dtype);
   model.set_batch(B, T);
   const std::vector<int32_t> tok = cuda_test::tokens(size_t(N) + 1, m.real_vocab_size, 5);
   model.zero_grad();
-  const cuda::DeviceStats before = cuda::device_stats();
+  const DeviceStats before = emulator().stats();
   model.forward(tok.data(), tok.data() + 1, true, 1.f / float(N));
   model.backward();
-  return cuda::device_stats().since(before);
+  return emulator().stats().since(before);
 }
 
 std::string set_args(const std::vector<std::string>& sets) {
@@ -156,7 +161,7 @@ TEST_CASE("dry run: a d12 micro-step of every kind syncs with the host at most t
     INFO(kind);
     const Config cfg = load_kind_config("gpt2_162m", kind);
     REQUIRE(cfg.model.n_layer == 12);
-    const cuda::DeviceStats s = dry_micro_step(cfg, gpu);
+    const DeviceStats s = dry_micro_step(cfg, gpu);
     CHECK(s.host_syncs <= 2);
     CHECK(s.uploads == 1);
     CHECK(s.downloads == 1);
@@ -182,12 +187,12 @@ TEST_CASE("dry run: a launch the driver refuses is refused, a valid one is count
 
   DryRun dry;
   g_blocks_run = 0;
-  cuda::reset_peaks();
-  const cuda::DeviceStats before = cuda::device_stats();
+  emulator().reset_peaks();
+  const DeviceStats before = emulator().stats();
   // grid.y past 65,535, a block of 2048 threads: refused as the driver would.
   CHECK(cuda::launch<count_blocks_kernel>(dim3(1, 65536), dim3(32), 0, nullptr, 0) ==
         cudaErrorInvalidConfiguration);
-  cuda::DeviceStats s = cuda::device_stats();
+  DeviceStats s = emulator().stats();
   CHECK(s.last.kernel == "count_blocks_kernel");
   CHECK(s.last.grid[1] == 65536);
   CHECK(cuda::launch<count_blocks_kernel>(dim3(1), dim3(2048), 0, nullptr, 0) ==
@@ -203,7 +208,7 @@ TEST_CASE("dry run: a launch the driver refuses is refused, a valid one is count
   CHECK(cuda::launch<count_blocks_kernel>(dim3(2147483647u, 1, 2), dim3(1024), 0, nullptr, 0) ==
         cudaSuccess);
   CHECK(g_blocks_run == 0);
-  s = cuda::device_stats().since(before);
+  s = emulator().stats().since(before);
   CHECK(s.launches == 5);
   CHECK(s.invalid_launches == 3);
   CHECK(s.largest.kernel == "count_blocks_kernel");
@@ -225,10 +230,10 @@ TEST_CASE("dry run: a GEMM checks its operands against their allocations, skips 
     REQUIRE(cudaMalloc(&A, 4 * 8 * sizeof(float)) == cudaSuccess);  // (4, 8)
     REQUIRE(cudaMalloc(&B, 8 * 4 * sizeof(float)) == cudaSuccess);  // (8, 4)
     REQUIRE(cudaMalloc(&C, 4 * 4 * sizeof(float)) == cudaSuccess);  // (4, 4)
-    const cuda::DeviceStats before = cuda::device_stats();
+    const DeviceStats before = emulator().stats();
     CHECK_NOTHROW(cuda::gemm(false, false, 4, 4, 8, 1.f, A, 8, B, 4, 0.f, C, 4));
     CHECK_NOTHROW(cuda::gemm(true, false, 8, 4, 4, 1.f, A, 8, C, 4, 0.f, B, 4));  // A^T C
-    CHECK(cuda::device_stats().since(before).gemms == 2);
+    CHECK(emulator().stats().since(before).gemms == 2);
     // A row stride below the row length.
     CHECK_THROWS_WITH(cuda::gemm(false, false, 4, 4, 8, 1.f, A, 8, B, 4, 0.f, C, 3),
                       Catch::Contains("operand C (fp32, 4x4, ld 3): the row stride is shorter"));
@@ -279,7 +284,7 @@ TEST_CASE("memory cap: executed allocations count in 2 MiB pages, frees and a re
   // 2 MiB pages, not the emulator's poisoned tails or its quarantine of freed memory.
   emu_test::StrictMode strict;
   emu_test::ResetDeviceAtExit reset;
-  const cuda::DeviceStats before = cuda::device_stats();
+  const DeviceStats before = emulator().stats();
   Cap cap(before.live_bytes + (size_t(6) << 20));  // three pages free
   void *a = nullptr, *b = nullptr, *c = nullptr;
   {
@@ -287,30 +292,30 @@ TEST_CASE("memory cap: executed allocations count in 2 MiB pages, frees and a re
     REQUIRE(cudaMalloc(&a, (size_t(4) << 20) - 1) == cudaSuccess);
   }
   REQUIRE(cudaMalloc(&b, size_t(2) << 20) == cudaSuccess);  // exactly a page, tail and all
-  CHECK(cuda::device_stats().live_bytes - before.live_bytes == size_t(6) << 20);
+  CHECK(emulator().stats().live_bytes - before.live_bytes == size_t(6) << 20);
   CHECK(cudaMalloc(&c, 1) == cudaErrorMemoryAllocation);
   CHECK_THAT(emu::last_error_message(), Catch::StartsWith("out of memory: an allocation of 0.0 "
                                                           "MiB does not fit"));
   cudaGetLastError();
   REQUIRE(cudaFree(b) == cudaSuccess);  // quarantined by strict mode, but free on the device
   REQUIRE(cudaMalloc(&c, 1) == cudaSuccess);
-  const cuda::DeviceStats full = cuda::device_stats();
+  const DeviceStats full = emulator().stats();
   CHECK(full.live_bytes - before.live_bytes == size_t(6) << 20);
   CHECK(full.at_peak.at("two pages") == size_t(4) << 20);
   cudaDeviceReset();  // frees everything
-  CHECK(cuda::device_stats().live_bytes <= before.live_bytes);
+  CHECK(emulator().stats().live_bytes <= before.live_bytes);
 }
 
 TEST_CASE("dry run: device memory is counted against the cap and never committed",
           "[cuda][emu][dryrun]") {
   Cap cap(size_t(100) << 30);
   DryRun dry;
-  const cuda::DeviceStats before = cuda::device_stats();
+  const DeviceStats before = emulator().stats();
   const size_t rss = resident_bytes();
   void* p = nullptr;
   const size_t bytes = (size_t(64) << 30) + 1;  // 64 GiB and a byte: 32,769 pages of 2 MiB
   REQUIRE(cudaMalloc(&p, bytes) == cudaSuccess);
-  cuda::DeviceStats s = cuda::device_stats();
+  DeviceStats s = emulator().stats();
   CHECK(s.live_bytes - before.live_bytes == (size_t(64) << 30) + (size_t(2) << 20));
   CHECK(resident_bytes() < rss + (size_t(64) << 20));  // address space, not memory
   size_t free_bytes = 0, total_bytes = 0;
@@ -328,7 +333,7 @@ TEST_CASE("dry run: device memory is counted against the cap and never committed
   REQUIRE(cudaMemcpy(host.data(), static_cast<char*>(p) + 4096, 4000, cudaMemcpyDeviceToHost) ==
           cudaSuccess);
   CHECK(std::count(host.begin(), host.end(), 0.f) == 1000);
-  s = cuda::device_stats().since(before);
+  s = emulator().stats().since(before);
   CHECK(s.uploads == 1);
   CHECK(s.downloads == 1);
   CHECK(s.memsets == 1);
@@ -361,14 +366,14 @@ TEST_CASE("dry run: device memory is counted against the cap and never committed
   CHECK(WTERMSIG(status) == SIGSEGV);
 
   REQUIRE(cudaFree(p) == cudaSuccess);
-  CHECK(cuda::device_stats().live_bytes == before.live_bytes);
+  CHECK(emulator().stats().live_bytes == before.live_bytes);
 }
 
 TEST_CASE("memory cap: below a training step's need it fails naming the buffer, at it passes",
           "[cuda][emu][dryrun]") {
   const std::vector<std::string> sets = tiny_sets();
   DryRun dry;
-  const cuda::DeviceStats need = train_two_steps(sets);
+  const DeviceStats need = train_two_steps(sets);
   INFO("peak " << need.peak_bytes);
   REQUIRE(need.at_peak.count("parameters"));
   REQUIRE(need.at_peak.count("AdamW m"));

@@ -146,22 +146,21 @@ int bench_train(int argc, char** argv) {
 // thresholds as the kind computes them), and the tile counters give the FLOPs a dense tiled
 // kernel does vs the work done. --mode time (the default of a GPU build): CUDA-event times of the
 // layer and its kernels (bench_gpu.cpp).
-int bench_attention_count(const std::string& device, const std::vector<std::string>& kinds,
-                          const std::vector<int>& Ts) {
-  std::unique_ptr<Ops> ops = make_ops(device);
+int bench_attention_count(Ops& ops, const std::string& device,
+                          const std::vector<std::string>& kinds, const std::vector<int>& Ts) {
   for (const auto& kind : kinds) {
     for (int T : Ts) {
       const AttnCall c = capture_attention_call(kind, T);  // an unknown kind throws
       const AttnArgs& a = c.args;
       const AttnMath m = a.math;
-      const AttnTiles t = count_attention_tiles(*ops, m, T, a.Dqk, a.Dv, a.scale, a.power, c.lambda,
+      const AttnTiles t = count_attention_tiles(ops, m, T, a.Dqk, a.Dv, a.scale, a.power, c.lambda,
                                                 c.q, c.k, c.v, c.q2, c.k2, c.tau);
       json out = {{"bench", "attention"},
                   {"device", device},
                   {"mode", "count"},
                   {"kind", kind},
                   {"T", T},
-                  {"time", ops->device().timed() ? "not timed (--mode count)" : "no GPU"}};
+                  {"time", ops.device().timed() ? "not timed (--mode count)" : "no GPU"}};
       const AttnFlops f = attention_flops(m, a.Dqk, a.Dv, t);
       const AttnFlops sm = attention_flops(AttnMath::kSoftmax, 64, 64, AttnTiles{0, t.total});
       out["tiles_total"] = t.total;
@@ -215,17 +214,18 @@ int bench_attention(int argc, char** argv) {
   const std::string device = r["device"].as<std::string>();
   TDA_CHECK(device == "cpu" || device == "cuda", "bench attention: --device must be cpu or cuda");
   if (device == "cuda") {
-    const std::string mode = r.count("mode")                      ? r["mode"].as<std::string>()
-                             : make_ops(device)->device().timed() ? "time"
-                                                                  : "count";
+    std::unique_ptr<Ops> backend = make_ops(device);
+    const std::string mode = r.count("mode")             ? r["mode"].as<std::string>()
+                             : backend->device().timed() ? "time"
+                                                         : "count";
     TDA_CHECK(mode == "time" || mode == "count", "bench attention: --mode must be time or count");
-    if (mode == "count") return bench_attention_count(device, kinds, Ts);
+    if (mode == "count") return bench_attention_count(*backend, device, kinds, Ts);
     GpuAttnBench o;
     o.tokens = r["tokens"].as<int>();
     if (r.count("heads")) o.heads = r["heads"].as<int>();
     o.warmup = r["warmup"].as<int>();
     if (r.count("reps")) o.reps = r["reps"].as<int>();
-    return bench_attention_gpu(kinds, Ts, o);
+    return bench_attention_gpu(*backend, kinds, Ts, o);
   }
   TDA_CHECK(!r.count("mode"), "bench attention: --mode is for --device cuda");
   return bench_attention_cpu(kinds, Ts, r.count("reps") ? r["reps"].as<int>() : 1,

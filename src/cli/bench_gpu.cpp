@@ -25,7 +25,6 @@
 #include "backend/device.h"
 #include "backend/device_array.h"
 #include "backend/forwarding_ops.h"
-#include "backend/make_ops.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -102,13 +101,12 @@ class KernelTimingOps : public ForwardingOps {
 
 }  // namespace
 
-int bench_attention_gpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts,
-                        const GpuAttnBench& o) {
+int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
+                        const std::vector<int>& Ts, const GpuAttnBench& o) {
   TDA_CHECK(o.heads >= 2 && o.heads % 2 == 0,
             "bench attention: --heads must be even and >= 2 (the differential kinds pair heads)");
   TDA_CHECK(o.reps >= 1 && o.warmup >= 1, "bench attention: --reps and --warmup must be >= 1");
-  auto base_ops = make_ops("cuda");
-  KernelTimingOps ops(*base_ops);
+  KernelTimingOps ops(backend);
   // N(0, 1) values drawn once and shared by every (kind, T): drawing 16k x 5C floats on the host
   // per problem would take longer than timing it. proj and dy read the same pool.
   Rng rng(1);

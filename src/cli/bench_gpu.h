@@ -5,6 +5,8 @@
 
 namespace tda {
 
+class Ops;
+
 struct GpuAttnBench {
   int tokens = 16384;  // B = max(1, tokens / T) sequences per T
   int heads = 16;      // of dimension 64
@@ -13,8 +15,9 @@ struct GpuAttnBench {
 };
 
 // One JSON line per (kind, T): layer and kernel forward/backward medians (bench_gpu.cpp).
-int bench_attention_gpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts,
-                        const GpuAttnBench& o);
+// `backend`: the CUDA backend (make_ops("cuda")).
+int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
+                        const std::vector<int>& Ts, const GpuAttnBench& o);
 
 // Median of v (0 when empty).
 double median(std::vector<double> v);

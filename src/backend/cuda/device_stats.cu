@@ -1,40 +1,13 @@
 // device_stats.h over the emulator's counters and memory budget; kernels are named as launch<>
 // names them (emu/strict.h's kernel_name), without namespaces.
 #include "backend/cuda/device_stats.h"
-#include "core/error.h"
 
 #if defined(__CUDACC__)
 
 namespace tda::cuda {
 
-namespace {
-[[noreturn]] void no_emulator() {
-  throw Error(
-      "cuda: device counters and the dry run exist only in the emulated build (the default "
-      "CMake build; this binary runs on a GPU)");
-}
-}  // namespace
-
-bool emulated() {
-  return false;
-}
 EmulatedDevice* emulated_device() {
   return nullptr;
-}
-DeviceStats device_stats() {
-  no_emulator();
-}
-void set_dry_run(bool) {
-  no_emulator();
-}
-bool dry_run() {
-  return false;
-}
-void set_device_memory_cap(size_t) {
-  no_emulator();
-}
-void reset_peaks() {
-  no_emulator();
 }
 
 }  // namespace tda::cuda
@@ -69,13 +42,18 @@ LaunchRecord to_record(const emu::LaunchShape& s) {
   return r;
 }
 
-}  // namespace
+class Emulator final : public EmulatedDevice {
+ public:
+  DeviceStats stats() override;
+  void set_dry_run(bool on) override { emu::set_dry_run(on); }
+  void set_memory_cap(size_t bytes) override { emu::set_device_memory_cap(bytes); }
+  void reset_peaks() override {
+    emu::reset_memory_peak();
+    emu::reset_launch_records();
+  }
+};
 
-bool emulated() {
-  return true;
-}
-
-DeviceStats device_stats() {
+DeviceStats Emulator::stats() {
   const emu::Counters c = emu::counters();
   const emu::MemoryStats m = emu::memory_stats();
   DeviceStats s;
@@ -102,28 +80,6 @@ DeviceStats device_stats() {
   return s;
 }
 
-void set_dry_run(bool on) {
-  emu::set_dry_run(on);
-}
-bool dry_run() {
-  return emu::dry_run();
-}
-void set_device_memory_cap(size_t bytes) {
-  emu::set_device_memory_cap(bytes);
-}
-void reset_peaks() {
-  emu::reset_memory_peak();
-  emu::reset_launch_records();
-}
-
-namespace {
-class Emulator final : public EmulatedDevice {
- public:
-  DeviceStats stats() override { return device_stats(); }
-  void set_dry_run(bool on) override { cuda::set_dry_run(on); }
-  void set_memory_cap(size_t bytes) override { set_device_memory_cap(bytes); }
-  void reset_peaks() override { cuda::reset_peaks(); }
-};
 }  // namespace
 
 EmulatedDevice* emulated_device() {

@@ -47,9 +47,9 @@ class GpuDevice final : public Device {
     return prop.name;
   }
   std::string clock() const override {
-    return emulated() ? "emulated (host clock)" : "cuda events";
+    return emulated_device() ? "emulated (host clock)" : "cuda events";
   }
-  bool timed() const override { return !emulated(); }
+  bool timed() const override { return !emulated_device(); }
   std::unique_ptr<DeviceTimer> timer() override { return std::make_unique<GpuTimer>(); }
   size_t memory_used() const override {
     size_t free_bytes = 0, total = 0;
