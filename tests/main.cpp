@@ -6,9 +6,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "backend/cpu/cpu_ops.h"
 #include "test_kinds.h"
 
 int main(int argc, char** argv) {
+  // As the tda binary does: ctest -j2 runs two OpenMP processes on the same cores.
+  tda::reexec_with_passive_omp_waits(argv);
   if (::chdir(TDA_SOURCE_DIR) != 0) return 2;
   // Every emulated CUDA test runs in the emulator's strict mode (docs/emulator.md), and so does
   // every tda process a test starts; TDA_EMU_STRICT=0 in the environment turns it off.

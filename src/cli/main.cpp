@@ -9,6 +9,7 @@
 #include <exception>
 #include <string>
 
+#include "backend/cpu/cpu_ops.h"
 #include "cli/command.h"
 #include "core/error.h"
 
@@ -58,14 +59,7 @@ static std::string one_line(const std::string& m) {
 }
 
 int main(int argc, char** argv) {
-  // OpenMP's default spin-waiting after each parallel region steals the cores from OpenBLAS's
-  // own threads between GEMMs (measured: d12 B=4 T=64 step 7.1 s -> 5.6 s with passive waits).
-  // libgomp reads the policy when it loads, before main, so set it and re-execute once; a user's
-  // explicit OMP_WAIT_POLICY is left alone.
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    ::setenv("OMP_WAIT_POLICY", "passive", 1);
-    ::execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
-  }
+  tda::reexec_with_passive_omp_waits(argv);  // backend/cpu/cpu_ops.h says why
   choose_log_colours();
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage();
