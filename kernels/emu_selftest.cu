@@ -1,8 +1,9 @@
-// Kernels that prove the kernel-facing headers (launch.h, mma.h, runtime.h) compile under nvcc
-// for sm_80/sm_90 and run unchanged under the SIMT emulator (tests/test_emu_selftest.cpp
+// Kernels that prove the kernel-facing headers (async_copy.h, launch.h, mma.h, runtime.h) compile
+// under nvcc for sm_80/sm_90 and run unchanged under the SIMT emulator (tests/test_emu_selftest.cpp
 // includes this file with TDA_CUDA_EMU defined).
 #include <cstdint>
 
+#include "backend/cuda/async_copy.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/mma.h"
 #include "backend/cuda/runtime.h"
@@ -68,6 +69,55 @@ __global__ void __launch_bounds__(32)
   c[(row0 + g) * n + col0 + 2 * t + 1] = acc[1];
   c[(row0 + g + 8) * n + col0 + 2 * t] = acc[2];
   c[(row0 + g + 8) * n + col0 + 2 * t + 1] = acc[3];
+}
+
+// out[c] = sum over rows of x[r][c], x of (rows x kPipeCols) floats: one block streams x through
+// shared memory in tiles of kPipeRows rows, double-buffered with cp.async (the pattern of the
+// attention kernels' K/V tiles): tile t + 1 is issued before tile t is read. Each thread sums one
+// column over half of each tile's rows, so it reads rows that other threads copied. `skip` drops
+// one step of the protocol (PipeSkip), the emulator's negative controls.
+constexpr int kPipeThreads = 128, kPipeCols = 64, kPipeRows = 16;
+enum PipeSkip : int { kSkipNothing, kSkipWait, kSkipBarrierAfterWait, kSkipBarrierBeforeRefill };
+
+__global__ void __launch_bounds__(kPipeThreads)
+    pipelined_column_sums_kernel(const float* __restrict__ x, float* out, int rows, int skip) {
+  constexpr int kTileFloats = kPipeRows * kPipeCols, kChunksPerRow = kPipeCols / 4;
+  TDA_DYNAMIC_SHARED(float, buf);  // two tiles
+  auto issue = [&](int tile) {     // tile into buffer tile % 2, one commit group
+    for (int c = threadIdx.x; c < kPipeRows * kChunksPerRow; c += kPipeThreads) {
+      const int r = c / kChunksPerRow, col = 4 * (c % kChunksPerRow), row = tile * kPipeRows + r;
+      const bool in = row < rows;  // rows past the end are zero-filled
+      cp_async_16(buf + (tile % 2) * kTileFloats + r * kPipeCols + col,
+                  x + size_t(in ? row : 0) * kPipeCols + col, in ? 16 : 0);
+    }
+    cp_async_commit();
+  };
+  const int tiles = (rows + kPipeRows - 1) / kPipeRows;
+  const int col = threadIdx.x % kPipeCols, half = threadIdx.x / kPipeCols;
+  float sum = 0.f;
+  issue(0);
+  for (int t = 0; t < tiles; ++t) {
+    if (t + 1 < tiles)
+      issue(t + 1);
+    else
+      cp_async_commit();  // an empty group: "all but the newest one" stays tile t
+    if (skip != kSkipWait) cp_async_wait<1>();
+    if (skip != kSkipBarrierAfterWait) __syncthreads();
+    const float* tile = buf + (t % 2) * kTileFloats;
+    for (int r = half; r < kPipeRows; r += 2) sum += tile[r * kPipeCols + col];
+    if (skip != kSkipBarrierBeforeRefill) __syncthreads();  // before tile t + 2 refills it
+  }
+  __syncthreads();
+  buf[threadIdx.x] = sum;  // the halves' partial sums, then one thread per column adds them
+  __syncthreads();
+  if (half == 0) out[col] = buf[col] + buf[col + kPipeCols];
+}
+
+inline cudaError_t pipelined_column_sums(const float* x, float* out, int rows, PipeSkip skip,
+                                         cudaStream_t stream) {
+  const size_t shmem = 2 * kPipeRows * kPipeCols * sizeof(float);
+  return launch<pipelined_column_sums_kernel>(dim3(1), dim3(kPipeThreads), shmem, stream, x, out,
+                                              rows, int(skip));
 }
 
 inline cudaError_t block_sum(const float* x, float* out, int n, int blocks, cudaStream_t stream) {

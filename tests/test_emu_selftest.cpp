@@ -14,7 +14,9 @@
 #include "test_emu_util.h"
 
 using tda::emu_test::DeviceBuffer;
+using tda::emu_test::ResetDeviceAtExit;
 using tda::emu_test::ScheduleSeed;
+using tda::emu_test::StrictMode;
 
 TEST_CASE("emu: kernels/emu_selftest.cu block_sum runs on the emulator", "[emu]") {
   const int n = 5000;
@@ -58,4 +60,59 @@ TEST_CASE("emu: kernels/emu_selftest.cu gemm_bf16 matches a naive GEMM", "[emu]"
     }
 }
 
+namespace {
+namespace st = tda::cuda::selftest;
+// The column sums of a (rows x 64) matrix of small integers (exact in any order), computed by the
+// cp.async pipeline with one step of its protocol skipped (or none), and whether they are right.
+bool pipeline_right(int rows, st::PipeSkip skip, uint64_t seed) {
+  std::vector<float> x(size_t(rows) * st::kPipeCols), ref(st::kPipeCols, 0.f);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < st::kPipeCols; ++c) {
+      x[size_t(r) * st::kPipeCols + c] = float((r * 7 + c * 3) % 11 + 1);
+      ref[c] += x[size_t(r) * st::kPipeCols + c];
+    }
+  ScheduleSeed guard(seed);
+  DeviceBuffer<float> dx(x), out(st::kPipeCols);
+  REQUIRE(st::pipelined_column_sums(dx.get(), out.get(), rows, skip, nullptr) == cudaSuccess);
+  return out.to_host() == ref;
+}
+}  // namespace
+
+// The emulator's cp.async lands a copy at its wait (in order) or at issue or its wait (shuffled),
+// emu/async_copy.h: the correct pipeline is right under every schedule, and each missing step of
+// the protocol gives a wrong sum under the schedule that can expose it, as a GPU may.
+TEST_CASE("emu: cp.async double buffering is right only with every wait and barrier", "[emu]") {
+  for (int rows : {16, 70, 160})  // one tile; a zero-filled partial last tile; ten tiles
+    for (uint64_t seed : {0, 1, 2, 3, 7}) {
+      INFO("rows " << rows << ", seed " << seed);
+      CHECK(pipeline_right(rows, st::kSkipNothing, seed));
+    }
+  // Nothing waited for: the in-order schedule never lands the copies.
+  CHECK_FALSE(pipeline_right(70, st::kSkipWait, 0));
+  // Each thread waits for its own copies but reads rows that other threads copied.
+  CHECK_FALSE(pipeline_right(70, st::kSkipBarrierAfterWait, 0));
+  // A buffer refilled while other threads still read it: only a copy that lands early shows it.
+  CHECK(pipeline_right(160, st::kSkipBarrierBeforeRefill, 0));
+  int wrong = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed)
+    wrong += !pipeline_right(160, st::kSkipBarrierBeforeRefill, seed);
+  CHECK(wrong == 8);
+}
+
+TEST_CASE("emu: cp.async refuses a misaligned or out-of-range source", "[emu][strict]") {
+  StrictMode strict;
+  for (bool misaligned : {true, false}) {
+    ResetDeviceAtExit reset;  // a kernel fault is sticky until the reset (which frees x and out)
+    DeviceBuffer<float> x(64 * 16), out(64);
+    // Misaligned: x + 1. Out of range: 17 rows of a 16-row allocation.
+    CHECK(st::pipelined_column_sums(x.get() + (misaligned ? 1 : 0), out.get(), misaligned ? 16 : 17,
+                                    st::kSkipNothing, nullptr) != cudaSuccess);
+    if (misaligned)
+      CHECK_THAT(tda::emu::last_error_message(),
+                 Catch::Contains("16-byte aligned") && Catch::Contains("pipelined_column_sums"));
+    else
+      CHECK_THAT(tda::emu::last_error_message(),
+                 Catch::Contains("cp.async source") && Catch::Contains("past the end"));
+  }
+}
 #endif

@@ -35,6 +35,7 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #endif
 
+#include "backend/cuda/emu/async_copy.h"
 #include "backend/cuda/emu/device.h"
 #include "backend/cuda/emu/launch.h"
 #include "backend/cuda/emu/mma.h"

@@ -145,6 +145,7 @@ inline constexpr KernelResourceRow kLaunchResources[] = {
     {"tda::cuda::(anonymous namespace)::zero_kernel", 8, 0, 10, 0, 1024},
     {"tda::cuda::selftest::block_sum_kernel", 12, 0, 14, 0, 256},
     {"tda::cuda::selftest::gemm_bf16_kernel", 60, 1152, 64, 1152, 32},
+    {"tda::cuda::selftest::pipelined_column_sums_kernel", 39, 0, 38, 0, 128},
 };
 // clang-format on
 

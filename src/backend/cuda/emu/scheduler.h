@@ -61,6 +61,15 @@ struct WarpGroup {
 };
 using WarpFn = void (*)(const WarpGroup&);
 
+// A cp.async copy issued by a thread and not yet landed (emu/async_copy.h): its source bytes,
+// read at issue, reach dst only when a cp.async.wait_group of this thread covers its group.
+struct AsyncCopy {
+  unsigned char* dst = nullptr;
+  unsigned char data[16] = {};
+  unsigned group = 0;  // kUncommitted until cp.async.commit_group
+};
+constexpr unsigned kUncommitted = ~0u;
+
 struct Thread {
   Context ctx;
   void* fake_stack = nullptr;
@@ -74,6 +83,8 @@ struct Thread {
   unsigned op_mask = 0;
   const void* op_in = nullptr;
   void* op_out = nullptr;
+  std::vector<AsyncCopy> async_copies;  // issued, not landed; dropped when the thread exits
+  unsigned async_groups = 0;            // cp.async groups committed so far
 };
 
 struct Block {
