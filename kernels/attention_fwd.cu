@@ -2,7 +2,8 @@
 // mechanism, templated on the policies of attention/policies.h exactly as the CPU reference
 // (src/backend/cpu/attention_stream.cpp). Per (b, h) and query block of 64 rows (one CUDA block,
 // 16 rows per warp), key tiles j0 = 0, 64, ... up to the diagonal:
-//   S = scale Q K^T            bf16 operands (rounded when the tile is loaded), fp32 accumulate
+//   S = scale Q K^T            bf16 operands (rounded once per call into bf16 copies that the
+//                              tiles are copied from by cp.async), fp32 accumulate
 //   online-max policies:       m' = max(m, max_j s_ij), acc and l rescaled by exp(m - m')
 //   w_ij = P::weight(s_ij)     j <= i only (causal), fp32; two views: w = w1 - lambda w2 for
 //                              un-normalised kinds, separate accumulators for diff softmax
@@ -23,8 +24,21 @@ namespace tda::cuda {
 namespace {
 using namespace fa;
 
+// y (rows of ld bf16 per (b, h), AttnBf16Operands) = bf16(x), x of T rows of D floats per (b, h) at
+// bh_stride: the one rounding of the operands, which load_tile did per tile (same __float2bfloat16,
+// so the kernel's products are unchanged); the padding columns are 0.
+constexpr int kCastThreads = 256;
+__global__ void operand_to_bf16_kernel(uint16_t* y, int ld, const float* x, size_t bh_stride, int T,
+                                       int D, size_t n) {
+  TDA_GRID_STRIDE(i, n) {
+    const int c = int(i % unsigned(ld));
+    const size_t row = i / unsigned(ld), bh = row / unsigned(T), t = row % unsigned(T);
+    y[i] = c < D ? bf16_bits(x[bh * bh_stride + t * D + c]) : uint16_t(0);
+  }
+}
+
 template <class P, bool kTwo, int kDk, int kDv>
-__global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t sqk) {
+__global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf16Operands in) {
   constexpr int LD = ld<kDk>(), kN = kDv / 8;
   constexpr bool kTwoAcc = kTwo && P::kNormalized;  // diff softmax: one accumulator per view
   TDA_DYNAMIC_SHARED(uint16_t, smem);
@@ -46,10 +60,19 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
     }
     return;
   }
-  const float* k = a.k + bh * sqk;
-  const float* v = a.v + bh * size_t(T) * Dv;
-  load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
-  if (kTwo) load_tile<kDk>(sq2, a.q2 + bh * sqk, i0, T, Dk);
+  // Loads overlap the math (FlashAttention-2's forward): V(j) is copied while S = Q K(j)^T and
+  // the weights are computed, K(j + 1) while W V(j) is. One buffer per operand; each wait below
+  // is for all of this thread's copies, and the barrier after it for everyone's, which is also
+  // what frees the other operand's buffer for its refill.
+  const size_t bqk = bh * size_t(T) * in.ldqk, bv = bh * size_t(T) * in.ldv;
+  auto load_k = [&](int j0) {
+    load_tile_async<kDk>(sk, in.k + bqk, j0, T, in.ldqk);
+    if (kTwo) load_tile_async<kDk>(sk2, in.k2 + bqk, j0, T, in.ldqk);
+    cp_async_commit();
+  };
+  load_tile_async<kDk>(sq, in.q + bqk, i0, T, in.ldqk);
+  if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T, in.ldqk);
+  load_k(0);  // one group: Q (Q2) and the first K (K2)
 
   int row[2];  // this lane's two query rows (accumulator rows g and g + 8)
   float tau[2];
@@ -69,11 +92,11 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
   long long n_total = 0, n_skipped = 0;
 
   for (int j0 = 0; j0 < i1; j0 += kTile) {
-    __syncthreads();  // the previous tile is no longer read
-    load_tile<kDk>(sk, k, j0, T, Dk);
-    load_tile<kDv>(sv, v, j0, T, Dv);
-    if (kTwo) load_tile<kDk>(sk2, a.k2 + bh * sqk, j0, T, Dk);
-    __syncthreads();
+    const bool more = j0 + kTile < i1;
+    cp_async_wait<0>();
+    __syncthreads();  // K(j) has landed; nobody reads V(j - 1) any more
+    load_tile_async<kDv>(sv, in.v + bv, j0, T, in.ldv);
+    cp_async_commit();
     // valid(i, j) = j <= i, i in [q_start, T), recomputed where needed (an 8x4 predicate array
     // costs registers the two-accumulator kinds do not have)
     auto ok = [&](int nt, int c) {
@@ -126,10 +149,17 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
           if (view == 1) surv[2][h] += ((nz1 & bit) != 0 && w != 0.f);
           sc[nt][c] = w;
         }
-        if (view == 0)
+        if (view == 0) {
+          cp_async_wait<0>();
+          __syncthreads();  // V(j) has landed
           mma_acc<kDv, 8>(acc1, sc, sv, Dv, lane);
-        else
+        } else {
           mma_acc<kDv, 8>(acc2, sc, sv, Dv, lane);  // the same V tile
+        }
+      }
+      if (more) {
+        __syncthreads();  // view 2 has read K2(j)
+        load_k(j0 + kTile);
       }
       continue;
     }
@@ -146,7 +176,8 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
       alive |= ok(nt, c) && (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
     }
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
-      ++n_skipped;  // every weight of the tile is exactly 0: nothing to add
+      ++n_skipped;                   // every weight of the tile is exactly 0: nothing to add
+      if (more) load_k(j0 + kTile);  // the barrier above: every S of K(j) is computed
       continue;
     }
     if (P::kOnlineMax) {
@@ -182,6 +213,9 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
         s1[nt][c] = w1 - *a.lambda * w2;  // a device scalar (ops.h), read where it is used
       }
     }
+    cp_async_wait<0>();
+    __syncthreads();  // V(j) has landed; nobody reads K(j) any more
+    if (more) load_k(j0 + kTile);
     mma_acc<kDv, 8>(acc1, s1, sv, Dv, lane);
   }
 
@@ -238,57 +272,83 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, size_t
 }
 
 template <class P, bool kTwo, int kDk, int kDv>
-void launch_forward(const AttnArgs& a) {
+void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
   const size_t smem =
       (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
   constexpr auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_forward smem");
-  check(launch<kernel>(tile_grid(a, "attention_forward"), dim3(kThreads), smem, stream(), a,
-                       qk_stride(a)),
+  check(launch<kernel>(tile_grid(a, "attention_forward"), dim3(kThreads), smem, stream(), a, in),
         "attention_forward");
 }
 
 // Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.
 template <class P, bool kTwo>
-void launch_forward(const AttnArgs& a) {
+void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
   if (a.Dqk <= 64 && a.Dv <= 64)
-    launch_forward<P, kTwo, 64, 64>(a);
+    launch_forward<P, kTwo, 64, 64>(a, in);
   else if (a.Dqk <= 64)
-    launch_forward<P, kTwo, 64, 128>(a);
+    launch_forward<P, kTwo, 64, 128>(a, in);
   else if constexpr (!kTwo)
-    launch_forward<P, kTwo, 128, 128>(a);
+    launch_forward<P, kTwo, 128, 128>(a, in);
   else
     throw Error("cuda attention: two-view kinds need Dqk <= 64");
 }
 
-void forward_math(const AttnArgs& a) {
+void forward_math(const AttnArgs& a, const AttnBf16Operands& in) {
   using namespace tda::attn;
   switch (a.math) {
     case AttnMath::kSoftmax:
-      return launch_forward<SoftmaxPolicy, false>(a);
+      return launch_forward<SoftmaxPolicy, false>(a, in);
     case AttnMath::kSoftplus:
-      return launch_forward<SoftplusPolicy, false>(a);
+      return launch_forward<SoftplusPolicy, false>(a, in);
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
-      return with_threshold_policy(a.power, [&](auto p) { launch_forward<decltype(p), false>(a); });
+      return with_threshold_policy(a.power,
+                                   [&](auto p) { launch_forward<decltype(p), false>(a, in); });
     case AttnMath::kEntmax:
       attention_entmax_threshold(a);  // stats (tau_i, norm_i), then a thresholded forward
-      return launch_forward<EntmaxPolicy, false>(a);
+      return launch_forward<EntmaxPolicy, false>(a, in);
     case AttnMath::kDiffSoftmax:
-      return launch_forward<SoftmaxPolicy, true>(a);
+      return launch_forward<SoftmaxPolicy, true>(a, in);
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:
-      return with_threshold_policy(a.power, [&](auto p) { launch_forward<decltype(p), true>(a); });
+      return with_threshold_policy(a.power,
+                                   [&](auto p) { launch_forward<decltype(p), true>(a, in); });
     default:
       throw Error("cuda attention: math not served by the tiled forward");
   }
 }
 }  // namespace
 
-void attention_tiled_forward(const AttnArgs& a) {
-  if (size_t(a.B) * a.H * a.T == 0) return;
-  forward_math(a);
+size_t attention_forward_scratch(const AttnArgs& a) {
+  const size_t rows = size_t(a.B) * a.H * a.T;
+  return rows * ((attn_two_views(a.math) ? 4 : 2) * size_t(bf16_ld(a.Dqk)) + bf16_ld(a.Dv));
+}
+
+void attention_tiled_forward(const AttnArgs& a, uint16_t* scratch) {
+  const size_t BH = size_t(a.B) * a.H;
+  if (BH * a.T == 0) return;
+  AttnBf16Operands in;
+  in.ldqk = bf16_ld(a.Dqk);
+  in.ldv = bf16_ld(a.Dv);
+  const size_t nqk = BH * a.T * in.ldqk;
+  auto cast = [&](const float* x, size_t stride, int D, int ld, uint16_t* y) {
+    const size_t n = BH * a.T * ld;
+    check(launch<operand_to_bf16_kernel>(dim3(grid_for(n, kCastThreads)), dim3(kCastThreads), 0,
+                                         stream(), y, ld, x, stride, a.T, D, n),
+          "attention_forward operand cast");
+    return y;
+  };
+  in.q = cast(a.q, qk_stride(a), a.Dqk, in.ldqk, scratch);
+  in.k = cast(a.k, qk_stride(a), a.Dqk, in.ldqk, scratch + nqk);
+  in.v = cast(a.v, size_t(a.T) * a.Dv, a.Dv, in.ldv, scratch + 2 * nqk);
+  if (attn_two_views(a.math)) {
+    uint16_t* y = scratch + 2 * nqk + BH * a.T * in.ldv;
+    in.q2 = cast(a.q2, qk_stride(a), a.Dqk, in.ldqk, y);
+    in.k2 = cast(a.k2, qk_stride(a), a.Dqk, in.ldqk, y + nqk);
+  }
+  forward_math(a, in);
 }
 
 }  // namespace tda::cuda

@@ -32,10 +32,10 @@ AttnArgs normalise(const AttnArgs& in) {
 }
 }  // namespace
 
-void attention_forward(const AttnArgs& in) {
+void attention_forward(const AttnArgs& in, uint16_t* scratch) {
   check_args(in);
   const AttnArgs a = normalise(in);
-  attention_tiled_forward(a);
+  attention_tiled_forward(a, scratch);
 }
 
 size_t attention_backward_scratch(const AttnArgs& a) {

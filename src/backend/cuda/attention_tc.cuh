@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "attention/policies.h"
+#include "backend/cuda/async_copy.h"
 #include "backend/cuda/grid.h"
 #include "backend/cuda/kernel_helpers.cuh"
 #include "backend/cuda/mma.h"
@@ -72,6 +73,7 @@ __device__ inline void frag_a_from_acc(uint32_t a[4], const float c0[4], const f
   a[3] = pack_bf16(c1[2], c1[3]);
 }
 
+// The backward's tiles (the forward's come by cp.async: load_tile_async below).
 // Rows [r0, r0 + kTile) of a (rows x D) fp32 matrix with row stride D into a bf16 tile; rows past
 // `rows` and columns past D are zero (they then add nothing to any product). Each thread moves 4
 // adjacent columns per pass: one 16-byte load and one 8-byte shared store where D % 4 == 0 and
@@ -103,6 +105,43 @@ __device__ inline void load_tile(uint16_t* dst, const float* src, int r0, int ro
       }
     }
     store_u32x2(dst + r * ld<kD>() + c, pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
+  }
+}
+
+// The forward's operands as bf16 copies made once per call (attention_fwd.cu): per (b, h), T rows
+// of ld bf16, ld = D rounded up to 8 with the padding zero, so every row is whole 16-byte chunks.
+struct AttnBf16Operands {
+  const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *q2 = nullptr, *k2 = nullptr;
+  int ldqk = 0, ldv = 0;
+};
+// Its pointers, for the emulator's strict mode (AttnArgs' list: backend/ops.h).
+template <class F>
+void device_pointers(const AttnBf16Operands& o, F&& f) {
+  f(o.q, "q");
+  f(o.k, "k");
+  f(o.v, "v");
+  f(o.q2, "q2");
+  f(o.k2, "k2");
+}
+TDA_HD constexpr int bf16_ld(int D) {
+  return (D + 7) / 8 * 8;
+}
+
+// Rows [r0, r0 + kTile) of a (rows x src_ld) bf16 matrix into a tile by cp.async, 16 bytes per
+// copy, zero-filled past `rows` and past src_ld (the bucket's columns beyond D). The values are
+// those load_tile would store (the same rounding, done once by the cast); no conversion and no
+// register is spent here. The caller commits the group and waits for it (async_copy.h).
+template <int kD>
+__device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r0, int rows,
+                                       int src_ld) {
+  constexpr int kChunks = kD / 8, kRowsPerPass = kThreads / kChunks;
+  static_assert(kTile % kRowsPerPass == 0, "every thread copies the same count");
+  const int c = 8 * (int(threadIdx.x) % kChunks), rt = int(threadIdx.x) / kChunks;
+  TDA_UNROLL
+  for (int it = 0; it < kTile / kRowsPerPass; ++it) {
+    const int r = rt + it * kRowsPerPass;
+    const bool in = r0 + r < rows && c < src_ld;  // else 0 bytes are read (any valid address)
+    cp_async_16(dst + r * ld<kD>() + c, src + (in ? size_t(r0 + r) * src_ld + c : 0), in ? 16 : 0);
   }
 }
 

@@ -17,6 +17,7 @@ namespace tda {
 CudaOps::~CudaOps() {
   // Errors are ignored here: a destructor must not throw.
   if (fscratch_) cudaFree(fscratch_);
+  if (hscratch_) cudaFree(hscratch_);
   if (dscratch_) cudaFree(dscratch_);
   if (logits_) cudaFree(logits_);
   if (wbf16_) cudaFree(wbf16_);
@@ -192,7 +193,9 @@ void CudaOps::lm_head_logits(float* logits, const float* x, const float* W, int 
 }
 
 void CudaOps::attention_forward(const AttnArgs& a) {
-  cuda::attention_forward(a);
+  uint16_t* s = cuda::scratch(hscratch_, hscratch_n_, cuda::attention_forward_scratch(a),
+                              "attention forward scratch (bf16 q, k, v)");
+  cuda::attention_forward(a, s);
 }
 
 void CudaOps::attention_backward(const AttnArgs& a) {

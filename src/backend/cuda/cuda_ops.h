@@ -115,14 +115,16 @@ void column_sum(float* out, const float* in, int rows, int C, size_t ld, float* 
 
 // Causal attention, every AttnMath (src/backend/cuda/attention.cu dispatches to the tensor-core
 // kernels/attention_fwd.cu, attention_bwd.cu; entmax adds its row pre-passes).
-// tiles_skipped/tiles_total, when set, are device counters (integer atomics). Backward scratch:
-// floats, device.
-void attention_forward(const AttnArgs& a);
+// tiles_skipped/tiles_total, when set, are device counters (integer atomics). Forward scratch:
+// attention_forward_scratch(a) bf16 elements (the operands' bf16 copies); backward scratch:
+// floats. Both device.
+size_t attention_forward_scratch(const AttnArgs& a);
+void attention_forward(const AttnArgs& a, uint16_t* scratch);
 size_t attention_backward_scratch(const AttnArgs& a);
 // drop_term: the negative control of cpu_attention_backward (cpu_ops.h); tests only.
 void attention_backward(const AttnArgs& a, float* scratch, bool drop_term = false);
 // The tiled (policy) kernels behind them, every AttnMath.
-void attention_tiled_forward(const AttnArgs& a);
+void attention_tiled_forward(const AttnArgs& a, uint16_t* scratch);
 void attention_tiled_backward(const AttnArgs& a, float* scratch, bool drop_term);
 // Entmax's row pre-passes (kernels/attention_entmax.cu): stats (tau, norm) before the tiled
 // forward; D_i = c_i (Dbuf, 2 floats per row) before the tiled backward.
@@ -191,6 +193,8 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   // Device scratch, grown on demand (never inside a kernel).
   float* fscratch_ = nullptr;
   size_t fscratch_n_ = 0;
+  uint16_t* hscratch_ = nullptr;  // bf16
+  size_t hscratch_n_ = 0;
   double* dscratch_ = nullptr;
   size_t dscratch_n_ = 0;
   float* logits_ = nullptr;
