@@ -80,7 +80,8 @@ __device__ inline float grad_entry(const BwdArgs& a, float s1, float s2, float e
 }
 
 template <class P, bool kTwo, int kDk, int kDv>
-__global__ void __launch_bounds__(kThreads) fa_dq_kernel(BwdArgs a, size_t sqk, const float* Dbuf) {
+__global__ void __launch_bounds__(kThreads)
+    fa_dq_kernel(BwdArgs a, AttnBf16Operands in, size_t sqk, const float* Dbuf) {
   constexpr int kN = kDk / 8, nst = n_stats<P, kTwo>();
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
@@ -94,9 +95,11 @@ __global__ void __launch_bounds__(kThreads) fa_dq_kernel(BwdArgs a, size_t sqk, 
   size_t bh;
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
-  load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
-  load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
-  if (kTwo) load_tile<kDk>(sq2, a.q2 + bh * sqk, i0, T, Dk);
+  const size_t bqk = bh * size_t(T) * in.ldqk, bv = bh * size_t(T) * in.ldv;
+  load_tile_async<kDk>(sq, in.q + bqk, i0, T, in.ldqk);
+  load_tile_async<kDv>(sg, in.g + bv, i0, T, in.ldv);
+  if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T, in.ldqk);
+  cp_async_commit();  // waited for with the first K tile
   int row[2];
   float tau[2], st1[2], st2[2], D1[2], D2[2], dtau[2] = {}, dlam[2] = {};
   TDA_UNROLL
@@ -114,11 +117,15 @@ __global__ void __launch_bounds__(kThreads) fa_dq_kernel(BwdArgs a, size_t sqk, 
   for (int n = 0; n < kN; ++n) TDA_UNROLL
   for (int c = 0; c < 4; ++c) dq1[n][c] = dq2[kTwo ? n : 0][c] = 0.f;
 
+  // cp.async tiles: V(j) is copied while S = Q K(j)^T and the tile's liveness are computed.
   for (int j0 = 0; j0 < i1; j0 += kTile) {
-    __syncthreads();
-    load_tile<kDk>(sk, a.k + bh * sqk, j0, T, Dk);
-    load_tile<kDv>(sv, a.v + bh * size_t(T) * Dv, j0, T, Dv);
-    if (kTwo) load_tile<kDk>(sk2, a.k2 + bh * sqk, j0, T, Dk);
+    __syncthreads();  // nobody reads the previous tiles any more
+    load_tile_async<kDk>(sk, in.k + bqk, j0, T, in.ldqk);
+    if (kTwo) load_tile_async<kDk>(sk2, in.k2 + bqk, j0, T, in.ldqk);
+    cp_async_commit();
+    load_tile_async<kDv>(sv, in.v + bv, j0, T, in.ldv);
+    cp_async_commit();
+    cp_async_wait<1>();  // all but V(j)
     __syncthreads();
     float s1[8][4], s2[kTwo ? 8 : 1][4], e[8][4];
     mma_rows<kDk, 8>(s1, sq + 16 * warp * ld<kDk>(), sk, Dk, lane);
@@ -133,7 +140,12 @@ __global__ void __launch_bounds__(kThreads) fa_dq_kernel(BwdArgs a, size_t sqk, 
       alive |= j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T &&
                (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
     }
-    if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) continue;
+    if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
+      cp_async_wait<0>();  // V(j) lands before its buffer is refilled
+      continue;
+    }
+    cp_async_wait<0>();
+    __syncthreads();                                                // V(j) has landed
     mma_rows<kDv, 8>(e, sg + 16 * warp * ld<kDv>(), sv, Dv, lane);  // e_ij = g_i.v_j
     TDA_UNROLL
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
@@ -179,7 +191,7 @@ __global__ void __launch_bounds__(kThreads) fa_dq_kernel(BwdArgs a, size_t sqk, 
 // tiles would not fit in 255 registers.
 template <class P, bool kTwo, int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads)
-    fa_dkdv_kernel(BwdArgs a, size_t sqk, const float* Dbuf) {
+    fa_dkdv_kernel(BwdArgs a, AttnBf16Operands in, size_t sqk, const float* Dbuf) {
   constexpr int kNk = kDk / 8, kNv = kDv / 8, kHalf = kTile / 2, nst = n_stats<P, kTwo>();
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sk = smem;
@@ -195,10 +207,12 @@ __global__ void __launch_bounds__(kThreads)
   size_t bh;
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int j0 = int(blockIdx.x) * kTile;
-  load_tile<kDk>(sk, a.k + bh * sqk, j0, T, Dk);
-  load_tile<kDv>(sv, a.v + bh * size_t(T) * Dv, j0, T, Dv);
-  if (kTwo) load_tile<kDk>(sk2, a.k2 + bh * sqk, j0, T, Dk);
-  int key[2];  // this lane's two keys (accumulator rows g and g + 8)
+  const size_t bqk = bh * size_t(T) * in.ldqk, bv = bh * size_t(T) * in.ldv;
+  load_tile_async<kDk>(sk, in.k + bqk, j0, T, in.ldqk);
+  load_tile_async<kDv>(sv, in.v + bv, j0, T, in.ldv);
+  if (kTwo) load_tile_async<kDk>(sk2, in.k2 + bqk, j0, T, in.ldqk);
+  cp_async_commit();  // waited for with the first Q tile
+  int key[2];         // this lane's two keys (accumulator rows g and g + 8)
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) key[h] = j0 + 16 * warp + (lane >> 2) + 8 * h;
   float dk1[kNk][4], dk2[kTwo ? kNk : 1][4], dv[kNv][4];
@@ -209,11 +223,14 @@ __global__ void __launch_bounds__(kThreads)
   for (int n = 0; n < kNv; ++n) TDA_UNROLL
   for (int c = 0; c < 4; ++c) dv[n][c] = 0.f;
 
+  // cp.async tiles: for the sparse kinds dO(i) is copied while the pair's liveness is computed.
   for (int i0 = j0; i0 < T; i0 += kTile) {
-    __syncthreads();
-    load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
-    load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
-    if (kTwo) load_tile<kDk>(sq2, a.q2 + bh * sqk, i0, T, Dk);
+    __syncthreads();  // nobody reads the previous tiles any more
+    load_tile_async<kDk>(sq, in.q + bqk, i0, T, in.ldqk);
+    if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T, in.ldqk);
+    cp_async_commit();
+    load_tile_async<kDv>(sg, in.g + bv, i0, T, in.ldv);
+    cp_async_commit();
     static_assert(kThreads >= kTile, "one row per thread");
     if (const int x = threadIdx.x; x < kTile) {
       const bool in = i0 + x < T;
@@ -223,6 +240,10 @@ __global__ void __launch_bounds__(kThreads)
       rowf[3 * kTile + x] = (P::kNormalized && in) ? Dbuf[2 * r] : 0.f;
       rowf[4 * kTile + x] = (P::kNormalized && in) ? Dbuf[2 * r + 1] : 0.f;
     }
+    if (P::kSparse)
+      cp_async_wait<1>();  // all but dO(i)
+    else
+      cp_async_wait<0>();
     __syncthreads();
     // Liveness of the whole (query tile, key tile) pair first, as in the forward (same skips).
     bool alive = false;
@@ -240,7 +261,14 @@ __global__ void __launch_bounds__(kThreads)
                  (a.scale * s1[nt][c] > tau || (kTwo && a.scale * s2[nt][c] > tau));
       }
     }
-    if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) continue;
+    if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
+      cp_async_wait<0>();  // dO(i) lands before its buffer is refilled
+      continue;
+    }
+    if (P::kSparse) {
+      cp_async_wait<0>();
+      __syncthreads();  // dO(i) has landed
+    }
     for (int half = 0; half < 2; ++half) {
       const int xh = half * kHalf;
       // transposed tiles: rows are this warp's 16 keys, columns 32 queries
@@ -305,7 +333,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class P, bool kTwo, int kDk, int kDv>
-void launch_backward(const AttnArgs& a, float* Dbuf, bool drop_term) {
+void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, bool drop_term) {
   BwdArgs ka;
   static_cast<AttnArgs&>(ka) = a;
   ka.drop_term = drop_term;
@@ -316,20 +344,21 @@ void launch_backward(const AttnArgs& a, float* Dbuf, bool drop_term) {
   constexpr auto* dq = fa_dq_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tiles)),
         "attention_backward smem");
-  check(launch<dq>(grid, dim3(kThreads), tiles, stream(), ka, sqk, static_cast<const float*>(Dbuf)),
+  check(launch<dq>(grid, dim3(kThreads), tiles, stream(), ka, in, sqk,
+                   static_cast<const float*>(Dbuf)),
         "attention_backward dq");
   const size_t smem = tiles + 5 * kTile * sizeof(float);
   constexpr auto* dkdv = fa_dkdv_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_backward smem");
-  check(
-      launch<dkdv>(grid, dim3(kThreads), smem, stream(), ka, sqk, static_cast<const float*>(Dbuf)),
-      "attention_backward dkdv");
+  check(launch<dkdv>(grid, dim3(kThreads), smem, stream(), ka, in, sqk,
+                     static_cast<const float*>(Dbuf)),
+        "attention_backward dkdv");
 }
 
 // Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.
 template <class P, bool kTwo>
-void launch_backward(const AttnArgs& a, float* Dbuf, bool drop_term) {
+void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, bool drop_term) {
   if constexpr (P::kStatTau) {
     attention_entmax_rowc(a, Dbuf, drop_term);  // D_i = c_i, a pass over the keys
   } else if (P::kNormalized) {
@@ -339,43 +368,44 @@ void launch_backward(const AttnArgs& a, float* Dbuf, bool drop_term) {
           "attention_backward rowdot");
   }
   if (a.Dqk <= 64 && a.Dv <= 64)
-    launch_backward<P, kTwo, 64, 64>(a, Dbuf, drop_term);
+    launch_backward<P, kTwo, 64, 64>(a, in, Dbuf, drop_term);
   else if (a.Dqk <= 64)
-    launch_backward<P, kTwo, 64, 128>(a, Dbuf, drop_term);
+    launch_backward<P, kTwo, 64, 128>(a, in, Dbuf, drop_term);
   else if constexpr (!kTwo)
-    launch_backward<P, kTwo, 128, 128>(a, Dbuf, drop_term);
+    launch_backward<P, kTwo, 128, 128>(a, in, Dbuf, drop_term);
   else
     throw Error("cuda attention: two-view kinds need Dqk <= 64");
 }
 
-void backward_math(const AttnArgs& a, float* Dbuf, bool drop_term) {
+void backward_math(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, bool drop_term) {
   using namespace tda::attn;
   switch (a.math) {
     case AttnMath::kSoftmax:
-      return launch_backward<SoftmaxPolicy, false>(a, Dbuf, drop_term);
+      return launch_backward<SoftmaxPolicy, false>(a, in, Dbuf, drop_term);
     case AttnMath::kSoftplus:
-      return launch_backward<SoftplusPolicy, false>(a, Dbuf, drop_term);
+      return launch_backward<SoftplusPolicy, false>(a, in, Dbuf, drop_term);
     case AttnMath::kRelu:
     case AttnMath::kThreshold:
       return with_threshold_policy(
-          a.power, [&](auto p) { launch_backward<decltype(p), false>(a, Dbuf, drop_term); });
+          a.power, [&](auto p) { launch_backward<decltype(p), false>(a, in, Dbuf, drop_term); });
     case AttnMath::kEntmax:
-      return launch_backward<EntmaxPolicy, false>(a, Dbuf, drop_term);
+      return launch_backward<EntmaxPolicy, false>(a, in, Dbuf, drop_term);
     case AttnMath::kDiffSoftmax:
-      return launch_backward<SoftmaxPolicy, true>(a, Dbuf, drop_term);
+      return launch_backward<SoftmaxPolicy, true>(a, in, Dbuf, drop_term);
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:
       return with_threshold_policy(
-          a.power, [&](auto p) { launch_backward<decltype(p), true>(a, Dbuf, drop_term); });
+          a.power, [&](auto p) { launch_backward<decltype(p), true>(a, in, Dbuf, drop_term); });
     default:
       throw Error("cuda attention: math not served by the tiled backward");
   }
 }
 }  // namespace
 
-void attention_tiled_backward(const AttnArgs& a, float* scratch, bool drop_term) {
+void attention_tiled_backward(const AttnArgs& a, float* scratch, uint16_t* operands,
+                              bool drop_term) {
   if (size_t(a.B) * a.H * a.T == 0) return;
-  backward_math(a, scratch, drop_term);
+  backward_math(a, attention_bf16_operands(a, operands, /*with_dout=*/true), scratch, drop_term);
 }
 
 }  // namespace tda::cuda

@@ -24,19 +24,6 @@ namespace tda::cuda {
 namespace {
 using namespace fa;
 
-// y (rows of ld bf16 per (b, h), AttnBf16Operands) = bf16(x), x of T rows of D floats per (b, h) at
-// bh_stride: the one rounding of the operands, which load_tile did per tile (same __float2bfloat16,
-// so the kernel's products are unchanged); the padding columns are 0.
-constexpr int kCastThreads = 256;
-__global__ void operand_to_bf16_kernel(uint16_t* y, int ld, const float* x, size_t bh_stride, int T,
-                                       int D, size_t n) {
-  TDA_GRID_STRIDE(i, n) {
-    const int c = int(i % unsigned(ld));
-    const size_t row = i / unsigned(ld), bh = row / unsigned(T), t = row % unsigned(T);
-    y[i] = c < D ? bf16_bits(x[bh * bh_stride + t * D + c]) : uint16_t(0);
-  }
-}
-
 template <class P, bool kTwo, int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf16Operands in) {
   constexpr int LD = ld<kDk>(), kN = kDv / 8;
@@ -321,34 +308,9 @@ void forward_math(const AttnArgs& a, const AttnBf16Operands& in) {
 }
 }  // namespace
 
-size_t attention_forward_scratch(const AttnArgs& a) {
-  const size_t rows = size_t(a.B) * a.H * a.T;
-  return rows * ((attn_two_views(a.math) ? 4 : 2) * size_t(bf16_ld(a.Dqk)) + bf16_ld(a.Dv));
-}
-
-void attention_tiled_forward(const AttnArgs& a, uint16_t* scratch) {
-  const size_t BH = size_t(a.B) * a.H;
-  if (BH * a.T == 0) return;
-  AttnBf16Operands in;
-  in.ldqk = bf16_ld(a.Dqk);
-  in.ldv = bf16_ld(a.Dv);
-  const size_t nqk = BH * a.T * in.ldqk;
-  auto cast = [&](const float* x, size_t stride, int D, int ld, uint16_t* y) {
-    const size_t n = BH * a.T * ld;
-    check(launch<operand_to_bf16_kernel>(dim3(grid_for(n, kCastThreads)), dim3(kCastThreads), 0,
-                                         stream(), y, ld, x, stride, a.T, D, n),
-          "attention_forward operand cast");
-    return y;
-  };
-  in.q = cast(a.q, qk_stride(a), a.Dqk, in.ldqk, scratch);
-  in.k = cast(a.k, qk_stride(a), a.Dqk, in.ldqk, scratch + nqk);
-  in.v = cast(a.v, size_t(a.T) * a.Dv, a.Dv, in.ldv, scratch + 2 * nqk);
-  if (attn_two_views(a.math)) {
-    uint16_t* y = scratch + 2 * nqk + BH * a.T * in.ldv;
-    in.q2 = cast(a.q2, qk_stride(a), a.Dqk, in.ldqk, y);
-    in.k2 = cast(a.k2, qk_stride(a), a.Dqk, in.ldqk, y + nqk);
-  }
-  forward_math(a, in);
+void attention_tiled_forward(const AttnArgs& a, uint16_t* operands) {
+  if (size_t(a.B) * a.H * a.T == 0) return;
+  forward_math(a, attention_bf16_operands(a, operands, /*with_dout=*/false));
 }
 
 }  // namespace tda::cuda

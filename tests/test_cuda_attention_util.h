@@ -123,7 +123,9 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
   } else if (p.q_start == 0) {  // the negative control: each backend's entry point that drops it
     if (dynamic_cast<CudaOps*>(&ops)) {
       DeviceBuffer<float> scratch(std::max<size_t>(cuda::attention_backward_scratch(a), 1));
-      cuda::attention_backward(a, scratch.get(), /*drop_term=*/true);
+      DeviceBuffer<uint16_t> operands(
+          std::max<size_t>(cuda::attention_operands_scratch(a, true), 1));
+      cuda::attention_backward(a, scratch.get(), operands.get(), /*drop_term=*/true);
     } else {
       cpu_attention_backward(a, /*drop_term=*/true);
     }

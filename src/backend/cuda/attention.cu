@@ -32,23 +32,23 @@ AttnArgs normalise(const AttnArgs& in) {
 }
 }  // namespace
 
-void attention_forward(const AttnArgs& in, uint16_t* scratch) {
+void attention_forward(const AttnArgs& in, uint16_t* operands) {
   check_args(in);
   const AttnArgs a = normalise(in);
-  attention_tiled_forward(a, scratch);
+  attention_tiled_forward(a, operands);
 }
 
 size_t attention_backward_scratch(const AttnArgs& a) {
   return 2 * size_t(a.B) * a.H * a.T;  // D1, D2 per row
 }
 
-void attention_backward(const AttnArgs& in, float* scratch, bool drop_term) {
+void attention_backward(const AttnArgs& in, float* scratch, uint16_t* operands, bool drop_term) {
   check_args(in);
   const AttnArgs a = normalise(in);
   TDA_CHECK(a.dout && a.dq && a.dk && a.dv, "attention: backward needs dout, dq, dk, dv");
   TDA_CHECK(a.q_start == 0, "attention: backward needs q_start == 0 (full rows)");
   if (attn_two_views(a.math)) TDA_CHECK(a.dq2 && a.dk2, "attention: two-view math needs dq2, dk2");
-  attention_tiled_backward(a, scratch, drop_term);
+  attention_tiled_backward(a, scratch, operands, drop_term);
 }
 
 }  // namespace tda::cuda

@@ -73,7 +73,8 @@ __device__ inline void frag_a_from_acc(uint32_t a[4], const float c0[4], const f
   a[3] = pack_bf16(c1[2], c1[3]);
 }
 
-// The backward's tiles (the forward's come by cp.async: load_tile_async below).
+// The entmax pre-passes' tiles (attention_entmax.cu); the forward and backward kernels copy
+// bf16 copies by cp.async (load_tile_async below).
 // Rows [r0, r0 + kTile) of a (rows x D) fp32 matrix with row stride D into a bf16 tile; rows past
 // `rows` and columns past D are zero (they then add nothing to any product). Each thread moves 4
 // adjacent columns per pass: one 16-byte load and one 8-byte shared store where D % 4 == 0 and
@@ -108,10 +109,12 @@ __device__ inline void load_tile(uint16_t* dst, const float* src, int r0, int ro
   }
 }
 
-// The forward's operands as bf16 copies made once per call (attention_fwd.cu): per (b, h), T rows
-// of ld bf16, ld = D rounded up to 8 with the padding zero, so every row is whole 16-byte chunks.
+// The kernels' operands as bf16 copies made once per call (attention_operands.cu): per (b, h), T
+// rows of ld bf16, ld = D rounded up to 8 with the padding zero, so every row is whole 16-byte
+// chunks. g is dO (the backward's; ldv wide).
 struct AttnBf16Operands {
-  const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *q2 = nullptr, *k2 = nullptr;
+  const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *q2 = nullptr, *k2 = nullptr,
+                 *g = nullptr;
   int ldqk = 0, ldv = 0;
 };
 // Its pointers, for the emulator's strict mode (AttnArgs' list: backend/ops.h).
@@ -122,6 +125,7 @@ void device_pointers(const AttnBf16Operands& o, F&& f) {
   f(o.v, "v");
   f(o.q2, "q2");
   f(o.k2, "k2");
+  f(o.g, "g");
 }
 TDA_HD constexpr int bf16_ld(int D) {
   return (D + 7) / 8 * 8;
@@ -290,3 +294,9 @@ __device__ inline bool block_bh(const AttnArgs& a, size_t* bh) {
 }
 
 }  // namespace tda::cuda::fa
+
+namespace tda::cuda {
+// kernels/attention_operands.cu: casts q, k, v (q2, k2 for two views; dO when with_dout) into
+// `scratch` (attention_operands_scratch(a, with_dout) bf16, cuda_ops.h) and returns the copies.
+fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratch, bool with_dout);
+}  // namespace tda::cuda

@@ -193,15 +193,17 @@ void CudaOps::lm_head_logits(float* logits, const float* x, const float* W, int 
 }
 
 void CudaOps::attention_forward(const AttnArgs& a) {
-  uint16_t* s = cuda::scratch(hscratch_, hscratch_n_, cuda::attention_forward_scratch(a),
-                              "attention forward scratch (bf16 q, k, v)");
-  cuda::attention_forward(a, s);
+  uint16_t* ops = cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, false),
+                                "attention operands (bf16 q, k, v, dO)");
+  cuda::attention_forward(a, ops);
 }
 
 void CudaOps::attention_backward(const AttnArgs& a) {
   float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::attention_backward_scratch(a),
                            "backward scratch (attention D_i)");
-  cuda::attention_backward(a, s);
+  uint16_t* ops = cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, true),
+                                "attention operands (bf16 q, k, v, dO)");
+  cuda::attention_backward(a, s, ops);
 }
 
 double CudaOps::sum_squares(const float* x, size_t n) {

@@ -115,17 +115,19 @@ void column_sum(float* out, const float* in, int rows, int C, size_t ld, float* 
 
 // Causal attention, every AttnMath (src/backend/cuda/attention.cu dispatches to the tensor-core
 // kernels/attention_fwd.cu, attention_bwd.cu; entmax adds its row pre-passes).
-// tiles_skipped/tiles_total, when set, are device counters (integer atomics). Forward scratch:
-// attention_forward_scratch(a) bf16 elements (the operands' bf16 copies); backward scratch:
-// floats. Both device.
-size_t attention_forward_scratch(const AttnArgs& a);
-void attention_forward(const AttnArgs& a, uint16_t* scratch);
+// tiles_skipped/tiles_total, when set, are device counters (integer atomics). `operands`: device
+// scratch of attention_operands_scratch(a, backward) bf16 elements, where the kernels' bf16
+// copies of q, k, v (and dO) go; backward `scratch`: attention_backward_scratch(a) floats.
+size_t attention_operands_scratch(const AttnArgs& a, bool with_dout);
+void attention_forward(const AttnArgs& a, uint16_t* operands);
 size_t attention_backward_scratch(const AttnArgs& a);
 // drop_term: the negative control of cpu_attention_backward (cpu_ops.h); tests only.
-void attention_backward(const AttnArgs& a, float* scratch, bool drop_term = false);
+void attention_backward(const AttnArgs& a, float* scratch, uint16_t* operands,
+                        bool drop_term = false);
 // The tiled (policy) kernels behind them, every AttnMath.
-void attention_tiled_forward(const AttnArgs& a, uint16_t* scratch);
-void attention_tiled_backward(const AttnArgs& a, float* scratch, bool drop_term);
+void attention_tiled_forward(const AttnArgs& a, uint16_t* operands);
+void attention_tiled_backward(const AttnArgs& a, float* scratch, uint16_t* operands,
+                              bool drop_term);
 // Entmax's row pre-passes (kernels/attention_entmax.cu): stats (tau, norm) before the tiled
 // forward; D_i = c_i (Dbuf, 2 floats per row) before the tiled backward.
 void attention_entmax_threshold(const AttnArgs& a);

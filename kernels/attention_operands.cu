@@ -1,0 +1,59 @@
+// The attention kernels' operands as bf16 copies (attention_tc.cuh, AttnBf16Operands): one cast
+// per call, after which the kernels copy their tiles with cp.async, with no conversion in their
+// key loops. y = bf16(x) is __float2bfloat16 (round to nearest even), the rounding load_tile does
+// per tile, so the tensor-core products are the same whichever way a tile arrives.
+#include "backend/cuda/attention_tc.cuh"
+#include "backend/cuda/common.h"
+#include "backend/cuda/cuda_ops.h"
+
+namespace tda::cuda {
+
+namespace {
+constexpr int kCastThreads = 256;
+
+// y: rows of ld bf16 per (b, h), the columns past D zero; x: T rows of D floats per (b, h), the
+// (b, h) blocks bh_stride floats apart (q and k may be views into a wider buffer).
+__global__ void operand_to_bf16_kernel(uint16_t* y, int ld, const float* x, size_t bh_stride, int T,
+                                       int D, size_t n) {
+  TDA_GRID_STRIDE(i, n) {
+    const int c = int(i % unsigned(ld));
+    const size_t row = i / unsigned(ld), bh = row / unsigned(T), t = row % unsigned(T);
+    y[i] = c < D ? fa::bf16_bits(x[bh * bh_stride + t * D + c]) : uint16_t(0);
+  }
+}
+}  // namespace
+
+size_t attention_operands_scratch(const AttnArgs& a, bool with_dout) {
+  const size_t rows = size_t(a.B) * a.H * a.T;
+  const size_t qk = (attn_two_views(a.math) ? 4 : 2) * size_t(fa::bf16_ld(a.Dqk));
+  return rows * (qk + (with_dout ? 2 : 1) * size_t(fa::bf16_ld(a.Dv)));
+}
+
+fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratch, bool with_dout) {
+  fa::AttnBf16Operands o;
+  o.ldqk = fa::bf16_ld(a.Dqk);
+  o.ldv = fa::bf16_ld(a.Dv);
+  const size_t rows = size_t(a.B) * a.H * a.T;
+  uint16_t* next = scratch;
+  auto cast = [&](const float* x, size_t bh_stride, int D, int ld) {
+    const size_t n = rows * size_t(ld);
+    uint16_t* y = next;
+    next += n;
+    check(launch<operand_to_bf16_kernel>(dim3(grid_for(n, kCastThreads)), dim3(kCastThreads), 0,
+                                         stream(), y, ld, x, bh_stride, a.T, D, n),
+          "attention operand cast to bf16");
+    return static_cast<const uint16_t*>(y);
+  };
+  const size_t sqk = fa::qk_stride(a), sv = size_t(a.T) * a.Dv;
+  o.q = cast(a.q, sqk, a.Dqk, o.ldqk);
+  o.k = cast(a.k, sqk, a.Dqk, o.ldqk);
+  o.v = cast(a.v, sv, a.Dv, o.ldv);
+  if (attn_two_views(a.math)) {
+    o.q2 = cast(a.q2, sqk, a.Dqk, o.ldqk);
+    o.k2 = cast(a.k2, sqk, a.Dqk, o.ldqk);
+  }
+  if (with_dout) o.g = cast(a.dout, sv, a.Dv, o.ldv);
+  return o;
+}
+
+}  // namespace tda::cuda
