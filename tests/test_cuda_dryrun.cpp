@@ -524,3 +524,37 @@ TEST_CASE("dry run: every kind launches validly at the largest micro-batch, 2^22
       if (T == 64) CHECK(j["max_grid_z"]["grid"][2].get<long>() >= 2);
     }
 }
+
+// scripts/check_spills.py (CI, after build_cuda.sh): the dry run's list of launched kernels decides
+// which spills fail. A made-up ptxas report in which the AdamW kernel (every config launches it)
+// spills fails the check; the same spill in a kernel no config launches (the threshold kernels
+// at a power no config uses) is listed and passes.
+TEST_CASE("check_spills: a spill fails only in a kernel that a config launches", "[bench]") {
+  if (run_command("command -v python3 && command -v c++filt") != 0)
+    TDA_SKIP("needs python3 and c++filt");
+  const std::string adamw =
+      "_ZN3tda4cuda40_GLOBAL__N__33b5038a_8_adamw_cu_be504b4112adamw_kernelEPfPKfS2_S2_mfffffff";
+  const std::string dkdv =
+      "_ZN3tda4cuda49_GLOBAL__N__15b1078e_16_attention_bwd_cu_4a813f9514fa_dkdv_kernelINS_4attn15"
+      "ThresholdPolicyELb0ELi64ELi64EEEvNS1_7BwdArgsENS0_2fa16AttnBf16OperandsEmPKf";
+  auto entry = [](const std::string& sym, int spill) {
+    return "ptxas info    : Compiling entry function '" + sym + "' for 'sm_80'\n" +
+           "ptxas info    : Function properties for " + sym + "\n    " + std::to_string(spill) +
+           " bytes stack frame, " + std::to_string(spill) + " bytes spill stores, " +
+           std::to_string(spill) + " bytes spill loads\nptxas info    : Used 128 registers\n";
+  };
+  TempDir dir;
+  const std::string log = dir.path + "/ptxas.log";
+  const std::string cmd = "python3 " + source_dir() + "/scripts/check_spills.py --tda " +
+                          TDA_BINARY + " --log " + log + " 2>&1";
+  std::string out;
+  write_text(log, entry(adamw, 0) + entry(dkdv, 12));
+  CHECK(run_command(cmd, &out) == 0);
+  CHECK_THAT(out, Catch::Contains("spills, launched by no config") &&
+                      Catch::Contains("ThresholdPolicy, false, 64, 64> (sm_80: 12 bytes)") &&
+                      Catch::Contains("0 of them launched by a config"));
+  write_text(log, entry(adamw, 8) + entry(dkdv, 12));
+  CHECK(run_command(cmd, &out) == 1);
+  CHECK_THAT(out, Catch::Contains("SPILLS, launched by gpt2_162m/") &&
+                      Catch::Contains("adamw_kernel (sm_80: 8 bytes)"));
+}

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 namespace tda {
@@ -41,6 +42,9 @@ struct DeviceStats {
   // The launches with the most blocks, the largest grid.y and grid.z since reset_peaks(), and
   // the latest launch (the one that failed, when one did).
   LaunchRecord largest, max_y, max_z, last;
+  // Every kernel launched validly since the process started, by its qualified name with template
+  // arguments (as ptxas reports it: scripts/check_spills.py).
+  std::set<std::string> kernels;
 
   // The counters accumulated since `before` (memory and launch records as now).
   DeviceStats since(const DeviceStats& before) const;

@@ -10,7 +10,8 @@
 //   peak device memory and the buffers that made it up, whether it fits each --device-gb;
 //   kernel launches, GEMM calls and host synchronisations per optimizer step and per
 //   micro-step; the largest grids (most blocks, largest y, largest z) and their kernels;
-//   allocations made by a second step (0: nothing is allocated in the step loop).
+//   allocations made by a second step (0: nothing is allocated in the step loop); every kernel
+//   the process launched, by its qualified name (scripts/check_spills.py reads it).
 // The data are random tokens in a temporary shard; train.init_from is ignored (weights do not
 // matter: downloads read zeros in a dry run). --execute runs the same measurement with every
 // kernel executed (slow: small configs; the tests compare both). TDA_EMU_DEVICE_GB, when set,
@@ -153,6 +154,7 @@ json run_one(EmulatedDevice& emu, const std::string& config, std::vector<std::st
   out["largest_grid"] = launch_json(end.largest);
   out["max_grid_y"] = launch_json(end.max_y);
   out["max_grid_z"] = launch_json(end.max_z);
+  out["kernels"] = end.kernels;  // since the process started: this dtype's and any earlier
   out["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

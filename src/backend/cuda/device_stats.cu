@@ -77,6 +77,8 @@ DeviceStats Emulator::stats() {
   s.max_y = to_record(c.max_y);
   s.max_z = to_record(c.max_z);
   s.last = to_record(c.last);
+  for (const std::string* k : c.kernels)
+    if (k) s.kernels.insert(*k);
   return s;
 }
 

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "backend/cuda/emu/memory.h"
@@ -43,10 +44,11 @@ struct Counters {
   uint64_t gemm_epilogues = 0;    // of which with a GELU epilogue (cuBLASLt fuses the kernel)
   uint64_t uploads = 0, downloads = 0, device_copies = 0, memsets = 0;
   uint64_t upload_bytes = 0, download_bytes = 0;
-  uint64_t synchronize_calls = 0;  // cudaDeviceSynchronize / cudaStreamSynchronize / ...
-  LaunchShape largest;             // most blocks
-  LaunchShape max_y, max_z;        // largest grid.y, grid.z
-  LaunchShape last;                // the latest launch (what failed, when one fails)
+  uint64_t synchronize_calls = 0;        // cudaDeviceSynchronize / cudaStreamSynchronize / ...
+  LaunchShape largest;                   // most blocks
+  LaunchShape max_y, max_z;              // largest grid.y, grid.z
+  LaunchShape last;                      // the latest launch (what failed, when one fails)
+  std::set<const std::string*> kernels;  // every kernel launched validly (names from launch.h)
   // Points where the host waits for the device: synchronising calls, downloads, and uploads
   // (cudaMemcpy from pageable host memory synchronises the stream before it copies).
   uint64_t host_syncs() const { return synchronize_calls + downloads + uploads; }
@@ -80,6 +82,7 @@ inline void note_launch(const std::string* kernel, dim3 grid, dim3 block, size_t
     ++c.invalid_launches;
     return;
   }
+  c.kernels.insert(kernel);
   if (s.blocks() > c.largest.blocks()) c.largest = s;
   if (grid.y > c.max_y.grid.y) c.max_y = s;
   if (grid.z > c.max_z.grid.z) c.max_z = s;
