@@ -360,7 +360,7 @@ void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf,
 template <class P, bool kTwo>
 void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, bool drop_term) {
   if constexpr (P::kStatTau) {
-    attention_entmax_rowc(a, Dbuf, drop_term);  // D_i = c_i, a pass over the keys
+    attention_entmax_rowc(a, in, Dbuf, drop_term);  // D_i = c_i, a pass over the keys
   } else if (P::kNormalized) {
     const size_t rows = size_t(a.B) * a.H * a.T;
     check(launch<fa_rowdot_kernel<kTwo>>(dim3(unsigned((rows + kWarps - 1) / kWarps)),

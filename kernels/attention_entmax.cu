@@ -3,7 +3,9 @@
 // AdaSplash, the threshold is found by passes over the key tiles, recomputing the scores with the
 // same mma as the forward each time (no T x T buffer, no per-row score buffer). A block owns 64
 // query rows (4 warps of 16, the FlashAttention-2 layout of attention_tc.cuh); the key tiles of
-// every pass stream through shared memory. Reference: src/backend/cpu/attention_entmax.cpp.
+// every pass stream through shared memory, copied by cp.async from the bf16 copies of q, k, v and
+// dO that attention_fwd.cu / attention_bwd.cu made (attention_operands.cu). Reference:
+// src/backend/cpu/attention_entmax.cpp.
 //   am1 = alpha - 1;  u_j = am1 z_j = am1 scale q.k_j (j <= i);  m = max u;
 //   f(tau) = sum_j [u_j - tau]_+^(1/am1) - 1  (1.5: squares)
 //   entmax_bisect: bisection on [m - 1, m - (1/n)^am1] (f(lo) >= 0 >= f(hi)), `entmax_iters`
@@ -39,10 +41,10 @@ using attn::EntmaxPolicy;
 //   sum [u - t], |S|, sum u, sum u^2, min u over S, max u off S}
 // The caller merges the quads. Every thread of the block must call it (barriers).
 template <int kDk>
-__device__ inline void threshold_pass(const AttnArgs& a, const float* k, const uint16_t* sq,
-                                      uint16_t* sk, int i1, const int row[2], const float t[2],
-                                      bool max_pass, float am1, float acc[2][7], int warp,
-                                      int lane) {
+__device__ inline void threshold_pass(const AttnArgs& a, const uint16_t* k, int ldk,
+                                      const uint16_t* sq, uint16_t* sk, int i1, const int row[2],
+                                      const float t[2], bool max_pass, float am1, float acc[2][7],
+                                      int warp, int lane) {
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
     acc[h][0] = max_pass ? -INFINITY : 0.f;
@@ -52,7 +54,9 @@ __device__ inline void threshold_pass(const AttnArgs& a, const float* k, const u
   }
   for (int j0 = 0; j0 < i1; j0 += kTile) {
     __syncthreads();  // the previous tile is no longer read
-    load_tile<kDk>(sk, k, j0, a.T, a.Dqk);
+    load_tile_async<kDk>(sk, k, j0, a.T, ldk);
+    cp_async_commit();
+    cp_async_wait<0>();  // with the Q tile, the first time
     __syncthreads();
     float s[8][4];
     mma_rows<kDk, 8>(s, sq + 16 * warp * ld<kDk>(), sk, a.Dqk, lane);
@@ -82,7 +86,8 @@ __device__ inline void threshold_pass(const AttnArgs& a, const float* k, const u
 }
 
 template <int kDk>
-__global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, size_t sqk) {
+__global__ void __launch_bounds__(kThreads)
+    entmax_threshold_kernel(AttnArgs a, AttnBf16Operands in) {
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
   uint16_t* sk = sq + tile_elems<kDk>();
@@ -92,16 +97,16 @@ __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, 
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
   if (i0 + kTile <= a.q_start) return;  // KV-cache decoding: these rows' stats stay untouched
-  const float* k = a.k + bh * sqk;
+  const uint16_t* k = in.k + bh * size_t(T) * in.ldqk;
   const float am1 = a.entmax_alpha - 1.f;
-  load_tile<kDk>(sq, a.q + bh * sqk, i0, T, a.Dqk);
+  load_tile_async<kDk>(sq, in.q + bh * size_t(T) * in.ldqk, i0, T, in.ldqk);  // waited in pass 0
   int row[2];
   float t[2], tau[2], norm[2] = {1.f, 1.f}, acc[2][7];
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
   // Pass 0: the row max m. f(t) = sum [u - t]_+^(1/am1) - 1 falls from f(m - 1) >= 0 (the max
   // alone gives 1) to f(m - (1/n)^am1) <= 0.
-  threshold_pass<kDk>(a, k, sq, sk, i1, row, t, true, am1, acc, warp, lane);
+  threshold_pass<kDk>(a, k, in.ldqk, sq, sk, i1, row, t, true, am1, acc, warp, lane);
   float lo[2], hi[2];
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -118,7 +123,7 @@ __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, 
       const bool last = it == a.entmax_iters;
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) t[h] = it < 0 ? lo[h] : last ? tau[h] : 0.5f * (lo[h] + hi[h]);
-      threshold_pass<kDk>(a, k, sq, sk, i1, row, t, false, am1, acc, warp, lane);
+      threshold_pass<kDk>(a, k, in.ldqk, sq, sk, i1, row, t, false, am1, acc, warp, lane);
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) {
         const float f = quad_sum(acc[h][0]) - 1.f;
@@ -153,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, 
     for (int h = 0; h < 2; ++h) done[h] = row[h] >= T;
     for (int it = 0; it <= a.entmax_iters + 1 && __syncthreads_or(!done[0] || !done[1]);
          ++it, ++passes) {
-      threshold_pass<kDk>(a, k, sq, sk, i1, row, t, false, am1, acc, warp, lane);
+      threshold_pass<kDk>(a, k, in.ldqk, sq, sk, i1, row, t, false, am1, acc, warp, lane);
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) {  // every lane merges (full-warp shuffles), then decides
         const float F = quad_sum(acc[h][0]), G = quad_sum(acc[h][1]), cnt = quad_sum(acc[h][2]);
@@ -186,7 +191,7 @@ __global__ void __launch_bounds__(kThreads) entmax_threshold_kernel(AttnArgs a, 
 // D_i = c_i for the tiled backward (Dbuf[2r]; Dbuf[2r + 1] = 0: one view).
 template <int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads)
-    entmax_rowc_kernel(AttnArgs a, size_t sqk, float* Dbuf, bool drop_term) {
+    entmax_rowc_kernel(AttnArgs a, AttnBf16Operands in, float* Dbuf, bool drop_term) {
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
   uint16_t* sk = sq + tile_elems<kDk>();
@@ -197,8 +202,9 @@ __global__ void __launch_bounds__(kThreads)
   size_t bh;
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
-  load_tile<kDk>(sq, a.q + bh * sqk, i0, T, Dk);
-  load_tile<kDv>(sg, a.dout + bh * size_t(T) * Dv, i0, T, Dv);
+  const size_t bqk = bh * size_t(T) * in.ldqk, bv = bh * size_t(T) * in.ldv;
+  load_tile_async<kDk>(sq, in.q + bqk, i0, T, in.ldqk);  // waited with the first key tile
+  load_tile_async<kDv>(sg, in.g + bv, i0, T, in.ldv);
   int row[2];
   float t[2], norm[2], G[2] = {}, Ge[2] = {};
   TDA_UNROLL
@@ -208,9 +214,11 @@ __global__ void __launch_bounds__(kThreads)
     row_tau_stat<EntmaxPolicy, false>(a, bh * T + (in ? row[h] : 0), row[h], in, &t[h], &norm[h]);
   }
   for (int j0 = 0; j0 < i1; j0 += kTile) {
-    __syncthreads();
-    load_tile<kDk>(sk, a.k + bh * sqk, j0, T, Dk);
-    load_tile<kDv>(sv, a.v + bh * size_t(T) * Dv, j0, T, Dv);
+    __syncthreads();  // the previous tiles are no longer read
+    load_tile_async<kDk>(sk, in.k + bqk, j0, T, in.ldqk);
+    load_tile_async<kDv>(sv, in.v + bv, j0, T, in.ldv);
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     float s[8][4], e[8][4];
     mma_rows<kDk, 8>(s, sq + 16 * warp * ld<kDk>(), sk, Dk, lane);
@@ -246,29 +254,29 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int kDk>
-void launch_threshold(const AttnArgs& a) {
+void launch_threshold(const AttnArgs& a, const AttnBf16Operands& in) {
   const size_t smem = 2 * tile_elems<kDk>() * sizeof(uint16_t);
   constexpr auto* kernel = entmax_threshold_kernel<kDk>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_entmax_threshold smem");
   check(launch<kernel>(tile_grid(a, "attention_entmax_threshold"), dim3(kThreads), smem, stream(),
-                       a, qk_stride(a)),
+                       a, in),
         "attention_entmax_threshold");
 }
 
 template <int kDk, int kDv>
-void launch_rowc(const AttnArgs& a, float* Dbuf, bool drop_term) {
+void launch_rowc(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, bool drop_term) {
   const size_t smem = 2 * (tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
   constexpr auto* kernel = entmax_rowc_kernel<kDk, kDv>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_entmax_rowc smem");
-  check(launch<kernel>(tile_grid(a, "attention_entmax_rowc"), dim3(kThreads), smem, stream(), a,
-                       qk_stride(a), Dbuf, drop_term),
+  check(launch<kernel>(tile_grid(a, "attention_entmax_rowc"), dim3(kThreads), smem, stream(), a, in,
+                       Dbuf, drop_term),
         "attention_entmax_rowc");
 }
 }  // namespace
 
-void attention_entmax_threshold(const AttnArgs& a) {
+void attention_entmax_threshold(const AttnArgs& a, const fa::AttnBf16Operands& in) {
   TDA_CHECK(
       a.entmax_alpha > 1.f && a.entmax_alpha <= 2.f,
       "attention_entmax_threshold: alpha must be in (1, 2], got " + std::to_string(a.entmax_alpha));
@@ -277,19 +285,20 @@ void attention_entmax_threshold(const AttnArgs& a) {
       "attention_entmax_threshold: the exact solver is for alpha 1.5 only (bisect otherwise)");
   if (size_t(a.B) * a.H * a.T == 0) return;
   if (a.Dqk <= 64)
-    launch_threshold<64>(a);
+    launch_threshold<64>(a, in);
   else
-    launch_threshold<128>(a);
+    launch_threshold<128>(a, in);
 }
 
-void attention_entmax_rowc(const AttnArgs& a, float* Dbuf, bool drop_term) {
+void attention_entmax_rowc(const AttnArgs& a, const fa::AttnBf16Operands& in, float* Dbuf,
+                           bool drop_term) {
   if (size_t(a.B) * a.H * a.T == 0) return;
   if (a.Dqk <= 64 && a.Dv <= 64)
-    launch_rowc<64, 64>(a, Dbuf, drop_term);
+    launch_rowc<64, 64>(a, in, Dbuf, drop_term);
   else if (a.Dqk <= 64)
-    launch_rowc<64, 128>(a, Dbuf, drop_term);
+    launch_rowc<64, 128>(a, in, Dbuf, drop_term);
   else
-    launch_rowc<128, 128>(a, Dbuf, drop_term);
+    launch_rowc<128, 128>(a, in, Dbuf, drop_term);
 }
 
 }  // namespace tda::cuda

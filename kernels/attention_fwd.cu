@@ -294,7 +294,7 @@ void forward_math(const AttnArgs& a, const AttnBf16Operands& in) {
       return with_threshold_policy(a.power,
                                    [&](auto p) { launch_forward<decltype(p), false>(a, in); });
     case AttnMath::kEntmax:
-      attention_entmax_threshold(a);  // stats (tau_i, norm_i), then a thresholded forward
+      attention_entmax_threshold(a, in);  // stats (tau_i, norm_i), then a thresholded forward
       return launch_forward<EntmaxPolicy, false>(a, in);
     case AttnMath::kDiffSoftmax:
       return launch_forward<SoftmaxPolicy, true>(a, in);

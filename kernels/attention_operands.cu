@@ -1,7 +1,7 @@
 // The attention kernels' operands as bf16 copies (attention_tc.cuh, AttnBf16Operands): one cast
 // per call, after which the kernels copy their tiles with cp.async, with no conversion in their
-// key loops. y = bf16(x) is __float2bfloat16 (round to nearest even), the rounding load_tile does
-// per tile, so the tensor-core products are the same whichever way a tile arrives.
+// key loops. y = bf16(x) is __float2bfloat16 (round to nearest even), the rounding each tile had
+// when the kernels loaded fp32 and converted per tile: the tensor-core products are unchanged.
 #include "backend/cuda/attention_tc.cuh"
 #include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"

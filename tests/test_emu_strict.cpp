@@ -318,7 +318,7 @@ TEST_CASE("strict: a race between blocks that only the shuffled block order expo
 }
 
 // A GPU faults on a misaligned vector access; a host compiler would let it pass, so the vector
-// helpers ask the emulator to check (the attention kernels' tile loads use them).
+// helpers (kernel_helpers.cuh) ask the emulator to check.
 TEST_CASE("emu: a misaligned 16-byte load fails the kernel, the aligned one copies", "[emu]") {
   DeviceBuffer<float> x(64), y(64);
   std::vector<float> h(64);

@@ -73,42 +73,6 @@ __device__ inline void frag_a_from_acc(uint32_t a[4], const float c0[4], const f
   a[3] = pack_bf16(c1[2], c1[3]);
 }
 
-// The entmax pre-passes' tiles (attention_entmax.cu); the forward and backward kernels copy
-// bf16 copies by cp.async (load_tile_async below).
-// Rows [r0, r0 + kTile) of a (rows x D) fp32 matrix with row stride D into a bf16 tile; rows past
-// `rows` and columns past D are zero (they then add nothing to any product). Each thread moves 4
-// adjacent columns per pass: one 16-byte load and one 8-byte shared store where D % 4 == 0 and
-// the matrix is 16-byte aligned (every config's head dims), 4 bounded scalar loads otherwise.
-// The passes are unrolled (8 at kD = 64); each pass's load is converted before the next one is
-// issued (overlapping them is cp.async's job: holding 4 in registers spilled, CUDA 13.0). The
-// earlier loop of scalar loads, with an index division per element, was most of the key loop's
-// instructions (scripts/bench/sass_tiles.py); unrolled by 4 or 2 instead of fully, this version
-// spilled in some two-view forwards.
-template <int kD>
-__device__ inline void load_tile(uint16_t* dst, const float* src, int r0, int rows, int D) {
-  constexpr int kQuads = kD / 4, kRowsPerPass = kThreads / kQuads;
-  static_assert(kTile % kRowsPerPass == 0, "every thread loads the same count");
-  const int c = 4 * (int(threadIdx.x) % kQuads), rt = int(threadIdx.x) / kQuads;
-  const bool vec = D % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;  // block-uniform
-  TDA_UNROLL
-  for (int it = 0; it < kTile / kRowsPerPass; ++it) {
-    const int r = rt + it * kRowsPerPass;
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (r0 + r < rows && c < D) {
-      const float* p = src + size_t(r0 + r) * D + c;
-      if (vec) {
-        x = load_float4(p);
-      } else {
-        x.x = p[0];
-        x.y = c + 1 < D ? p[1] : 0.f;
-        x.z = c + 2 < D ? p[2] : 0.f;
-        x.w = c + 3 < D ? p[3] : 0.f;
-      }
-    }
-    store_u32x2(dst + r * ld<kD>() + c, pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
-  }
-}
-
 // The kernels' operands as bf16 copies made once per call (attention_operands.cu): per (b, h), T
 // rows of ld bf16, ld = D rounded up to 8 with the padding zero, so every row is whole 16-byte
 // chunks. g is dO (the backward's; ldv wide).
@@ -132,9 +96,10 @@ TDA_HD constexpr int bf16_ld(int D) {
 }
 
 // Rows [r0, r0 + kTile) of a (rows x src_ld) bf16 matrix into a tile by cp.async, 16 bytes per
-// copy, zero-filled past `rows` and past src_ld (the bucket's columns beyond D). The values are
-// those load_tile would store (the same rounding, done once by the cast); no conversion and no
-// register is spent here. The caller commits the group and waits for it (async_copy.h).
+// copy, zero-filled past `rows` and past src_ld (the bucket's columns beyond D). No conversion and
+// no register is spent here: the rounding was done once, by the cast. (Until 2026-11-27 each tile
+// was loaded from fp32 and rounded by every block that read it; the values are the same.) The
+// caller commits the group and waits for it (async_copy.h).
 template <int kD>
 __device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r0, int rows,
                                        int src_ld) {
@@ -299,4 +264,9 @@ namespace tda::cuda {
 // kernels/attention_operands.cu: casts q, k, v (q2, k2 for two views; dO when with_dout) into
 // `scratch` (attention_operands_scratch(a, with_dout) bf16, cuda_ops.h) and returns the copies.
 fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratch, bool with_dout);
+// Entmax's row pre-passes (kernels/attention_entmax.cu), on those copies: stats (tau, norm) before
+// the tiled forward; D_i = c_i (Dbuf, 2 floats per row) before the tiled backward.
+void attention_entmax_threshold(const AttnArgs& a, const fa::AttnBf16Operands& in);
+void attention_entmax_rowc(const AttnArgs& a, const fa::AttnBf16Operands& in, float* Dbuf,
+                           bool drop_term);
 }  // namespace tda::cuda

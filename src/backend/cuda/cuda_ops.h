@@ -128,10 +128,6 @@ void attention_backward(const AttnArgs& a, float* scratch, uint16_t* operands,
 void attention_tiled_forward(const AttnArgs& a, uint16_t* operands);
 void attention_tiled_backward(const AttnArgs& a, float* scratch, uint16_t* operands,
                               bool drop_term);
-// Entmax's row pre-passes (kernels/attention_entmax.cu): stats (tau, norm) before the tiled
-// forward; D_i = c_i (Dbuf, 2 floats per row) before the tiled backward.
-void attention_entmax_threshold(const AttnArgs& a);
-void attention_entmax_rowc(const AttnArgs& a, float* Dbuf, bool drop_term);
 }  // namespace cuda
 
 class CudaOps final : public Ops, public Bf16Matmuls {
