@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -36,8 +37,14 @@ inline void cp_async_16(void* dst, const void* src, int src_bytes) {
   if (!in_dynamic && device_address(dst))
     detail::fail("cp.async destination %p is global memory, not shared", dst);
   if (strict() && src_bytes > 0) {
-    const std::string why = describe_range(src, size_t(src_bytes));
-    if (!why.empty()) detail::fail("cp.async source: %s", why.c_str());
+    // fail() leaves this fiber for good, so nothing with a destructor may be alive when it is
+    // called (LeakSanitizer would report the string's buffer).
+    char why[384] = "";
+    {
+      const std::string w = describe_range(src, size_t(src_bytes));
+      std::snprintf(why, sizeof why, "%s", w.c_str());
+    }
+    if (why[0]) detail::fail("cp.async source: %s", why);
   }
   detail::AsyncCopy c;
   c.dst = d;
