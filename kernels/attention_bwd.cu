@@ -11,6 +11,8 @@
 // Every output is owned by one block and summed in a fixed order: no atomics, deterministic. A
 // (query tile, key tile) pair with no non-zero weight (sparse policies) has a = f = 0: all its
 // terms vanish and both kernels skip its dO V^T and products.
+#include <type_traits>
+
 #include "backend/cuda/attention_tc.cuh"
 #include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
@@ -21,11 +23,11 @@ namespace tda::cuda {
 namespace {
 using namespace fa;
 
-// The dq and dk/dv kernels' argument: the attention call plus the negative-control switch of the
-// test-only entry point (cuda::attention_backward's drop_term; never set by Ops). One struct
-// argument, as AttnArgs alone was: as a separate kernel argument ptxas kept the switch's division
-// inside the key loop (+15% SASS per tile in tda's dq, scripts/bench/sass_tiles.py).
-struct BwdArgs : AttnArgs {
+// The dq and dk/dv kernels' argument: the attention call (TileArgs) plus the negative-control
+// switch of the test-only entry point (cuda::attention_backward's drop_term; never set by Ops). One
+// struct argument, as AttnArgs alone was: as a separate kernel argument ptxas kept the switch's
+// division inside the key loop (+15% SASS per tile in tda's dq, scripts/bench/sass_tiles.py).
+struct BwdArgs : TileArgs {
   bool drop_term = false;
 };
 
@@ -109,6 +111,8 @@ __global__ void __launch_bounds__(kThreads)
     const size_t r = bh * T + (in ? row[h] : 0);
     row_tau_stat<P, kTwo>(a, r, row[h], in, &tau[h], &st1[h]);
     st2[h] = (kTwo && nst >= 2 && in) ? a.stats[r * nst + 1] : 0.f;
+    st1[h] *= score_frame<P>();  // the saved statistic in the scores' frame
+    st2[h] *= score_frame<P>();
     D1[h] = (P::kNormalized && in) ? Dbuf[2 * r] : 0.f;
     D2[h] = (P::kNormalized && in) ? Dbuf[2 * r + 1] : 0.f;
   }
@@ -118,7 +122,15 @@ __global__ void __launch_bounds__(kThreads)
   for (int c = 0; c < 4; ++c) dq1[n][c] = dq2[kTwo ? n : 0][c] = 0.f;
 
   // cp.async tiles: V(j) is copied while S = Q K(j)^T and the tile's liveness are computed.
-  for (int j0 = 0; j0 < i1; j0 += kTile) {
+  // Causal masking on the diagonal tile only (j0 = i0, the last), as in the forward: the tiles
+  // before it take every score, rows past T included (finite, never written), and test the row
+  // only for the tile skip.
+  const bool row_ok[2] = {row[0] < T, row[1] < T};
+  auto tile = [&](const int j0, auto diagonal) {
+    constexpr bool kDiag = decltype(diagonal)::value;
+    auto ok = [&](int nt, int c) {
+      return kDiag ? j0 + acc_col(lane, nt, c) <= row[c >> 1] && row_ok[c >> 1] : true;
+    };
     __syncthreads();  // nobody reads the previous tiles any more
     load_tile_async<kDk>(sk, in.k + bqk, j0, T, in.ldqk);
     if (kTwo) load_tile_async<kDk>(sk2, in.k2 + bqk, j0, T, in.ldqk);
@@ -135,14 +147,14 @@ __global__ void __launch_bounds__(kThreads)
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
     for (int c = 0; c < 4; ++c) {
       const int h = c >> 1;
-      s1[nt][c] *= a.scale;
-      if (kTwo) s2[nt][c] *= a.scale;
-      alive |= j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T &&
-               (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
+      s1[nt][c] *= a.score_scale;
+      if (kTwo) s2[nt][c] *= a.score_scale;
+      alive |=
+          (kDiag ? ok(nt, c) : row_ok[h]) && (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
     }
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
       cp_async_wait<0>();  // V(j) lands before its buffer is refilled
-      continue;
+      return;
     }
     cp_async_wait<0>();
     __syncthreads();                                                // V(j) has landed
@@ -152,7 +164,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < 4; ++c) {
       const int h = c >> 1;
       float ds1 = 0.f, ds2 = 0.f;
-      if (j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T)
+      if (ok(nt, c))
         grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], st1[h], st2[h], tau[h],
                             D1[h], D2[h], &ds1, &ds2, &dtau[h], &dlam[h]);
       s1[nt][c] = ds1;
@@ -160,6 +172,12 @@ __global__ void __launch_bounds__(kThreads)
     }
     mma_acc<kDk, 8>(dq1, s1, sk, Dk, lane);  // dq += ds K
     if (kTwo) mma_acc<kDk, 8>(dq2, s2, sk2, Dk, lane);
+  };
+  if constexpr (kTwo && P::kNormalized) {  // diff softmax: a second copy of its tile spills
+    for (int j0 = 0; j0 < i1; j0 += kTile) tile(j0, std::true_type{});
+  } else {
+    for (int j0 = 0; j0 < i0; j0 += kTile) tile(j0, std::false_type{});
+    tile(i0, std::true_type{});
   }
 
   TDA_UNROLL
@@ -224,7 +242,11 @@ __global__ void __launch_bounds__(kThreads)
   for (int c = 0; c < 4; ++c) dv[n][c] = 0.f;
 
   // cp.async tiles: for the sparse kinds dO(i) is copied while the pair's liveness is computed.
-  for (int i0 = j0; i0 < T; i0 += kTile) {
+  // Masked tiles: the diagonal one (i0 = j0, the first) and one reaching past T (the last); the
+  // tiles between them are whole and strictly below the diagonal, so every (i, j) is valid there.
+  auto tile = [&](const int i0, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
+    auto ok = [&](int h, int i) { return !kMasked || (key[h] <= i && i < T); };
     __syncthreads();  // nobody reads the previous tiles any more
     load_tile_async<kDk>(sq, in.q + bqk, i0, T, in.ldqk);
     if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T, in.ldqk);
@@ -236,7 +258,8 @@ __global__ void __launch_bounds__(kThreads)
       const bool in = i0 + x < T;
       const size_t r = bh * T + (in ? i0 + x : 0);
       row_tau_stat<P, kTwo>(a, r, i0 + x, in, &rowf[2 * kTile + x], &rowf[x]);
-      rowf[kTile + x] = (kTwo && nst >= 2 && in) ? a.stats[r * nst + 1] : 0.f;
+      rowf[x] *= score_frame<P>();  // the saved statistics in the scores' frame
+      rowf[kTile + x] = (kTwo && nst >= 2 && in) ? a.stats[r * nst + 1] * score_frame<P>() : 0.f;
       rowf[3 * kTile + x] = (P::kNormalized && in) ? Dbuf[2 * r] : 0.f;
       rowf[4 * kTile + x] = (P::kNormalized && in) ? Dbuf[2 * r + 1] : 0.f;
     }
@@ -257,13 +280,13 @@ __global__ void __launch_bounds__(kThreads)
       for (int c = 0; c < 4; ++c) {
         const int x = half * kHalf + acc_col(lane, nt, c), i = i0 + x;
         const float tau = rowf[2 * kTile + x];
-        alive |= key[c >> 1] <= i && i < T &&
-                 (a.scale * s1[nt][c] > tau || (kTwo && a.scale * s2[nt][c] > tau));
+        alive |= ok(c >> 1, i) &&
+                 (a.score_scale * s1[nt][c] > tau || (kTwo && a.score_scale * s2[nt][c] > tau));
       }
     }
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
       cp_async_wait<0>();  // dO(i) lands before its buffer is refilled
-      continue;
+      return;
     }
     if (P::kSparse) {
       cp_async_wait<0>();
@@ -280,10 +303,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
         const int x = xh + acc_col(lane, nt, c), i = i0 + x;
-        s1[nt][c] *= a.scale;
-        if (kTwo) s2[nt][c] *= a.scale;
+        s1[nt][c] *= a.score_scale;
+        if (kTwo) s2[nt][c] *= a.score_scale;
         float a1 = 0.f, a2 = 0.f, f;
-        if (key[c >> 1] <= i && i < T) {
+        if (ok(c >> 1, i)) {
           P::bwd(s1[nt][c], rowf[x], rowf[2 * kTile + x], P::param(a), &a1, &f);
           if (kTwo) P::bwd(s2[nt][c], rowf[kTile + x], rowf[2 * kTile + x], P::param(a), &a2, &f);
         }
@@ -297,7 +320,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int c = 0; c < 4; ++c) {
         const int x = xh + acc_col(lane, nt, c), i = i0 + x;
         float ds1 = 0.f, ds2 = 0.f, dtau = 0.f, dlam = 0.f;
-        if (key[c >> 1] <= i && i < T)
+        if (ok(c >> 1, i))
           grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], rowf[x],
                               rowf[kTile + x], rowf[2 * kTile + x], rowf[3 * kTile + x],
                               rowf[4 * kTile + x], &ds1, &ds2, &dtau, &dlam);
@@ -307,7 +330,12 @@ __global__ void __launch_bounds__(kThreads)
       mma_acc<kDk, 4>(dk1, s1, sq + xh * ld<kDk>(), Dk, lane);  // dk += dS^T Q
       if (kTwo) mma_acc<kDk, 4>(dk2, s2, sq2 + xh * ld<kDk>(), Dk, lane);
     }
-  }
+  };
+  // In order of i0 (the sums' order): the diagonal tile, the whole ones, a last one past T.
+  tile(j0, std::true_type{});
+  int i0 = j0 + kTile;
+  for (; i0 + kTile <= T; i0 += kTile) tile(i0, std::false_type{});
+  if (i0 < T) tile(i0, std::true_type{});
 
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -335,7 +363,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class P, bool kTwo, int kDk, int kDv>
 void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, bool drop_term) {
   BwdArgs ka;
-  static_cast<AttnArgs&>(ka) = a;
+  set_tile_args<P>(&ka, a);
   ka.drop_term = drop_term;
   const size_t sqk = qk_stride(a);
   const dim3 grid = tile_grid(a, "attention_backward");
@@ -381,7 +409,7 @@ void backward_math(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, b
   using namespace tda::attn;
   switch (a.math) {
     case AttnMath::kSoftmax:
-      return launch_backward<SoftmaxPolicy, false>(a, in, Dbuf, drop_term);
+      return launch_backward<SoftmaxExp2Policy, false>(a, in, Dbuf, drop_term);
     case AttnMath::kSoftplus:
       return launch_backward<SoftplusPolicy, false>(a, in, Dbuf, drop_term);
     case AttnMath::kRelu:
@@ -391,7 +419,7 @@ void backward_math(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, b
     case AttnMath::kEntmax:
       return launch_backward<EntmaxPolicy, false>(a, in, Dbuf, drop_term);
     case AttnMath::kDiffSoftmax:
-      return launch_backward<SoftmaxPolicy, true>(a, in, Dbuf, drop_term);
+      return launch_backward<SoftmaxExp2Policy, true>(a, in, Dbuf, drop_term);
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:
       return with_threshold_policy(

@@ -13,7 +13,11 @@
 // non-zero in any view skips the W.V product (counted in tiles_skipped; every pair is counted in
 // tiles_total, the CPU kernel's convention). Rows below q_start (KV-cache decoding) are not
 // computed: their output is 0 and blocks wholly below it count no tiles. No T x T buffer, no float
-// atomics (the counters are integer atomics).
+// atomics (the counters are integer atomics). Survivors (non-zero weights per row, for the
+// diagnostics) are counted only by the kCount instance, launched when a.survivors is set: in
+// tda's forward the three counts per score were a sixth of the key loop's instructions.
+#include <type_traits>
+
 #include "backend/cuda/attention_tc.cuh"
 #include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
@@ -24,8 +28,8 @@ namespace tda::cuda {
 namespace {
 using namespace fa;
 
-template <class P, bool kTwo, int kDk, int kDv>
-__global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf16Operands in) {
+template <class P, bool kTwo, int kDk, int kDv, bool kCount>
+__global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf16Operands in) {
   constexpr int LD = ld<kDk>(), kN = kDv / 8;
   constexpr bool kTwoAcc = kTwo && P::kNormalized;  // diff softmax: one accumulator per view
   TDA_DYNAMIC_SHARED(uint16_t, smem);
@@ -78,17 +82,23 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf
   for (int c = 0; c < 4; ++c) acc1[n][c] = acc2[kTwoAcc ? n : 0][c] = 0.f;
   long long n_total = 0, n_skipped = 0;
 
-  for (int j0 = 0; j0 < i1; j0 += kTile) {
+  // valid(i, j) = j <= i, i in [q_start, T). Only the diagonal tile (j0 = i0, the last) tests
+  // j <= i: the tiles before it, FlashAttention-2's steady-state loop, weigh every score, the rows
+  // past T or below q_start included (their scores are finite and their results never written),
+  // and test only the row, for the tile skip. A valid row's arithmetic is the same as with the
+  // test.
+  const bool row_ok[2] = {row[0] < T && row[0] >= qs, row[1] < T && row[1] >= qs};
+  auto tile = [&](const int j0, auto diagonal) {
+    constexpr bool kDiag = decltype(diagonal)::value;
     const bool more = j0 + kTile < i1;
     cp_async_wait<0>();
     __syncthreads();  // K(j) has landed; nobody reads V(j - 1) any more
     load_tile_async<kDv>(sv, in.v + bv, j0, T, in.ldv);
     cp_async_commit();
-    // valid(i, j) = j <= i, i in [q_start, T), recomputed where needed (an 8x4 predicate array
-    // costs registers the two-accumulator kinds do not have)
+    // recomputed where needed (an 8x4 predicate array costs registers the two-accumulator kinds
+    // do not have)
     auto ok = [&](int nt, int c) {
-      const int h = c >> 1;
-      return j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T && row[h] >= qs;
+      return !kDiag || (j0 + acc_col(lane, nt, c) <= row[c >> 1] && row_ok[c >> 1]);
     };
     ++n_total;
     if constexpr (kTwoAcc) {
@@ -108,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf
           TDA_UNROLL
           for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
           for (int c = 2 * h; c < 2 * h + 2; ++c) {
-            sc[nt][c] *= a.scale;
+            sc[nt][c] *= a.score_scale;
             if (ok(nt, c)) mx = fmaxf(mx, sc[nt][c]);
           }
           const float f = P::rebase(st[h], quad_max(mx));
@@ -130,10 +140,12 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf
           }
           const float w = P::weight(st[h], sc[nt][c], tau[h], P::param(a));
           P::add(st[h], w);
-          surv[view][h] += (w != 0.f);
-          const unsigned bit = 1u << (4 * nt + c);
-          if (view == 0 && w != 0.f) nz1 |= bit;
-          if (view == 1) surv[2][h] += ((nz1 & bit) != 0 && w != 0.f);
+          if (kCount) {
+            surv[view][h] += (w != 0.f);
+            const unsigned bit = 1u << (4 * nt + c);
+            if (view == 0 && w != 0.f) nz1 |= bit;
+            if (view == 1) surv[2][h] += ((nz1 & bit) != 0 && w != 0.f);
+          }
           sc[nt][c] = w;
         }
         if (view == 0) {
@@ -148,7 +160,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf
         __syncthreads();  // view 2 has read K2(j)
         load_k(j0 + kTile);
       }
-      continue;
+      return;
     }
     float s1[8][4], s2[kTwo ? 8 : 1][4];
     mma_rows<kDk, 8>(s1, sq + 16 * warp * LD, sk, Dk, lane);
@@ -158,14 +170,15 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
     for (int c = 0; c < 4; ++c) {
       const int h = c >> 1;
-      s1[nt][c] *= a.scale;
-      if (kTwo) s2[nt][c] *= a.scale;
-      alive |= ok(nt, c) && (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
+      s1[nt][c] *= a.score_scale;
+      if (kTwo) s2[nt][c] *= a.score_scale;
+      alive |=
+          (kDiag ? ok(nt, c) : row_ok[h]) && (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
     }
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
       ++n_skipped;                   // every weight of the tile is exactly 0: nothing to add
       if (more) load_k(j0 + kTile);  // the barrier above: every S of K(j) is computed
-      continue;
+      return;
     }
     if (P::kOnlineMax) {
       TDA_UNROLL
@@ -190,13 +203,12 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf
       }
       const float w1 = P::weight(st1[h], s1[nt][c], tau[h], P::param(a));
       P::add(st1[h], w1);
-      surv[0][h] += (w1 != 0.f);
+      if (kCount) surv[0][h] += (w1 != 0.f);
       s1[nt][c] = w1;
       if (kTwo) {  // un-normalised two-view kinds: one accumulator of Delta a = a1 - lambda a2
         const float w2 = P::weight(st2[h], s2[nt][c], tau[h], P::param(a));
         P::add(st2[h], w2);
-        surv[1][h] += (w2 != 0.f);
-        surv[2][h] += (w1 != 0.f && w2 != 0.f);
+        if (kCount) surv[1][h] += (w2 != 0.f), surv[2][h] += (w1 != 0.f && w2 != 0.f);
         s1[nt][c] = w1 - *a.lambda * w2;  // a device scalar (ops.h), read where it is used
       }
     }
@@ -204,6 +216,12 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf
     __syncthreads();  // V(j) has landed; nobody reads K(j) any more
     if (more) load_k(j0 + kTile);
     mma_acc<kDv, 8>(acc1, s1, sv, Dv, lane);
+  };
+  if constexpr (kTwoAcc) {  // diff softmax: a second copy of its tile spills at Dv = 128
+    for (int j0 = 0; j0 < i1; j0 += kTile) tile(j0, std::true_type{});
+  } else {
+    for (int j0 = 0; j0 < i0; j0 += kTile) tile(j0, std::false_type{});
+    tile(i0, std::true_type{});
   }
 
   constexpr int nst = n_stats<P, kTwo>();
@@ -212,7 +230,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf
     quad_merge<P>(st1[h]);
     if (kTwoAcc) quad_merge<P>(st2[h]);
     TDA_UNROLL
-    for (int s = 0; s < 3; ++s) surv[s][h] = quad_sum(surv[s][h]);
+    for (int s = 0; s < 3 && kCount; ++s) surv[s][h] = quad_sum(surv[s][h]);
     if (row[h] >= T) continue;
     const size_t r = bh * T + row[h];
     if (row[h] < qs) {  // below q_start: output 0, stats and survivors untouched
@@ -242,7 +260,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf
     if ((lane & 3) == 0) {
       if (nst >= 1 && !P::kStatTau) a.stats[r * nst] = P::stat(st1[h]);
       if (nst >= 2 && !P::kStatTau) a.stats[r * nst + 1] = P::stat(st2[h]);
-      if (a.survivors) {
+      if (kCount) {
         const int ns = kTwo ? 3 : 1;
         TDA_UNROLL
         for (int s = 0; s < ns; ++s) a.survivors[r * ns + s] = surv[s][h];
@@ -258,15 +276,25 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(AttnArgs a, AttnBf
   }
 }
 
-template <class P, bool kTwo, int kDk, int kDv>
+template <class P, bool kTwo, int kDk, int kDv, bool kCount>
 void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
   const size_t smem =
       (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
-  constexpr auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv>;
+  constexpr auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv, kCount>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_forward smem");
-  check(launch<kernel>(tile_grid(a, "attention_forward"), dim3(kThreads), smem, stream(), a, in),
+  TileArgs ka;
+  set_tile_args<P>(&ka, a);
+  check(launch<kernel>(tile_grid(a, "attention_forward"), dim3(kThreads), smem, stream(), ka, in),
         "attention_forward");
+}
+
+template <class P, bool kTwo, int kDk, int kDv>
+void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
+  if (a.survivors)
+    launch_forward<P, kTwo, kDk, kDv, true>(a, in);
+  else
+    launch_forward<P, kTwo, kDk, kDv, false>(a, in);
 }
 
 // Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.
@@ -286,7 +314,7 @@ void forward_math(const AttnArgs& a, const AttnBf16Operands& in) {
   using namespace tda::attn;
   switch (a.math) {
     case AttnMath::kSoftmax:
-      return launch_forward<SoftmaxPolicy, false>(a, in);
+      return launch_forward<SoftmaxExp2Policy, false>(a, in);
     case AttnMath::kSoftplus:
       return launch_forward<SoftplusPolicy, false>(a, in);
     case AttnMath::kRelu:
@@ -297,6 +325,8 @@ void forward_math(const AttnArgs& a, const AttnBf16Operands& in) {
       attention_entmax_threshold(a, in);  // stats (tau_i, norm_i), then a thresholded forward
       return launch_forward<EntmaxPolicy, false>(a, in);
     case AttnMath::kDiffSoftmax:
+      // expf, not ex2: with two accumulators of Dv = 128 live, ex2's form spills (36 bytes,
+      // sm_80). The statistic saved is the same natural LSE, which the backward's ex2 reads.
       return launch_forward<SoftmaxPolicy, true>(a, in);
     case AttnMath::kDiffRelu:
     case AttnMath::kDiffThreshold:

@@ -198,6 +198,71 @@ __device__ inline int acc_col(int lane, int nt, int r) {
   return 8 * nt + 2 * (lane & 3) + (r & 1);
 }
 
+// 2^x on the special-function unit (ex2.approx.ftz: relative error below 2^-22, results under
+// 2^-126 flushed to 0), the exponential of FlashAttention-2's softmax. The accurate expf costs 8
+// instructions around the same MUFU.EX2 (docs/perf.md). The emulator computes exp2f.
+__device__ inline float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
+// Softmax in base 2, the kernels' form of attn::SoftmaxPolicy (FlashAttention-2's folding): the
+// kernels scale scores by scale log2(e) (score_frame) where the CPU scales by `scale`, so a weight
+// is one ex2: s' = s log2(e), m' = max s', w = 2^(s' - m'), l = sum w. The saved statistic stays
+// the natural LSE = ln(2) (m' + log2 l), the value the CPU backend and the diagnostics read; the
+// backward takes it back into the frame (stat_frame) once per row: a = 2^(s' - LSE log2(e)).
+struct SoftmaxExp2Policy : attn::SoftmaxPolicy {
+  __device__ static float rebase(Row& r, float tile_max) {
+    const float m_new = r.m > tile_max ? r.m : tile_max;
+    const float corr = fast_exp2(r.m - m_new);  // 2^-inf = 0 on the first tile
+    r.l *= corr;
+    r.m = m_new;
+    return corr;
+  }
+  __device__ static float weight(const Row& r, float s, float, int) { return fast_exp2(s - r.m); }
+  __device__ static float stat(const Row& r) { return (r.m + log2f(r.l)) * 0.69314718055994531f; }
+  __device__ static void merge(Row& r, const Row& o) {
+    const float M = r.m > o.m ? r.m : o.m;
+    if (M == -INFINITY) return;
+    r.l = (r.m == -INFINITY ? 0.f : r.l * fast_exp2(r.m - M)) +
+          (o.m == -INFINITY ? 0.f : o.l * fast_exp2(o.m - M));
+    r.m = M;
+  }
+  __device__ static void bwd(float s, float lse2, float, int, float* a, float* f) {
+    *a = fast_exp2(s - lse2);
+    *f = *a;
+  }
+};
+// The factor a policy's scores carry beyond `scale`, and its saved statistic in that frame (the
+// identity for every policy but SoftmaxExp2Policy: x * 1.f is exact, the other kinds' results
+// are unchanged).
+template <class P>
+TDA_HD constexpr float score_frame() {
+  return 1.f;
+}
+template <>
+TDA_HD constexpr float score_frame<SoftmaxExp2Policy>() {
+  return 1.44269504088896341f;  // log2(e)
+}
+
+// The tiled kernels' argument: the call plus its scores' scale in the policy's frame, a.scale
+// score_frame<P>(), computed on the host: a kernel parameter is read from the constant bank, where
+// a product formed in the kernel holds a register for its whole life (diff softmax's forward
+// spilled).
+struct TileArgs : AttnArgs {
+  float score_scale = 0.f;
+};
+template <class P>
+inline void set_tile_args(TileArgs* t, const AttnArgs& a) {
+  static_cast<AttnArgs&>(*t) = a;
+  t->score_scale = a.scale * score_frame<P>();
+}
+
 // Per-row statistics of a policy math (attn_n_stats, usable in device code): one per normalised
 // view (softmax LSE, softplus F), none for rectifiers.
 template <class P, bool kTwo>
