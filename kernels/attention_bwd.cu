@@ -23,13 +23,22 @@ namespace tda::cuda {
 namespace {
 using namespace fa;
 
-// The dq and dk/dv kernels' argument: the attention call (TileArgs) plus the negative-control
-// switch of the test-only entry point (cuda::attention_backward's drop_term; never set by Ops). One
-// struct argument, as AttnArgs alone was: as a separate kernel argument ptxas kept the switch's
-// division inside the key loop (+15% SASS per tile in tda's dq, scripts/bench/sass_tiles.py).
+// The dq and dk/dv kernels' argument: the attention call (TileArgs) plus the scales of ds and of
+// drow_tau. Both are a.scale and 1 except under the negative control of the test-only entry point
+// (cuda::attention_backward's drop_term; never set by Ops), which drops the rectifiers' chain-rule
+// factor p from f: ds scaled by 1/p, and drow_tau, summed unscaled, scaled once per row. Until
+// 2026-11-27 the kernels divided f by p per score under a runtime test, which ptxas kept in the
+// key loop (a branch and a division per score, scripts/bench/sass_tiles.py counts both sides).
 struct BwdArgs : TileArgs {
-  bool drop_term = false;
+  float ds_scale = 0.f, dtau_scale = 1.f;
 };
+template <class P>
+void set_bwd_args(BwdArgs* ka, const AttnArgs& a, bool drop_term) {
+  set_tile_args<P>(ka, a);
+  const bool drop_p = drop_term && P::kSparse && !P::kNormalized;
+  ka->dtau_scale = drop_p ? 1.f / float(a.power) : 1.f;
+  ka->ds_scale = a.scale * ka->dtau_scale;
+}
 
 // One warp per row: D1 = g.o1 = g.out + lambda g.o2, D2 = -lambda g.o2; drow_lambda = -g.o2.
 // g is rounded to bf16 as in e_ij = g_i.v_j, so that sum_j a_ij (e_ij - D_i) stays ~0 as in exact
@@ -69,15 +78,11 @@ __device__ inline float grad_entry(const BwdArgs& a, float s1, float s2, float e
   float a1, f1, a2 = 0.f, f2 = 0.f;
   P::bwd(s1, st1, tau, P::param(a), &a1, &f1);
   if (kTwo) P::bwd(s2, st2, tau, P::param(a), &a2, &f2);
-  if (P::kSparse && !P::kNormalized && a.drop_term) {
-    f1 /= float(a.power);  // negative control: drop the chain-rule factor p
-    f2 /= float(a.power);
-  }
   const float d1 = f1 * (e - D1), d2 = kTwo ? f2 * (-*a.lambda * e - D2) : 0.f;
-  *dtau -= d1 + d2;
+  *dtau -= d1 + d2;  // times a.dtau_scale once per row
   if (kTwo && !P::kNormalized) *dlam -= e * a2;
-  *ds1 = a.scale * d1;
-  *ds2 = a.scale * d2;
+  *ds1 = a.ds_scale * d1;
+  *ds2 = a.ds_scale * d2;
   return a1 - (kTwo ? *a.lambda : 0.f) * a2;
 }
 
@@ -197,7 +202,7 @@ __global__ void __launch_bounds__(kThreads)
       if (kTwo) dq2r[d] = dq2[n][2 * h + c];
     }
     if ((lane & 3) == 0) {
-      if (a.drow_tau) a.drow_tau[r] = dtau[h];
+      if (a.drow_tau) a.drow_tau[r] = dtau[h] * a.dtau_scale;
       // diff softmax's drow_lambda comes from the rowdot kernel
       if (a.drow_lambda && !(kTwo && P::kNormalized)) a.drow_lambda[r] = dlam[h];
     }
@@ -363,8 +368,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class P, bool kTwo, int kDk, int kDv>
 void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, bool drop_term) {
   BwdArgs ka;
-  set_tile_args<P>(&ka, a);
-  ka.drop_term = drop_term;
+  set_bwd_args<P>(&ka, a, drop_term);
   const size_t sqk = qk_stride(a);
   const dim3 grid = tile_grid(a, "attention_backward");
   const size_t tiles =
