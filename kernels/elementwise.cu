@@ -12,25 +12,45 @@ namespace {
 constexpr int kThreads = 256;
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 
-// y = 0.5 x (1 + tanh(u)),  u = c (x + 0.044715 x^3)
+// gelu(v) = 0.5 v (1 + tanh(u)),  u = c (v + 0.044715 v^3)
+__device__ __forceinline__ float gelu(float v) {
+  return 0.5f * v * (1.0f + tanhf(kGeluC * (v + 0.044715f * v * v * v)));
+}
+
+// gelu'(v) = 0.5 (1 + tanh u) + 0.5 v sech^2(u) c (1 + 3 * 0.044715 v^2)
+__device__ __forceinline__ float gelu_slope(float v) {
+  const float u = kGeluC * (v + 0.044715f * v * v * v);
+  const float th = tanhf(u);
+  const float sech2 = 1.0f - th * th;
+  return 0.5f * (1.0f + th) + 0.5f * v * sech2 * kGeluC * (1.0f + 3.0f * 0.044715f * v * v);
+}
+
 __global__ void gelu_forward_kernel(float* y, const float* x, size_t n) {
   TDA_GRID_STRIDE(i, n) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + tanhf(kGeluC * (v + 0.044715f * v * v * v)));
+    y[i] = gelu(x[i]);
   }
 }
 
-// dy/dx = 0.5 (1 + tanh u) + 0.5 x sech^2(u) c (1 + 3 * 0.044715 x^2);  dx = dy/dx * dy
-// (dx may alias dy: each element is read before it is written by the same thread)
+// dx = gelu'(x) dy  (dx may alias dy: each element is read before it is written by the same
+// thread)
 __global__ void gelu_backward_kernel(float* dx, const float* x, const float* dy, size_t n) {
   TDA_GRID_STRIDE(i, n) {
-    const float v = x[i];
-    const float u = kGeluC * (v + 0.044715f * v * v * v);
-    const float th = tanhf(u);
-    const float sech2 = 1.0f - th * th;
-    const float g =
-        0.5f * (1.0f + th) + 0.5f * v * sech2 * kGeluC * (1.0f + 3.0f * 0.044715f * v * v);
-    dx[i] = g * dy[i];
+    dx[i] = gelu_slope(x[i]) * dy[i];
+  }
+}
+
+// bf16 storage of the MLP's activations: y = bf16(gelu(x)), x bf16 (widened exactly).
+__global__ void gelu_forward_bf16_kernel(__nv_bfloat16* y, const __nv_bfloat16* x, size_t n) {
+  TDA_GRID_STRIDE(i, n) {
+    y[i] = __float2bfloat16(gelu(__bfloat162float(x[i])));
+  }
+}
+
+// dx = gelu'(x) dy with the pre-activation x stored in bf16; dx, dy fp32 (may alias).
+__global__ void gelu_backward_bf16x_kernel(float* dx, const __nv_bfloat16* x, const float* dy,
+                                           size_t n) {
+  TDA_GRID_STRIDE(i, n) {
+    dx[i] = gelu_slope(__bfloat162float(x[i])) * dy[i];
   }
 }
 
@@ -84,6 +104,20 @@ void gelu_backward(float* dx, const float* x, const float* dy, size_t n) {
   check(launch<gelu_backward_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), dx,
                                      x, dy, n),
         "gelu_backward");
+}
+
+void gelu_forward(__nv_bfloat16* y, const __nv_bfloat16* x, size_t n) {
+  if (n == 0) return;
+  check(launch<gelu_forward_bf16_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
+                                         y, x, n),
+        "gelu_forward (bf16)");
+}
+
+void gelu_backward(float* dx, const __nv_bfloat16* x, const float* dy, size_t n) {
+  if (n == 0) return;
+  check(launch<gelu_backward_bf16x_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
+                                           dx, x, dy, n),
+        "gelu_backward (bf16 x)");
 }
 
 void add(float* y, const float* a, const float* b, size_t n) {

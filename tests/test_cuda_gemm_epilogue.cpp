@@ -95,6 +95,23 @@ Bwd gpu_backward(CudaOps& gpu, const std::vector<float>& dy, const std::vector<f
   return {gdpre.to_host(), gdW.to_host()};
 }
 
+// Two weights in a master buffer laid out as the model's flat parameter buffer: after a small
+// odd-sized tensor, each at the next GPT2::kParamAlign (256-byte) boundary.
+struct Master {
+  std::vector<float> flat = std::vector<float>(3);
+  size_t w_at = 0, w2_at = 0;
+  Master(const std::vector<float>& W, const std::vector<float>& W2) {
+    w_at = append(W);
+    w2_at = append(W2);
+  }
+  size_t append(const std::vector<float>& w) {
+    const size_t at = (flat.size() + GPT2::kParamAlign - 1) / GPT2::kParamAlign * GPT2::kParamAlign;
+    flat.resize(at);
+    flat.insert(flat.end(), w.begin(), w.end());
+    return at;
+  }
+};
+
 // Backward inputs as the model has them: pre spread over GELU's curved range, x = gelu(pre).
 struct BwdInputs {
   std::vector<float> pre, x, dy, dW0;
@@ -145,21 +162,12 @@ TEST_CASE("cuda: fused GELU matmuls on the bf16 path", "[cuda][emu]") {
   const auto x = rnd(size_t(N) * C, 41), W = rnd(size_t(OC) * C, 42);
   const BwdInputs in = backward_inputs();
   const std::vector<float> W2 = rnd(size_t(OC) * C, 43);
-  auto aligned = [](size_t n) {
-    return (n + GPT2::kParamAlign - 1) / GPT2::kParamAlign * GPT2::kParamAlign;
-  };
-  std::vector<float> master(3);
-  const size_t w_at = aligned(master.size());
-  master.resize(w_at);
-  master.insert(master.end(), W.begin(), W.end());
-  const size_t w2_at = aligned(master.size());
-  master.resize(w2_at);
-  master.insert(master.end(), W2.begin(), W2.end());
-  DeviceBuffer<float> gmaster(master);
+  const Master master(W, W2);
+  DeviceBuffer<float> gmaster(master.flat);
   CudaOps gpu;
-  gpu.enable_bf16_matmuls(gmaster.get(), master.size());
-  const float* gW = gmaster.get() + w_at;
-  const float* gW2 = gmaster.get() + w2_at;
+  gpu.enable_bf16_matmuls(gmaster.get(), master.flat.size());
+  const float* gW = gmaster.get() + master.w_at;
+  const float* gW2 = gmaster.get() + master.w2_at;
 
   const Fwd got = gpu_forward(gpu, x, gW);
   // Against the CPU on the bf16-rounded inputs: the emulated bf16 GEMM is the SGEMM of exactly
@@ -196,6 +204,79 @@ TEST_CASE("cuda: fused GELU matmuls on the bf16 path", "[cuda][emu]") {
     CpuOps().matmul_backward(plain.data(), nullptr, dy_r.data(), x_r.data(), W2_r.data(), N, C, OC,
                              false);
     CHECK(rel_err(g.dpre, plain) > 100 * kTol);  // negative control: gelu' dropped
+  }
+}
+
+// bf16 storage of the MLP's activations (Bf16Matmuls::*_bf16, dtype bf16 in the model). The
+// emulated GEMM is the SGEMM of the exactly widened bf16 inputs, so each stored value is checked
+// bit for bit against the rounding of an fp32 reference, and the whole against fp32 at the bf16
+// bound of the test above.
+TEST_CASE("cuda: the bf16 MLP stores pre-activation and GELU in bf16", "[cuda][emu]") {
+  const auto x = rnd(size_t(N) * C, 61), W = rnd(size_t(OC) * C, 62);
+  const auto W2 = rnd(size_t(OC) * C, 63);
+  const Master master(W, W2);
+  DeviceBuffer<float> gmaster(master.flat);
+  CudaOps gpu;
+  gpu.enable_bf16_matmuls(gmaster.get(), master.flat.size());
+  const float* gW = gmaster.get() + master.w_at;
+  const float* gW2 = gmaster.get() + master.w2_at;
+  auto widen = [](const DeviceBuffer<__nv_bfloat16>& b, size_t n) {
+    DeviceBuffer<float> f(n);
+    cuda::cast_to_float(f.get(), b.get(), n);
+    return f.to_host();
+  };
+
+  // Forward: pre = bf16(x W^T) and y = bf16(gelu(pre)), (N, OC) bf16 each.
+  DeviceBuffer<float> gx(x);
+  DeviceBuffer<__nv_bfloat16> gy(size_t(N) * OC), gpre(size_t(N) * OC);
+  auto bits = [](DeviceBuffer<__nv_bfloat16>& b) { return reinterpret_cast<uint16_t*>(b.get()); };
+  gpu.matmul_gelu_forward_bf16(bits(gy), bits(gpre), gx.get(), gW, N, C, OC);
+  const auto pre = widen(gpre, size_t(N) * OC), y = widen(gy, size_t(N) * OC);
+  const auto x_r = bf16_round(x), W_r = bf16_round(W);
+  CHECK(same_bits(pre, bf16_round(sgemm(false, true, N, OC, C, x_r, C, W_r, C))));
+  DeviceBuffer<float> gpre32(pre), gy32(pre.size());
+  cuda::gelu_forward(gy32.get(), gpre32.get(), pre.size());  // the fp32 kernel on the stored pre
+  CHECK(same_bits(y, bf16_round(gy32.to_host())));
+  const Fwd exact = cpu_forward(x, W);
+  INFO("forward vs fp32: y " << rel_err(y, exact.y) << ", pre " << rel_err(pre, exact.pre));
+  CHECK(rel_err(pre, exact.pre) < 1e-2);  // the rounded inputs plus one rounding of pre
+  CHECK(rel_err(y, exact.y) < 1e-2);
+  CHECK(rel_err(y, exact.pre) > 100 * kTol);  // negative control: the GELU was applied
+
+  // The next GEMM (the model's mlp_proj) reads y in bf16 as it is: z(N, C) = y(N, OC) V^T, V
+  // being W2's floats read as a (C, OC) matrix.
+  DeviceBuffer<float> gz(size_t(N) * C);
+  gpu.matmul_forward_bf16(gz.get(), bits(gy), gW2, N, OC, C);
+  CHECK(same_bits(gz.to_host(), sgemm(false, true, N, C, OC, y, OC, bf16_round(W2), OC)));
+
+  // Backward: dpre(N, OC) = (dz V) * gelu'(pre), dV += dz^T y, with y and pre as stored.
+  const auto dz = rnd(size_t(N) * C, 64), dW0 = rnd(size_t(OC) * C, 65);
+  const auto dz_r = bf16_round(dz), W2_r = bf16_round(W2);
+  for (bool with_dW : {true, false}) {
+    INFO("dW " << (with_dW ? "accumulated" : "null"));
+    DeviceBuffer<float> gdz(dz), gdpre(size_t(N) * OC), gdW(dW0);
+    gpu.matmul_backward_dgelu_bf16(gdpre.get(), with_dW ? gdW.get() : nullptr, gdz.get(), bits(gy),
+                                   gW2, bits(gpre), N, OC, C);
+    // The CPU's unfused composition on the same rounded values (its GELU uses a faster tanh:
+    // kTol as in the fp32 test above).
+    CpuOps cpu;
+    std::vector<float> dpre(size_t(N) * OC), dW = dW0;
+    cpu.matmul_backward_dgelu(dpre.data(), with_dW ? dW.data() : nullptr, dz_r.data(), y.data(),
+                              W2_r.data(), pre.data(), N, OC, C);
+    const auto got = gdpre.to_host();
+    INFO("dpre " << rel_err(got, dpre) << ", dW " << rel_err(gdW.to_host(), dW));
+    CHECK(rel_err(got, dpre) < kTol);
+    CHECK(rel_err(gdW.to_host(), dW) < kTol);
+    if (!with_dW) CHECK(same_bits(gdW.to_host(), dW0));
+    // Against fp32 throughout (pre and y unrounded): the bf16 bound.
+    std::vector<float> e(size_t(N) * OC), eW = dW0;
+    cpu.matmul_backward_dgelu(e.data(), with_dW ? eW.data() : nullptr, dz.data(), exact.y.data(),
+                              W2.data(), exact.pre.data(), N, OC, C);
+    CHECK(rel_err(got, e) < 1e-2);
+    CHECK(rel_err(gdW.to_host(), eW) < 1e-2);
+    std::vector<float> plain(size_t(N) * OC);  // negative control: gelu' dropped
+    cpu.matmul_backward(plain.data(), nullptr, dz_r.data(), y.data(), W2_r.data(), N, OC, C, false);
+    CHECK(rel_err(got, plain) > 100 * kTol);
   }
 }
 

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "core/config.h"
 #include "core/fs.h"
@@ -223,4 +225,32 @@ TEST_CASE("cuda: tda train --device cuda runs on the emulator and says so", "[cu
   // bf16 on the CPU backend is refused with a one-line error naming the key.
   REQUIRE(run_tda(common + " --device cpu --dtype bf16", &out) != 0);
   CHECK(out.find("train.dtype \"bf16\"") != std::string::npos);
+}
+
+// The bf16 MLP (backend/mixed_precision.h) is called through the backend's capability, not the
+// Ops list: the profiler must still see it, by phase, in place of the fp32 matmuls it replaces.
+TEST_CASE("cuda: bench train --profile times the bf16 MLP's matmuls", "[cuda][emu][cli]") {
+  std::string out;
+  REQUIRE(run_tda("bench train --config " + source_dir() +
+                      "/configs/tiny/softmax.json --steps 1 --profile --set train.device=cuda"
+                      " --set train.dtype=bf16"
+                      " --set model.d_model=64 --set model.seq_len=32"
+                      " --set train.micro_batch=2 --set train.total_batch_tokens=64",
+                  &out) == 0);
+  const auto first = out.find('{');
+  REQUIRE(first != std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(out.substr(first, out.find('\n', first) - first));
+  REQUIRE(j.contains("profile"));
+  std::map<std::string, long> calls;  // "phase op-name" -> calls, the op name without its shape
+  for (const auto& e : j["profile"]) {
+    const std::string op = e["op"], phase = e["phase"];
+    calls[phase + " " + op.substr(0, op.find(' '))] += e["calls"].get<long>();
+  }
+  INFO(j["profile"].dump());
+  const long layers = 2;  // configs/tiny
+  CHECK(calls["forward matmul_gelu_forward_bf16"] == layers);
+  CHECK(calls["forward matmul_forward_bf16"] == layers);
+  CHECK(calls["backward matmul_backward_dgelu_bf16"] == layers);
+  CHECK(calls.count("forward matmul_gelu_forward") == 0);
+  CHECK(calls.count("backward matmul_backward_dgelu") == 0);
 }

@@ -99,6 +99,46 @@ void ProfileOps::attention_backward(const AttnArgs& a) {
   TDA_TIMED(std::string("attention_backward ") + attn_math_name(a.math),
             ForwardingOps::attention_backward(a));
 }
+
+class ProfileOps::TimedBf16 final : public Bf16Matmuls {
+ public:
+  TimedBf16(ProfileOps& owner, Bf16Matmuls& in) : owner_(owner), in_(in) {}
+  void enable_bf16_matmuls(const float* master, size_t n) override {
+    in_.enable_bf16_matmuls(master, n);
+  }
+  void weights_changed() override { in_.weights_changed(); }
+  void disable_bf16_matmuls() override { in_.disable_bf16_matmuls(); }
+  void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const float* x, const float* W, int N,
+                                int C, int OC) override {
+    Timer timer(&owner_, owner_.matmul_label("matmul_gelu_forward_bf16", N, C, OC));
+    in_.matmul_gelu_forward_bf16(y, pre, x, W, N, C, OC);
+  }
+  void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
+                           int OC) override {
+    Timer timer(&owner_, owner_.matmul_label("matmul_forward_bf16", N, C, OC));
+    in_.matmul_forward_bf16(y, x, W, N, C, OC);
+  }
+  void matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy, const uint16_t* x,
+                                  const float* W, const uint16_t* pre, int N, int C,
+                                  int OC) override {
+    Timer timer(&owner_, owner_.matmul_label("matmul_backward_dgelu_bf16", N, C, OC));
+    in_.matmul_backward_dgelu_bf16(dpre, dW, dy, x, W, pre, N, C, OC);
+  }
+
+ private:
+  ProfileOps& owner_;
+  Bf16Matmuls& in_;
+};
+
+ProfileOps::ProfileOps(Ops& inner) : TimedOps(inner) {}
+ProfileOps::~ProfileOps() = default;
+
+Bf16Matmuls* ProfileOps::bf16_matmuls() {
+  Bf16Matmuls* in = ForwardingOps::bf16_matmuls();
+  if (!in) return nullptr;
+  if (!bf16_) bf16_ = std::make_unique<TimedBf16>(*this, *in);
+  return bf16_.get();
+}
 #undef TDA_TIMED
 
 }  // namespace tda

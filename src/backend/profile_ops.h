@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/forwarding_ops.h"
+#include "backend/mixed_precision.h"
 
 namespace tda {
 
@@ -74,7 +75,8 @@ class TimedOps : public ForwardingOps {
 // the attention calls, in their labels.
 class ProfileOps final : public TimedOps {
  public:
-  explicit ProfileOps(Ops& inner) : TimedOps(inner) {}
+  explicit ProfileOps(Ops& inner);
+  ~ProfileOps() override;
   // Label matmuls of this (in, out) width with a layer name ("c_attn") beside their shape.
   void name_matmul(int C, int OC, const std::string& name) { matmul_names_[{C, OC}] = name; }
 
@@ -89,8 +91,13 @@ class ProfileOps final : public TimedOps {
                     const int32_t* targets, int N, int C, int Vp, int Vr, float gs) override;
   void attention_forward(const AttnArgs& a) override;
   void attention_backward(const AttnArgs& a) override;
+  // The bf16 MLP's calls (backend/mixed_precision.h) go to the capability, not through the Ops
+  // above: a timed wrapper of the inner backend's, labelled like the matmuls.
+  Bf16Matmuls* bf16_matmuls() override;
 
  private:
+  class TimedBf16;
+  std::unique_ptr<TimedBf16> bf16_;
   bool composes_gelu() const;
   std::string matmul_label(const char* op, int N, int C, int OC) const;
   std::map<std::pair<int, int>, std::string> matmul_names_;

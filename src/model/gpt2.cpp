@@ -145,8 +145,8 @@ void GPT2::set_batch(int B, int T) {
                                  {&GPT2::xmid_, L * N * C},
                                  {&GPT2::ln2_, L * N * C},
                                  {&GPT2::rstd2_, L * N},
-                                 {&GPT2::fc_, L * N * 4 * C},
-                                 {&GPT2::fcg_, L * N * 4 * C},
+                                 {&GPT2::fc_, L * mlp_act_floats(N)},
+                                 {&GPT2::fcg_, L * mlp_act_floats(N)},
                                  {&GPT2::lnf_out_, N * C},
                                  {&GPT2::rstdf_, N},
                                  {&GPT2::losses_, N},
@@ -193,8 +193,8 @@ GPT2::Acts GPT2::acts(int l) const {
               xmid_ + L * NC,
               ln2_ + L * NC,
               rstd2_ + L * N,
-              fc_ + L * NC * 4,
-              fcg_ + L * NC * 4};
+              fc_ + L * mlp_act_floats(N),
+              fcg_ + L * mlp_act_floats(N)};
 }
 
 void GPT2::check_tokens(const int32_t* tokens, int limit, const char* what) const {
@@ -202,6 +202,13 @@ void GPT2::check_tokens(const int32_t* tokens, int limit, const char* what) cons
     TDA_CHECK(tokens[n] >= 0 && tokens[n] < limit, std::string("model: ") + what + " token " +
                                                        std::to_string(tokens[n]) + " out of range");
 }
+
+namespace {
+// The bf16 elements an fc / fcg slice holds under dtype bf16 (Acts).
+uint16_t* bf16_elements(float* p) {
+  return reinterpret_cast<uint16_t*>(p);
+}
+}  // namespace
 
 void GPT2::forward_trunk() {
   const int N = B_ * T_, C = m_.d_model;
@@ -230,8 +237,14 @@ void GPT2::block_forward(int l, const AttnContext& ctx, int rows, int row0, cons
   ops_.matmul_forward(a.xmid, a.atty + size_t(row0) * C, P + L.c_proj, rows, C, C);
   ops_.add_inplace(a.xmid, a.x, nC);
   ops_.rmsnorm_forward(a.ln2, a.rstd2, a.xmid, P + L.ln2, rows, C, eps);
-  ops_.matmul_gelu_forward(a.fcg, a.fc, a.ln2, P + L.c_fc, rows, C, 4 * C);
-  ops_.matmul_forward(xout, a.fcg, P + L.mlp_proj, rows, 4 * C, C);
+  if (bf16_) {  // the MLP's activations stored in bf16
+    bf16_->matmul_gelu_forward_bf16(bf16_elements(a.fcg), bf16_elements(a.fc), a.ln2, P + L.c_fc,
+                                    rows, C, 4 * C);
+    bf16_->matmul_forward_bf16(xout, bf16_elements(a.fcg), P + L.mlp_proj, rows, 4 * C, C);
+  } else {
+    ops_.matmul_gelu_forward(a.fcg, a.fc, a.ln2, P + L.c_fc, rows, C, 4 * C);
+    ops_.matmul_forward(xout, a.fcg, P + L.mlp_proj, rows, 4 * C, C);
+  }
   ops_.add_inplace(xout, a.xmid, nC);
 }
 
@@ -285,8 +298,12 @@ void GPT2::backward() {
     const Layer& L = layers_[size_t(l)];
     const Acts a = acts(l);
     // x_out = xmid + gelu(ln2 Wfc^T) Wp^T: dres is d x_out and also (residual) part of d xmid.
-    ops_.matmul_backward_dgelu(dfc_, G + L.mlp_proj, dres, a.fcg, P + L.mlp_proj, a.fc, N, 4 * C,
-                               C);
+    if (bf16_)
+      bf16_->matmul_backward_dgelu_bf16(dfc_, G + L.mlp_proj, dres, bf16_elements(a.fcg),
+                                        P + L.mlp_proj, bf16_elements(a.fc), N, 4 * C, C);
+    else
+      ops_.matmul_backward_dgelu(dfc_, G + L.mlp_proj, dres, a.fcg, P + L.mlp_proj, a.fc, N, 4 * C,
+                                 C);
     ops_.matmul_backward(dbuf_, G + L.c_fc, dfc_, a.ln2, P + L.c_fc, N, C, 4 * C, false);
     ops_.rmsnorm_backward(dres, G + L.ln2, dbuf_, a.xmid, P + L.ln2, a.rstd2, N, C);
     // xmid = x + attn(ln1) Wo^T

@@ -113,7 +113,9 @@ class GPT2 {
     std::vector<size_t> extra;
   };
   static std::vector<ParamTensor> layout(const ModelConfig& m, const AttentionVariant& attn);
-  // Layer l's slices of the activation arena, saved by forward for backward.
+  // Layer l's slices of the activation arena, saved by forward for backward. fc (the MLP's
+  // pre-activation) and fcg (its GELU) are (rows, 4C) fp32, or bf16 elements when dtype is bf16
+  // (backend/mixed_precision.h), in half the floats.
   struct Acts {
     float *x, *ln1, *rstd1, *proj, *attn, *atty, *xmid, *ln2, *rstd2, *fc, *fcg;
   };
@@ -128,6 +130,8 @@ class GPT2 {
   void block_forward(int l, const AttnContext& ctx, int rows, int row0, const Acts& a, float* xout);
   std::vector<float*> extras(float* base, const Layer& L);
   void params_written();  // refreshes the backend's bf16 copy (dtype bf16)
+  // Floats of one (n, 4C) MLP activation: bf16 storage (dtype bf16) takes half.
+  size_t mlp_act_floats(size_t n) const { return (bf16_ ? 2 : 4) * n * size_t(m_.d_model); }
 
   // The decoder runs the model's layers on its own buffers: it reads the weights in place.
   friend class Generator;

@@ -51,6 +51,12 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __
           int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc,
           Epilogue ep = Epilogue::kNone, float* aux = nullptr, int ld_aux = 0);
 
+// bf16 inputs and a bf16 C = bf16(alpha op(A) op(B)): fp32 accumulation, one rounding to
+// nearest even per element, nothing accumulated into C and no epilogue. It stores an activation
+// in bf16 (half the memory) without an fp32 copy first.
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
+          int lda, const __nv_bfloat16* B, int ldb, __nv_bfloat16* C, int ldc);
+
 // Casts (kernels/cast.cu): y = bf16(x) rounded to nearest even; x = float(y) (exact).
 void cast_to_bf16(__nv_bfloat16* y, const float* x, size_t n);
 void cast_to_float(float* x, const __nv_bfloat16* y, size_t n);

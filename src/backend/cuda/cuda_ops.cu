@@ -118,6 +118,44 @@ void CudaOps::matmul_backward_dgelu(float* dpre, float* dW, const float* dy, con
   matmul_backward_ep(dpre, dW, dy, x, W, N, C, OC, false, cuda::Epilogue::kDgelu, pre);
 }
 
+namespace {
+__nv_bfloat16* bf16_bits(uint16_t* p) {
+  return reinterpret_cast<__nv_bfloat16*>(p);
+}
+const __nv_bfloat16* bf16_bits(const uint16_t* p) {
+  return reinterpret_cast<const __nv_bfloat16*>(p);
+}
+}  // namespace
+
+void CudaOps::matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const float* x, const float* W,
+                                       int N, int C, int OC) {
+  TDA_CHECK(bf16_, "cuda: matmul_gelu_forward_bf16 without enable_bf16_matmuls()");
+  const auto* xb = bf16(bf16_operand(x, size_t(N) * C, 0));
+  const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
+  cuda::gemm(false, true, N, OC, C, 1.0f, xb, C, Wb, C, bf16_bits(pre), OC);
+  cuda::gelu_forward(bf16_bits(y), bf16_bits(pre), size_t(N) * OC);
+}
+
+void CudaOps::matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
+                                  int OC) {
+  TDA_CHECK(bf16_, "cuda: matmul_forward_bf16 without enable_bf16_matmuls()");
+  const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
+  cuda::gemm(false, true, N, OC, C, 1.0f, bf16_bits(x), C, Wb, C, 0.0f, y, OC);
+}
+
+// The DGELU runs as a pointwise pass after the dy W product: cuBLASLt's DGELU epilogue reads an
+// fp32 aux, and pre is stored in bf16.
+void CudaOps::matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy, const uint16_t* x,
+                                         const float* W, const uint16_t* pre, int N, int C,
+                                         int OC) {
+  TDA_CHECK(bf16_, "cuda: matmul_backward_dgelu_bf16 without enable_bf16_matmuls()");
+  const auto* dyb = bf16(bf16_operand(dy, size_t(N) * OC, 0));
+  const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
+  cuda::gemm(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, 0.0f, dpre, C);
+  cuda::gelu_backward(dpre, bf16_bits(pre), dpre, size_t(N) * C);
+  if (dW) cuda::gemm(true, false, OC, C, N, 1.0f, dyb, OC, bf16_bits(x), C, 1.0f, dW, C);
+}
+
 void CudaOps::rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
                               float eps) {
   cuda::rmsnorm_forward(y, rstd, x, w, N, C, eps);

@@ -1,6 +1,6 @@
 // CUDA backend: every Ops method on device pointers. Kernels live in kernels/*.cu (one file per
 // op family, the formula next to the kernel), matmuls go through tda::cuda::gemm (common.h).
-// fp32 storage and fp32 accumulation everywhere (bf16 storage is the next step, docs/cuda.md);
+// fp32 storage and fp32 accumulation everywhere except the bf16 MLP (mixed_precision.h);
 // every reduction runs in a fixed order (no float atomics), so results are deterministic.
 //
 // The same sources run on the CPU under the SIMT emulator (docs/emulator.md), where device
@@ -23,6 +23,10 @@ enum class Epilogue;  // common.h
 // launch error). Scratch arguments are device buffers of the size the *_scratch() helper names.
 void gelu_forward(float* y, const float* x, size_t n);
 void gelu_backward(float* dx, const float* x, const float* dy, size_t n);
+// The same on bf16 storage (the bf16 MLP, mixed_precision.h): y = bf16(gelu(x)) and
+// dx = gelu'(x) dy with x in bf16, dx and dy fp32.
+void gelu_forward(__nv_bfloat16* y, const __nv_bfloat16* x, size_t n);
+void gelu_backward(float* dx, const __nv_bfloat16* x, const float* dy, size_t n);
 void add(float* y, const float* a, const float* b, size_t n);
 void add_inplace(float* y, const float* a, size_t n);
 void scale(float* x, size_t n, float s);
@@ -167,6 +171,15 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   Bf16Matmuls* bf16_matmuls() override {
     return this;
   }
+  // The bf16 MLP: the GEMM writes pre in bf16 (cuda::gemm's bf16-output form), a pointwise
+  // kernel its GELU; the next GEMMs read both as bf16 operands as they are.
+  void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const float* x, const float* W, int N,
+                                int C, int OC) override;
+  void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
+                           int OC) override;
+  void matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy, const uint16_t* x,
+                                  const float* W, const uint16_t* pre, int N, int C,
+                                  int OC) override;
 
  private:
   // A bf16 view of x (n floats): the master copy if x lies in the master buffer, else x cast

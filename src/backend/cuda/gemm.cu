@@ -199,10 +199,10 @@ void gemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   const int ld_out = ep == Epilogue::kGeluAux ? ld_aux : ldc;
 #if defined(__CUDACC__)
   constexpr cudaDataType_t in = std::is_same<T, float>::value ? CUDA_R_32F : CUDA_R_16BF;
-  const bool fused =
-      lt_gemm(in, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, aux, ld_aux);
+  const bool fused = lt_gemm(in, CUDA_R_32F, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
+                             C, ldc, ep, aux, ld_aux);
   if (!fused)
-    lt_gemm(in, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out,
+    lt_gemm(in, CUDA_R_32F, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out,
             Epilogue::kNone, nullptr, 0);
   if (sync_launches()) check(cudaDeviceSynchronize(), "gemm");
   if (fused) return;
@@ -221,6 +221,32 @@ void gemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
 }
 
 }  // namespace
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const __nv_bfloat16* A,
+          int lda, const __nv_bfloat16* B, int ldb, __nv_bfloat16* C, int ldc) {
+  if (M == 0 || N == 0) return;
+#if defined(__CUDACC__)
+  lt_gemm(CUDA_R_16BF, CUDA_R_16BF, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc,
+          Epilogue::kNone, nullptr, 0);
+  if (sync_launches()) check(cudaDeviceSynchronize(), "gemm");
+#else
+  check(emu::detail::fail_if_sticky(), "gemm");
+  emu::note_gemm(false);
+  reserve_lt_workspace();
+  check_operand("A", A, trans_a ? K : M, trans_a ? M : K, lda);
+  check_operand("B", B, trans_b ? N : K, trans_b ? K : N, ldb);
+  check_operand("C", C, M, N, ldc);
+  if (!emu::dry_run()) {
+    emu::DeviceAccess access;
+    // The fp32 product, then one rounding to nearest even per element, as cuBLASLt's epilogue.
+    std::vector<float> p(size_t(M) * size_t(N));
+    host_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, p.data(), N);
+    for (int r = 0; r < M; ++r)
+      for (int c = 0; c < N; ++c) C[size_t(r) * ldc + c] = __float2bfloat16(p[size_t(r) * N + c]);
+    check(emu::check_tails("gemm"), "gemm");
+  }
+#endif
+}
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc, Epilogue ep, float* aux,

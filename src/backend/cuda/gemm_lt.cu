@@ -40,7 +40,7 @@ using Preference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDes
 // The algorithm chosen for a problem, keyed by its shape, types, epilogue and pointer
 // alignments: an algorithm picked for well-aligned pointers may need that alignment, so a call
 // with the same shape on worse-aligned pointers must ask the heuristic again.
-using Key = std::array<int64_t, 15>;
+using Key = std::array<int64_t, 16>;
 struct Choice {
   bool found = false;  // false: no algorithm for this epilogue (gemm() falls back), asked once
   cublasLtMatmulAlgo_t algo{};
@@ -101,9 +101,9 @@ cublasLtEpilogue_t lt_epilogue(Epilogue ep) {
 // cuBLASLt is column-major: a row-major (M,N) C is a column-major (N,M) C^T = op(B)^T op(A)^T,
 // so B is cuBLASLt's first operand and A its second, each keeping its own transposition flag.
 // aux has C's shape, so it too is column-major (N,M) with leading dimension ld_aux.
-bool lt_gemm(cudaDataType_t in, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-             const void* A, int lda, const void* B, int ldb, float beta, float* C, int ldc,
-             Epilogue ep, float* aux, int ld_aux) {
+bool lt_gemm(cudaDataType_t in, cudaDataType_t out, bool trans_a, bool trans_b, int M, int N, int K,
+             float alpha, const void* A, int lda, const void* B, int ldb, float beta, void* C,
+             int ldc, Epilogue ep, float* aux, int ld_aux) {
   const bool fused = ep != Epilogue::kNone;
   // cublasLt.h: a GELU aux leading dimension must be a multiple of 8 (and >= the rows of D).
   if (fused && ld_aux % 8 != 0) return false;
@@ -125,12 +125,12 @@ bool lt_gemm(cudaDataType_t in, bool trans_a, bool trans_b, int M, int N, int K,
            "cublasLtMatrixLayoutCreate");
   lt_check(cublasLtMatrixLayoutCreate(&lb.h, in, trans_a ? M : K, trans_a ? K : M, lda),
            "cublasLtMatrixLayoutCreate");
-  lt_check(cublasLtMatrixLayoutCreate(&lc.h, CUDA_R_32F, N, M, ldc), "cublasLtMatrixLayoutCreate");
+  lt_check(cublasLtMatrixLayoutCreate(&lc.h, out, N, M, ldc), "cublasLtMatrixLayoutCreate");
 
   const uint32_t al_a = alignment(B), al_b = alignment(A), al_c = alignment(C);
   const uint32_t al_aux = fused ? alignment(aux) : 0;
-  const Key key = {in,  trans_a, trans_b, M,    N,    K,    lda,   ldb,
-                   ldc, int(ep), ld_aux,  al_a, al_b, al_c, al_aux};
+  const Key key = {in,  out, trans_a, trans_b, M,    N,    K,    lda,
+                   ldb, ldc, int(ep), ld_aux,  al_a, al_b, al_c, al_aux};
   cublasLtMatmulAlgo_t algo;
   {
     std::lock_guard<std::mutex> lock(s.mu);
