@@ -17,19 +17,39 @@ namespace {
 constexpr int kRowsPerBlock = 4;
 constexpr int kDwThreads = 128;
 
-__global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w, int N,
-                                       int C, float eps) {
+__device__ __forceinline__ void store(float* p, float v) {
+  *p = v;
+}
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
+  *p = __float2bfloat16(v);
+}
+
+// One warp's row n; Y = float (y may alias x) or __nv_bfloat16 (y = bf16(w x r), the bf16 path's
+// stored GEMM input, mixed_precision.h).
+template <class Y>
+__device__ __forceinline__ void rmsnorm_row(Y* y, float* rstd, const float* x, const float* w,
+                                            int N, int C, float eps) {
   const int lane = threadIdx.x % kWarp;
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (n >= N) return;  // whole warps exit together: no collective is left waiting
   const float* xr = x + size_t(n) * C;
-  float* yr = y + size_t(n) * C;
+  Y* yr = y + size_t(n) * C;
   float ss = 0.0f;
   for (int c = lane; c < C; c += kWarp) ss += xr[c] * xr[c];
   ss = warp_sum(ss);
   const float r = 1.0f / sqrtf(ss / C + eps);
-  for (int c = lane; c < C; c += kWarp) yr[c] = w[c] * xr[c] * r;
+  for (int c = lane; c < C; c += kWarp) store(yr + c, w[c] * xr[c] * r);
   if (lane == 0) rstd[n] = r;
+}
+
+__global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w, int N,
+                                       int C, float eps) {
+  rmsnorm_row(y, rstd, x, w, N, C, eps);
+}
+
+__global__ void rmsnorm_forward_bf16_kernel(__nv_bfloat16* y, float* rstd, const float* x,
+                                            const float* w, int N, int C, float eps) {
+  rmsnorm_row(y, rstd, x, w, N, C, eps);
 }
 
 // dx += w dy r - x (sum_c w dy x) r^3 / C
@@ -74,6 +94,15 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int 
   check(launch<rmsnorm_forward_kernel>(dim3(blocks), dim3(kRowsPerBlock * kWarp), 0, stream(), y,
                                        rstd, x, w, N, C, eps),
         "rmsnorm_forward");
+}
+
+void rmsnorm_forward(__nv_bfloat16* y, float* rstd, const float* x, const float* w, int N, int C,
+                     float eps) {
+  if (N == 0) return;
+  const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  check(launch<rmsnorm_forward_bf16_kernel>(dim3(blocks), dim3(kRowsPerBlock * kWarp), 0, stream(),
+                                            y, rstd, x, w, N, C, eps),
+        "rmsnorm_forward (bf16 y)");
 }
 
 size_t rmsnorm_backward_scratch(int N, int C, int chunk_rows) {

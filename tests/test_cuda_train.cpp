@@ -227,9 +227,10 @@ TEST_CASE("cuda: tda train --device cuda runs on the emulator and says so", "[cu
   CHECK(out.find("train.dtype \"bf16\"") != std::string::npos);
 }
 
-// The bf16 MLP (backend/mixed_precision.h) is called through the backend's capability, not the
-// Ops list: the profiler must still see it, by phase, in place of the fp32 matmuls it replaces.
-TEST_CASE("cuda: bench train --profile times the bf16 MLP's matmuls", "[cuda][emu][cli]") {
+// The bf16 storage path (backend/mixed_precision.h) is called through the backend's capability,
+// not the Ops list: the profiler must still see it, by phase, in place of the fp32 ops it
+// replaces.
+TEST_CASE("cuda: bench train --profile times the bf16 storage path's ops", "[cuda][emu][cli]") {
   std::string out;
   REQUIRE(run_tda("bench train --config " + source_dir() +
                       "/configs/tiny/softmax.json --steps 1 --profile --set train.device=cuda"
@@ -247,10 +248,15 @@ TEST_CASE("cuda: bench train --profile times the bf16 MLP's matmuls", "[cuda][em
     calls[phase + " " + op.substr(0, op.find(' '))] += e["calls"].get<long>();
   }
   INFO(j["profile"].dump());
-  const long layers = 2;  // configs/tiny
+  const long layers = 2;                                       // configs/tiny
+  CHECK(calls["forward rmsnorm_forward_bf16"] == 2 * layers);  // ln1, ln2 (ln_f stays fp32)
+  CHECK(calls["forward rmsnorm_forward"] == 1);
+  CHECK(calls["forward matmul_forward_bf16"] == 2 * layers);  // c_attn, mlp_proj
+  CHECK(calls["forward matmul_forward"] == layers);           // c_proj (its input is fp32)
   CHECK(calls["forward matmul_gelu_forward_bf16"] == layers);
-  CHECK(calls["forward matmul_forward_bf16"] == layers);
   CHECK(calls["backward matmul_backward_dgelu_bf16"] == layers);
+  CHECK(calls["backward matmul_backward_bf16"] == 2 * layers);  // c_fc, c_attn
+  CHECK(calls["backward matmul_backward"] == layers);           // c_proj
   CHECK(calls.count("forward matmul_gelu_forward") == 0);
   CHECK(calls.count("backward matmul_backward_dgelu") == 0);
 }

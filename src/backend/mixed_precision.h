@@ -14,10 +14,11 @@
 // read-only, so a trainer, loader or communicator cannot change the master weights without the
 // refresh. One master buffer per backend: one bf16 model per Ops.
 //
-// bf16 storage of the GELU MLP's two (N, 4C) activations, the largest the model saves for its
-// backward (8 of a d12 layer's ~19 N*C floats): the three *_bf16 methods take them as bf16
-// elements (uint16_t bits, so that this header needs no CUDA type). GPT2 calls them, not the
-// fp32 matmul_gelu_forward / matmul_forward / matmul_backward_dgelu, when its dtype is bf16.
+// bf16 storage of the activations that are only GEMM inputs: the RMSNorm outputs (c_attn's
+// and c_fc's input, N*C each) and the GELU MLP's pre-activation and output ((N, 4C) each), 10 of
+// a d12 layer's ~19 N*C saved floats. The *_bf16 methods take them as bf16 elements (uint16_t
+// bits, so that this header needs no CUDA type). GPT2 calls them instead of rmsnorm_forward and
+// the fp32 matmuls of its MLP and c_attn when its dtype is bf16.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -33,13 +34,19 @@ class Bf16Matmuls {
   // addresses must not be read through the stale copy later).
   virtual void disable_bf16_matmuls() = 0;
 
-  // pre(N,OC) = bf16(x(N,C) W(OC,C)^T) (bf16 GEMM inputs as above, fp32 sum, one rounding);
-  // y = bf16(gelu(pre)), the GELU of the stored (rounded) pre-activation.
-  virtual void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const float* x, const float* W,
-                                        int N, int C, int OC) = 0;
+  // y(N,C) = bf16(w x rstd), rstd(N) fp32: Ops::rmsnorm_forward with its output rounded.
+  virtual void rmsnorm_forward_bf16(uint16_t* y, float* rstd, const float* x, const float* w, int N,
+                                    int C, float eps) = 0;
   // y(N,OC) = x(N,C) W^T with x stored in bf16 (no cast: it is a GEMM input as it is).
   virtual void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
                                    int OC) = 0;
+  // Ops::matmul_backward with x stored in bf16: dx = dy W, dW += dy^T x.
+  virtual void matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
+                                    const float* W, int N, int C, int OC, bool accumulate_dx) = 0;
+  // pre(N,OC) = bf16(x(N,C) W(OC,C)^T) (fp32 sum, one rounding); y = bf16(gelu(pre)), the GELU
+  // of the stored (rounded) pre-activation.
+  virtual void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x,
+                                        const float* W, int N, int C, int OC) = 0;
   // dpre(N,C) = (dy(N,OC) W(OC,C)) * gelu'(pre) (overwrite); dW(OC,C) += dy^T x (skipped when
   // dW is null); x = gelu(pre) and pre as matmul_gelu_forward_bf16 stored them.
   virtual void matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy,

@@ -108,15 +108,25 @@ class ProfileOps::TimedBf16 final : public Bf16Matmuls {
   }
   void weights_changed() override { in_.weights_changed(); }
   void disable_bf16_matmuls() override { in_.disable_bf16_matmuls(); }
-  void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const float* x, const float* W, int N,
-                                int C, int OC) override {
-    Timer timer(&owner_, owner_.matmul_label("matmul_gelu_forward_bf16", N, C, OC));
-    in_.matmul_gelu_forward_bf16(y, pre, x, W, N, C, OC);
+  void rmsnorm_forward_bf16(uint16_t* y, float* rstd, const float* x, const float* w, int N, int C,
+                            float eps) override {
+    Timer timer(&owner_, "rmsnorm_forward_bf16");
+    in_.rmsnorm_forward_bf16(y, rstd, x, w, N, C, eps);
   }
   void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
                            int OC) override {
     Timer timer(&owner_, owner_.matmul_label("matmul_forward_bf16", N, C, OC));
     in_.matmul_forward_bf16(y, x, W, N, C, OC);
+  }
+  void matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
+                            const float* W, int N, int C, int OC, bool acc) override {
+    Timer timer(&owner_, owner_.matmul_label("matmul_backward_bf16", N, C, OC));
+    in_.matmul_backward_bf16(dx, dW, dy, x, W, N, C, OC, acc);
+  }
+  void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x, const float* W,
+                                int N, int C, int OC) override {
+    Timer timer(&owner_, owner_.matmul_label("matmul_gelu_forward_bf16", N, C, OC));
+    in_.matmul_gelu_forward_bf16(y, pre, x, W, N, C, OC);
   }
   void matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy, const uint16_t* x,
                                   const float* W, const uint16_t* pre, int N, int C,

@@ -137,16 +137,16 @@ void GPT2::set_batch(int B, int T) {
   const size_t W = size_t(attn_->proj_width());
   // The arena's slot table (backend/slots.h: each buffer 256-byte aligned, as cudaMalloc's).
   const SlotTable<GPT2> slots = {{&GPT2::resid_, (L + 1) * N * C},
-                                 {&GPT2::ln1_, L * N * C},
+                                 {&GPT2::ln1_, L * stored_floats(N * C)},
                                  {&GPT2::rstd1_, L * N},
                                  {&GPT2::proj_, L * N * W},
                                  {&GPT2::attn_act_, L * attn_->act_floats(B, T)},
                                  {&GPT2::atty_, L * N * C},
                                  {&GPT2::xmid_, L * N * C},
-                                 {&GPT2::ln2_, L * N * C},
+                                 {&GPT2::ln2_, L * stored_floats(N * C)},
                                  {&GPT2::rstd2_, L * N},
-                                 {&GPT2::fc_, L * mlp_act_floats(N)},
-                                 {&GPT2::fcg_, L * mlp_act_floats(N)},
+                                 {&GPT2::fc_, L * stored_floats(N * 4 * C)},
+                                 {&GPT2::fcg_, L * stored_floats(N * 4 * C)},
                                  {&GPT2::lnf_out_, N * C},
                                  {&GPT2::rstdf_, N},
                                  {&GPT2::losses_, N},
@@ -185,16 +185,16 @@ std::vector<float*> GPT2::extras(float* base, const Layer& L) {
 GPT2::Acts GPT2::acts(int l) const {
   const size_t N = size_t(B_) * T_, NC = N * size_t(m_.d_model), L = size_t(l);
   return Acts{resid_ + L * NC,
-              ln1_ + L * NC,
+              ln1_ + L * stored_floats(NC),
               rstd1_ + L * N,
               proj_ + L * N * size_t(attn_->proj_width()),
               attn_act_ + L * attn_->act_floats(B_, T_),
               atty_ + L * NC,
               xmid_ + L * NC,
-              ln2_ + L * NC,
+              ln2_ + L * stored_floats(NC),
               rstd2_ + L * N,
-              fc_ + L * mlp_act_floats(N),
-              fcg_ + L * mlp_act_floats(N)};
+              fc_ + L * stored_floats(4 * NC),
+              fcg_ + L * stored_floats(4 * NC)};
 }
 
 void GPT2::check_tokens(const int32_t* tokens, int limit, const char* what) const {
@@ -204,11 +204,38 @@ void GPT2::check_tokens(const int32_t* tokens, int limit, const char* what) cons
 }
 
 namespace {
-// The bf16 elements an fc / fcg slice holds under dtype bf16 (Acts).
+// The bf16 elements a stored GEMM input's slice holds under dtype bf16 (Acts).
 uint16_t* bf16_elements(float* p) {
   return reinterpret_cast<uint16_t*>(p);
 }
+const uint16_t* bf16_elements(const float* p) {
+  return reinterpret_cast<const uint16_t*>(p);
+}
 }  // namespace
+
+void GPT2::norm_forward(float* y, float* rstd, const float* x, const float* w, int rows) {
+  const int C = m_.d_model;
+  const float eps = float(m_.norm_eps);
+  if (bf16_)
+    bf16_->rmsnorm_forward_bf16(bf16_elements(y), rstd, x, w, rows, C, eps);
+  else
+    ops_.rmsnorm_forward(y, rstd, x, w, rows, C, eps);
+}
+
+void GPT2::stored_matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) {
+  if (bf16_)
+    bf16_->matmul_forward_bf16(y, bf16_elements(x), W, N, C, OC);
+  else
+    ops_.matmul_forward(y, x, W, N, C, OC);
+}
+
+void GPT2::stored_matmul_backward(float* dx, float* dW, const float* dy, const float* x,
+                                  const float* W, int N, int C, int OC) {
+  if (bf16_)
+    bf16_->matmul_backward_bf16(dx, dW, dy, bf16_elements(x), W, N, C, OC, false);
+  else
+    ops_.matmul_backward(dx, dW, dy, x, W, N, C, OC, false);
+}
 
 void GPT2::forward_trunk() {
   const int N = B_ * T_, C = m_.d_model;
@@ -228,23 +255,20 @@ void GPT2::block_forward(int l, const AttnContext& ctx, int rows, int row0, cons
                          float* xout) {
   const int C = m_.d_model, W = attn_->proj_width();
   const size_t n = size_t(rows), nC = n * C;
-  const float eps = float(m_.norm_eps);
   float* P = params_.data();
   const Layer& L = layers_[size_t(l)];
-  ops_.rmsnorm_forward(a.ln1, a.rstd1, a.x, P + L.ln1, rows, C, eps);
-  ops_.matmul_forward(a.proj + size_t(row0) * W, a.ln1, P + L.c_attn, rows, C, W);
+  norm_forward(a.ln1, a.rstd1, a.x, P + L.ln1, rows);
+  stored_matmul_forward(a.proj + size_t(row0) * W, a.ln1, P + L.c_attn, rows, C, W);
   attn_->forward(ctx, a.proj, a.atty, a.attn, extras(P, L));
   ops_.matmul_forward(a.xmid, a.atty + size_t(row0) * C, P + L.c_proj, rows, C, C);
   ops_.add_inplace(a.xmid, a.x, nC);
-  ops_.rmsnorm_forward(a.ln2, a.rstd2, a.xmid, P + L.ln2, rows, C, eps);
-  if (bf16_) {  // the MLP's activations stored in bf16
-    bf16_->matmul_gelu_forward_bf16(bf16_elements(a.fcg), bf16_elements(a.fc), a.ln2, P + L.c_fc,
-                                    rows, C, 4 * C);
-    bf16_->matmul_forward_bf16(xout, bf16_elements(a.fcg), P + L.mlp_proj, rows, 4 * C, C);
-  } else {
+  norm_forward(a.ln2, a.rstd2, a.xmid, P + L.ln2, rows);
+  if (bf16_)
+    bf16_->matmul_gelu_forward_bf16(bf16_elements(a.fcg), bf16_elements(a.fc), bf16_elements(a.ln2),
+                                    P + L.c_fc, rows, C, 4 * C);
+  else
     ops_.matmul_gelu_forward(a.fcg, a.fc, a.ln2, P + L.c_fc, rows, C, 4 * C);
-    ops_.matmul_forward(xout, a.fcg, P + L.mlp_proj, rows, 4 * C, C);
-  }
+  stored_matmul_forward(xout, a.fcg, P + L.mlp_proj, rows, 4 * C, C);
   ops_.add_inplace(xout, a.xmid, nC);
 }
 
@@ -304,13 +328,13 @@ void GPT2::backward() {
     else
       ops_.matmul_backward_dgelu(dfc_, G + L.mlp_proj, dres, a.fcg, P + L.mlp_proj, a.fc, N, 4 * C,
                                  C);
-    ops_.matmul_backward(dbuf_, G + L.c_fc, dfc_, a.ln2, P + L.c_fc, N, C, 4 * C, false);
+    stored_matmul_backward(dbuf_, G + L.c_fc, dfc_, a.ln2, P + L.c_fc, N, C, 4 * C);
     ops_.rmsnorm_backward(dres, G + L.ln2, dbuf_, a.xmid, P + L.ln2, a.rstd2, N, C);
     // xmid = x + attn(ln1) Wo^T
     ops_.matmul_backward(dbuf_, G + L.c_proj, dres, a.atty, P + L.c_proj, N, C, C, false);
     AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(), 0};
     attn_->backward(ctx, a.proj, dbuf_, dproj_, a.attn, extras(P, L), extras(G, L), attn_scratch_);
-    ops_.matmul_backward(dbuf_, G + L.c_attn, dproj_, a.ln1, P + L.c_attn, N, C, W, false);
+    stored_matmul_backward(dbuf_, G + L.c_attn, dproj_, a.ln1, P + L.c_attn, N, C, W);
     ops_.rmsnorm_backward(dres, G + L.ln1, dbuf_, a.x, P + L.ln1, a.rstd1, N, C);
   }
   ops_.embedding_backward(G + wte_, dres, inputs_, plan_, N, C);

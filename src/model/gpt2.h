@@ -113,9 +113,9 @@ class GPT2 {
     std::vector<size_t> extra;
   };
   static std::vector<ParamTensor> layout(const ModelConfig& m, const AttentionVariant& attn);
-  // Layer l's slices of the activation arena, saved by forward for backward. fc (the MLP's
-  // pre-activation) and fcg (its GELU) are (rows, 4C) fp32, or bf16 elements when dtype is bf16
-  // (backend/mixed_precision.h), in half the floats.
+  // Layer l's slices of the activation arena, saved by forward for backward. ln1, ln2 (rows, C)
+  // and fc (the MLP's pre-activation), fcg (its GELU) (rows, 4C) are fp32, or bf16 elements
+  // when dtype is bf16 (stored_floats).
   struct Acts {
     float *x, *ln1, *rstd1, *proj, *attn, *atty, *xmid, *ln2, *rstd2, *fc, *fcg;
   };
@@ -130,8 +130,15 @@ class GPT2 {
   void block_forward(int l, const AttnContext& ctx, int rows, int row0, const Acts& a, float* xout);
   std::vector<float*> extras(float* base, const Layer& L);
   void params_written();  // refreshes the backend's bf16 copy (dtype bf16)
-  // Floats of one (n, 4C) MLP activation: bf16 storage (dtype bf16) takes half.
-  size_t mlp_act_floats(size_t n) const { return (bf16_ ? 2 : 4) * n * size_t(m_.d_model); }
+  // The activations that are only GEMM inputs (ln1, ln2, fc, fcg) are stored in bf16 under
+  // dtype bf16 (backend/mixed_precision.h). Floats that `elements` of them take: half then,
+  // rounded up to 16 bytes so that each layer's slice stays aligned for cuBLASLt.
+  size_t stored_floats(size_t elements) const { return bf16_ ? (elements + 7) / 8 * 4 : elements; }
+  // The ops on them, by dtype.
+  void norm_forward(float* y, float* rstd, const float* x, const float* w, int rows);
+  void stored_matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC);
+  void stored_matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
+                              int N, int C, int OC);
 
   // The decoder runs the model's layers on its own buffers: it reads the weights in place.
   friend class Generator;

@@ -87,19 +87,25 @@ void CudaOps::matmul_backward_ep(float* dx, float* dW, const float* dy, const fl
   // cuBLASLt reads the DGELU aux; gemm() takes it as float* because GELU_AUX writes it.
   float* aux = const_cast<float*>(pre);
   if (bf16_) {
-    const auto* dyb = bf16(bf16_operand(dy, size_t(N) * OC, 0));
-    if (dx) {
-      const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
-      cuda::gemm(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, beta_dx, dx, C, ep, aux, C);
-    }
-    if (dW) {
-      const auto* xb = bf16(bf16_operand(x, size_t(N) * C, 2));
-      cuda::gemm(true, false, OC, C, N, 1.0f, dyb, OC, xb, C, 1.0f, dW, C);
-    }
+    const auto* xb = dW ? bf16(bf16_operand(x, size_t(N) * C, 2)) : nullptr;
+    backward_bf16(dx, dW, dy, xb, W, N, C, OC, accumulate_dx, ep, aux);
     return;
   }
   if (dx) cuda::gemm(false, false, N, C, OC, 1.0f, dy, OC, W, C, beta_dx, dx, C, ep, aux, C);
   if (dW) cuda::gemm(true, false, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dW, C);
+}
+
+// The bf16 form of matmul_backward_ep, x already in bf16.
+void CudaOps::backward_bf16(float* dx, float* dW, const float* dy, const __nv_bfloat16* xb,
+                            const float* W, int N, int C, int OC, bool accumulate_dx,
+                            cuda::Epilogue ep, float* aux) {
+  const auto* dyb = bf16(bf16_operand(dy, size_t(N) * OC, 0));
+  if (dx) {
+    const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
+    cuda::gemm(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, accumulate_dx ? 1.0f : 0.0f, dx, C, ep,
+               aux, C);
+  }
+  if (dW) cuda::gemm(true, false, OC, C, N, 1.0f, dyb, OC, xb, C, 1.0f, dW, C);
 }
 
 void CudaOps::matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) {
@@ -127,12 +133,16 @@ const __nv_bfloat16* bf16_bits(const uint16_t* p) {
 }
 }  // namespace
 
-void CudaOps::matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const float* x, const float* W,
-                                       int N, int C, int OC) {
+void CudaOps::rmsnorm_forward_bf16(uint16_t* y, float* rstd, const float* x, const float* w, int N,
+                                   int C, float eps) {
+  cuda::rmsnorm_forward(bf16_bits(y), rstd, x, w, N, C, eps);
+}
+
+void CudaOps::matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x,
+                                       const float* W, int N, int C, int OC) {
   TDA_CHECK(bf16_, "cuda: matmul_gelu_forward_bf16 without enable_bf16_matmuls()");
-  const auto* xb = bf16(bf16_operand(x, size_t(N) * C, 0));
   const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
-  cuda::gemm(false, true, N, OC, C, 1.0f, xb, C, Wb, C, bf16_bits(pre), OC);
+  cuda::gemm(false, true, N, OC, C, 1.0f, bf16_bits(x), C, Wb, C, bf16_bits(pre), OC);
   cuda::gelu_forward(bf16_bits(y), bf16_bits(pre), size_t(N) * OC);
 }
 
@@ -143,17 +153,21 @@ void CudaOps::matmul_forward_bf16(float* y, const uint16_t* x, const float* W, i
   cuda::gemm(false, true, N, OC, C, 1.0f, bf16_bits(x), C, Wb, C, 0.0f, y, OC);
 }
 
+void CudaOps::matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
+                                   const float* W, int N, int C, int OC, bool accumulate_dx) {
+  TDA_CHECK(bf16_, "cuda: matmul_backward_bf16 without enable_bf16_matmuls()");
+  backward_bf16(dx, dW, dy, bf16_bits(x), W, N, C, OC, accumulate_dx, cuda::Epilogue::kNone,
+                nullptr);
+}
+
 // The DGELU runs as a pointwise pass after the dy W product: cuBLASLt's DGELU epilogue reads an
 // fp32 aux, and pre is stored in bf16.
 void CudaOps::matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy, const uint16_t* x,
                                          const float* W, const uint16_t* pre, int N, int C,
                                          int OC) {
   TDA_CHECK(bf16_, "cuda: matmul_backward_dgelu_bf16 without enable_bf16_matmuls()");
-  const auto* dyb = bf16(bf16_operand(dy, size_t(N) * OC, 0));
-  const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
-  cuda::gemm(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, 0.0f, dpre, C);
+  backward_bf16(dpre, dW, dy, bf16_bits(x), W, N, C, OC, false, cuda::Epilogue::kNone, nullptr);
   cuda::gelu_backward(dpre, bf16_bits(pre), dpre, size_t(N) * C);
-  if (dW) cuda::gemm(true, false, OC, C, N, 1.0f, dyb, OC, bf16_bits(x), C, 1.0f, dW, C);
 }
 
 void CudaOps::rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,

@@ -35,6 +35,9 @@ void zero(float* x, size_t n);
 
 void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,
                      float eps);
+// y = bf16(w x rstd): the bf16 path's stored GEMM input (mixed_precision.h).
+void rmsnorm_forward(__nv_bfloat16* y, float* rstd, const float* x, const float* w, int N, int C,
+                     float eps);
 constexpr int kRmsnormDwRows = 32;
 size_t rmsnorm_backward_scratch(int N, int C, int chunk_rows = kRmsnormDwRows);  // floats
 void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
@@ -171,12 +174,17 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   Bf16Matmuls* bf16_matmuls() override {
     return this;
   }
-  // The bf16 MLP: the GEMM writes pre in bf16 (cuda::gemm's bf16-output form), a pointwise
-  // kernel its GELU; the next GEMMs read both as bf16 operands as they are.
-  void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const float* x, const float* W, int N,
-                                int C, int OC) override;
+  // The bf16 storage path: rmsnorm and the c_fc GEMM write bf16 (the GEMM through cuda::gemm's
+  // bf16-output form), a pointwise kernel the GELU; the GEMMs that read them take them as they
+  // are.
+  void rmsnorm_forward_bf16(uint16_t* y, float* rstd, const float* x, const float* w, int N, int C,
+                            float eps) override;
   void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
                            int OC) override;
+  void matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
+                            const float* W, int N, int C, int OC, bool accumulate_dx) override;
+  void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x, const float* W,
+                                int N, int C, int OC) override;
   void matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy, const uint16_t* x,
                                   const float* W, const uint16_t* pre, int N, int C,
                                   int OC) override;
@@ -191,6 +199,9 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void matmul_backward_ep(float* dx, float* dW, const float* dy, const float* x, const float* W,
                           int N, int C, int OC, bool accumulate_dx, cuda::Epilogue ep,
                           const float* pre);
+  // The bf16 path's dx = epilogue(dy W), dW += dy^T xb (xb: x in bf16, null when dW is).
+  void backward_bf16(float* dx, float* dW, const float* dy, const __nv_bfloat16* xb, const float* W,
+                     int N, int C, int OC, bool accumulate_dx, cuda::Epilogue ep, float* aux);
   bool bf16_ = false;
   const float* master_ = nullptr;
   size_t master_n_ = 0;

@@ -156,6 +156,7 @@ inline constexpr KernelResourceRow kLaunchResources[] = {
     {"tda::cuda::(anonymous namespace)::rela_norm_forward_kernel", 22, 128, 25, 128, 1024},
     {"tda::cuda::(anonymous namespace)::rmsnorm_backward_dx_kernel", 31, 0, 30, 0, 1024},
     {"tda::cuda::(anonymous namespace)::rmsnorm_dw_partial_kernel", 28, 0, 28, 0, 1024},
+    {"tda::cuda::(anonymous namespace)::rmsnorm_forward_bf16_kernel", 32, 0, 29, 0, 1024},
     {"tda::cuda::(anonymous namespace)::rmsnorm_forward_kernel", 32, 0, 29, 0, 1024},
     {"tda::cuda::(anonymous namespace)::rope_kernel<false>", 26, 0, 32, 0, 1024},
     {"tda::cuda::(anonymous namespace)::rope_kernel<true>", 28, 0, 30, 0, 1024},
