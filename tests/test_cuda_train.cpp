@@ -104,8 +104,11 @@ TEST_CASE("cuda: Trainer on the emulated CUDA backend follows the CPU loss curve
   CHECK(rel_err(f32.params, cpu.params) < 2e-2);
   // bf16: every GEMM input is rounded to 8 significant bits (relative error up to 2^-9 = 0.2%
   // per element, partly averaging out over the K-long dot products), so the loss can move by
-  // a few 1e-3. Observed max |d loss| 1.7e-3, parameters 5.9e-3 of their scale; the bounds are
-  // 10x that, still 50x below the 1.4 nats the run learns.
+  // a few 1e-3. Observed with bf16 GEMM inputs alone (8eb5052): max |d loss| 2.4e-3, parameters
+  // 5.9e-3 of their scale. With bf16 storage of the norm outputs and the MLP (the pre-activation
+  // is rounded before its GELU, mixed_precision.h): 2.3e-3 and 2.1e-2; the first steps agree to
+  // 4 digits of loss and gradient norm either way, the 20-step trajectory's parameters drift
+  // further. The bounds, still 50x below the 1.4 nats the run learns, hold with 3x margin.
   CHECK(d16 < 0.02);
   CHECK(rel_err(b16.params, cpu.params) < 0.06);
   CHECK(d16 > 5 * d32);  // the bf16 path is really taken (observed 19x the fp32 error)

@@ -9,8 +9,9 @@ The one GPU run so far (H200, docs/results/gpu-h200-2026-11-26/) took 2.5x this 
 
 The call sequence is read off the code: src/model/gpt2.cpp (layer loop), src/attention/
 softmax.cpp and tda.cpp (glue), src/backend/cuda/cuda_ops.cu + gemm.cu (matmuls: cublasSgemm
-without TF32 for --dtype fp32; for bf16 each activation operand is cast by its own kernel and
-weights come from one bf16 copy, cublasGemmEx fp32 out), kernels/*.cu (traffic per kernel).
+without TF32 for --dtype fp32; for bf16 each fp32 activation operand is cast by its own kernel,
+the norm outputs and MLP activations are stored in bf16, weights come from one bf16 copy,
+cublasGemmEx fp32 out except c_fc's bf16 pre-activation), kernels/*.cu (traffic per kernel).
 Bytes are compulsory: every tensor a call touches, read or written once (a read-modify-write
 counts twice). Attention rows also give the upper bound where every streamed 64-row K/V (or
 Q/dO) tile is re-read from DRAM per block, with no L2 reuse.
@@ -54,12 +55,14 @@ def micro_rows(a, dtype):
     def add(name, phase, calls, flops, nbytes, pipe="fp32", ub=None):
         rows.append((name, phase, calls, flops, nbytes, pipe, ub))
 
-    def gemm(name, phase, calls, M, Nn, K, beta=0, sgemm_only=False):
-        # C(M,Nn) = A(M,K) B(K,Nn): inputs once, fp32 output written (and read when beta = 1)
+    def gemm(name, phase, calls, M, Nn, K, beta=0, sgemm_only=False, bf16_out=False):
+        # C(M,Nn) = A(M,K) B(K,Nn): inputs once, the output written (and read when beta = 1):
+        # fp32, or bf16 where the bf16 path stores it (the MLP's pre-activation)
         low = bf and not sgemm_only
         api = "GemmEx bf16" if low else "Sgemm fp32"
+        out = 2 if low and bf16_out else f4
         add(f"{name} {M}x{Nn}x{K} ({api})", phase, calls, 2 * M * Nn * K,
-            (M * K + K * Nn) * (2 if low else 4) + M * Nn * f4 * (1 + beta),
+            (M * K + K * Nn) * (2 if low else 4) + M * Nn * out * (1 + beta),
             "bf16" if low else "sgemm")
 
     def column_sum(tag, calls, rows_, width):
@@ -70,34 +73,42 @@ def micro_rows(a, dtype):
                 (rows_ + groups) * width * f4)
         add(f"column_sum {tag}", "bwd", calls, groups * width, (groups + 2) * width * f4)
 
-    def rms(tag, phase_calls, rows_, width):
-        # forward: read x, write y (+rstd); backward: dx kernel reads dy, x and read-modify-
-        # writes dx; the dw kernel reads dy and x again; then column sums over 32-row chunks.
+    def rms(tag, phase_calls, rows_, width, y_bytes=f4):
+        # forward: read x, write y (+rstd; y in bf16 where the bf16 path stores it); backward:
+        # dx kernel reads dy, x and read-modify-writes dx; the dw kernel reads dy and x again;
+        # then column sums over 32-row chunks.
         n, ch = rows_ * width, -(-rows_ // 32)
         fw, bw_ = phase_calls
-        add(f"rmsnorm_forward {tag}", "fwd", fw, 4 * n, (2 * n + rows_ + width) * f4)
+        add(f"rmsnorm_forward {tag}", "fwd", fw, 4 * n, n * (f4 + y_bytes) + (rows_ + width) * f4)
         add(f"rmsnorm_backward_dx {tag}", "bwd", bw_, 7 * n, (4 * n + rows_ + width) * f4)
         add(f"rmsnorm_dw_partial {tag}", "bwd", bw_, 3 * n, (2 * n + rows_ + ch * width) * f4)
         column_sum(f"(dw chunks of {tag})", bw_, ch, width)
 
-    # --- trunk, forward then backward (gpt2.cpp); GELU/exp/tanh counted as ~1 FLOP each
+    # --- trunk, forward then backward (gpt2.cpp); GELU/exp/tanh counted as ~1 FLOP each.
+    # bf16 stores the activations that are only GEMM inputs (ln_1, ln_2 and the MLP's
+    # pre-activation and GELU; backend/mixed_precision.h): written and read in 2 bytes, no cast.
+    act_b = 2 if bf else f4  # bytes per stored GEMM-input element
     add("embedding_forward", "fwd", 1, 0, N * 4 + 2 * NC * f4)
-    rms("(N x C)", (2 * L + 1, 2 * L + 1), N, C)
+    if bf:
+        rms("(N x C, ln_1/ln_2 bf16 out)", (2 * L, 2 * L), N, C, y_bytes=2)
+        rms("(N x C, ln_f)", (1, 1), N, C)
+    else:
+        rms("(N x C)", (2 * L + 1, 2 * L + 1), N, C)
     gemm("gemm c_attn fwd", "fwd", L, N, W, C)
     gemm("gemm c_proj fwd", "fwd", L, N, C, C)
-    gemm("gemm c_fc fwd", "fwd", L, N, F, C)
+    gemm("gemm c_fc fwd", "fwd", L, N, F, C, bf16_out=True)
     gemm("gemm mlp_proj fwd", "fwd", L, N, C, F)
     add("add_inplace (residual)", "fwd", 2 * L, NC, 3 * NC * f4)
-    add("gelu_forward", "fwd", L, 10 * N * F, 2 * N * F * f4)
+    add("gelu_forward", "fwd", L, 10 * N * F, 2 * N * F * act_b)
     for name, ci, oc in (("mlp_proj", F, C), ("c_fc", C, F), ("c_proj", C, C), ("c_attn", C, W)):
         gemm(f"gemm {name} bwd dx", "bwd", L, N, ci, oc)
         gemm(f"gemm {name} bwd dW", "bwd", L, oc, ci, N, beta=1)  # dW += : beta = 1
-    add("gelu_backward", "bwd", L, 20 * N * F, 3 * N * F * f4)
+    add("gelu_backward", "bwd", L, 20 * N * F, N * F * (2 * f4 + act_b))  # dpre (rw), pre
     add("zero (dres)", "bwd", 1, 0, NC * f4)
     add("embedding_backward", "bwd", 1, NC, (3 * NC + N) * f4)
-    if bf:  # one cast kernel per activation operand; weights come from the bf16 master copy
-        add("cast_to_bf16 (N x C act.)", "both", 8 * L, 0, NC * 6)  # ln1 atty ln2 + dres x2 + x3
-        add("cast_to_bf16 (N x 4C act.)", "both", 3 * L, 0, N * F * 6)  # fcg, dfc, fcg again
+    if bf:  # one cast kernel per fp32 activation operand; weights from the bf16 master copy
+        add("cast_to_bf16 (N x C act.)", "both", 4 * L, 0, NC * 6)  # atty x2, dres x2
+        add("cast_to_bf16 (N x 4C act.)", "bwd", L, 0, N * F * 6)  # dfc
         add("cast_to_bf16 (N x W dproj)", "bwd", L, 0, N * W * 6)
 
     # --- LM head + loss (kernels/lm_head.cu): per 1024-row chunk; in the bf16 path x is cast
