@@ -325,15 +325,20 @@ TEST_CASE("KV-cache decoding on the CUDA backend equals its full recomputation",
                    "model.vocab_size=128", "model.real_vocab_size=100"});
   cuda_test::HostAccessGuard guard;
   CudaOps gpu;
-  GPT2 model(cfg.model, cfg.attention, gpu);
-  model.init_weights(11);
-  std::vector<float> p = model.params_to_host();
-  for (auto& x : p) x *= 5.f;  // sharper logits (see perturb_for_test)
-  model.params_from_host(p.data());
-  const Compare r = decode_both(model, random_prompt(20, 100, 8), 6, 8, 0);
-  INFO("max relative logit error " << r.max_rel_err);
-  CHECK(r.kv_tokens == r.full_tokens);
-  CHECK(r.max_rel_err <= 1e-5);
+  // bf16 too: the decoder's blocks store the norm outputs and the MLP in bf16 in its own
+  // buffers (GPT2::stored_floats), as training does in the arena.
+  for (const char* dtype : {"fp32", "bf16"}) {
+    INFO(dtype);
+    GPT2 model(cfg.model, cfg.attention, gpu, dtype);
+    model.init_weights(11);
+    std::vector<float> p = model.params_to_host();
+    for (auto& x : p) x *= 5.f;  // sharper logits (see perturb_for_test)
+    model.params_from_host(p.data());
+    const Compare r = decode_both(model, random_prompt(20, 100, 8), 6, 8, 0);
+    INFO("max relative logit error " << r.max_rel_err);
+    CHECK(r.kv_tokens == r.full_tokens);
+    CHECK(r.max_rel_err <= 1e-5);
+  }
 }
 
 }  // namespace
