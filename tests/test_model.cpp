@@ -21,8 +21,13 @@ Config tiny_model_config(const std::string& kind) {
 }
 }  // namespace
 
+// gated_softmax too: its backward reads c_attn's output (the gate), which the arena keeps for
+// every layer only for such a kind (AttentionVariant::backward_reads_proj); softmax's two layers
+// share one.
 TEST_CASE("GPT-2 backward matches finite differences for every parameter tensor", "[model]") {
-  Config cfg = tiny_model_config("softmax");
+  const std::string kind = GENERATE(as<std::string>{}, "softmax", "gated_softmax");
+  INFO(kind);
+  Config cfg = tiny_model_config(kind);
   CpuOps ops;
   GPT2 model(cfg.model, cfg.attention, ops);
   model.init_weights(7);
@@ -52,9 +57,11 @@ TEST_CASE("GPT-2 backward matches finite differences for every parameter tensor"
       r = fd_directional(P + t.offset, t.numel, grads.data() + t.offset, loss, 100 + checked, 1e-3);
     });
     INFO("numeric " << r.numeric << " analytic " << r.analytic);
-    // fp32 through 2 layers: observed errors 1e-5..4e-3; a dropped term (a residual path, the
-    // RMSNorm mean term, a softmax correction) moves a directional derivative by > 10%.
-    CHECK(r.rel_err < 1e-2);
+    // fp32 through 2 layers: observed errors 1e-5..4e-3 (softmax), up to 2.2e-2 (gated_softmax,
+    // whose sigmoid gates add curvature the finite difference sees); a dropped term (a residual
+    // path, the RMSNorm mean term, a softmax correction) moves a directional derivative by
+    // > 10%, and gated_softmax's backward reading another layer's gate input by > 40%.
+    CHECK(r.rel_err < (kind == "softmax" ? 1e-2 : 5e-2));
     ++checked;
   }
   CHECK(checked == int(model.tensors().size()));

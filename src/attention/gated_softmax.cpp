@@ -38,6 +38,7 @@ class GatedSoftmaxAttention final : public QkvAttention {
     c.ops.sigmoid_gate_forward(y, proj + 3 * C_, proj_width(), c.B * c.T, C_, group());
   }
 
+  bool backward_reads_proj() const override { return true; }  // the gate's pre-activation z
   void backward(const AttnContext& c, const float* proj, const float* dy, float* dproj, float* act,
                 const std::vector<float*>& extra, const std::vector<float*>& dextra,
                 float* scratch) override {

@@ -89,6 +89,9 @@ class AttentionVariant {
   virtual void forward(const AttnContext& c, const float* proj, float* y, float* act,
                        const std::vector<float*>& extra) = 0;
   // dy (B*T, d_model) -> dproj (B*T, proj_width) overwritten; dextra accumulated (+=).
+  // `proj` is this layer's forward input only when backward_reads_proj(); otherwise the model
+  // keeps one layer's proj, not every layer's, and passes whatever it holds.
+  virtual bool backward_reads_proj() const { return false; }
   virtual void backward(const AttnContext& c, const float* proj, const float* dy, float* dproj,
                         float* act, const std::vector<float*>& extra,
                         const std::vector<float*>& dextra, float* scratch) = 0;
