@@ -29,6 +29,7 @@ cuobjdump (and the nvdisasm it runs) come from $CUDA_HOME/bin, PATH, or .venv (p
 nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm, which scripts/setup.sh installs).
 """
 import argparse
+import bisect
 import glob
 import json
 import os
@@ -97,10 +98,15 @@ def mma_units(insn):
 
 def blocks_of(insns):
     """Basic blocks {start address: [Insn]} and successor edges {start: [start]}."""
+    addrs = [i.addr for i in insns]
+
+    def landing(t):  # a jump may land on a NOP (dropped by parse): the next kept instruction
+        k = bisect.bisect_left(addrs, t)
+        return addrs[k] if k < len(addrs) else None
     leaders = {insns[0].addr} if insns else set()
     for k, i in enumerate(insns):
-        if i.target() is not None:
-            leaders.add(i.target())
+        if i.target() is not None and landing(i.target()) is not None:
+            leaders.add(landing(i.target()))
         if (i.target() is not None or i.op in ("EXIT", "RET", "BRX", "JMP")) and k + 1 < len(insns):
             leaders.add(insns[k + 1].addr)
     blocks, order = {}, []
@@ -114,8 +120,8 @@ def blocks_of(insns):
         last = blocks[b][-1]
         nxt = order[k + 1] if k + 1 < len(order) else None
         out = []
-        if last.target() is not None:
-            out.append(last.target())
+        if last.target() is not None and landing(last.target()) is not None:
+            out.append(landing(last.target()))
         ends = last.op in ("EXIT", "RET", "BRX", "JMP") or last.target() is not None
         if (not ends or last.pred) and nxt is not None:  # falls through (a predicated jump or exit)
             out.append(nxt)
