@@ -90,6 +90,7 @@ template <class P, bool kTwo, int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads)
     fa_dq_kernel(BwdArgs a, AttnBf16Operands in, size_t sqk, const float* Dbuf) {
   constexpr int kN = kDk / 8, nst = n_stats<P, kTwo>();
+  constexpr bool kCut = kTwo && P::kNormalized;  // diff softmax: mma_rows' kCutD
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
   uint16_t* sk = sq + tile_elems<kDk>();
@@ -145,8 +146,8 @@ __global__ void __launch_bounds__(kThreads)
     cp_async_wait<1>();  // all but V(j)
     __syncthreads();
     float s1[8][4], s2[kTwo ? 8 : 1][4], e[8][4];
-    mma_rows<kDk, 8>(s1, sq + 16 * warp * ld<kDk>(), sk, Dk, lane);
-    if (kTwo) mma_rows<kDk, 8>(s2, sq2 + 16 * warp * ld<kDk>(), sk2, Dk, lane);
+    mma_rows<kDk, 8, kCut>(s1, sq + 16 * warp * ld<kDk>(), sk, lane, Dk);
+    if (kTwo) mma_rows<kDk, 8, kCut>(s2, sq2 + 16 * warp * ld<kDk>(), sk2, lane, Dk);
     bool alive = false;
     TDA_UNROLL
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
@@ -162,8 +163,8 @@ __global__ void __launch_bounds__(kThreads)
       return;
     }
     cp_async_wait<0>();
-    __syncthreads();                                                // V(j) has landed
-    mma_rows<kDv, 8>(e, sg + 16 * warp * ld<kDv>(), sv, Dv, lane);  // e_ij = g_i.v_j
+    __syncthreads();                                                      // V(j) has landed
+    mma_rows<kDv, 8, kCut>(e, sg + 16 * warp * ld<kDv>(), sv, lane, Dv);  // e_ij = g_i.v_j
     TDA_UNROLL
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
     for (int c = 0; c < 4; ++c) {
@@ -175,8 +176,8 @@ __global__ void __launch_bounds__(kThreads)
       s1[nt][c] = ds1;
       if (kTwo) s2[nt][c] = ds2;
     }
-    mma_acc<kDk, 8>(dq1, s1, sk, Dk, lane);  // dq += ds K
-    if (kTwo) mma_acc<kDk, 8>(dq2, s2, sk2, Dk, lane);
+    mma_acc<kDk, 8, kCut>(dq1, s1, sk, lane, Dk);  // dq += ds K
+    if (kTwo) mma_acc<kDk, 8, kCut>(dq2, s2, sk2, lane, Dk);
   };
   if constexpr (kTwo && P::kNormalized) {  // diff softmax: a second copy of its tile spills
     for (int j0 = 0; j0 < i1; j0 += kTile) tile(j0, std::true_type{});
@@ -277,9 +278,9 @@ __global__ void __launch_bounds__(kThreads)
     bool alive = false;
     for (int half = 0; half < 2 && P::kSparse && !a.no_skip; ++half) {
       float s1[4][4], s2[kTwo ? 4 : 1][4];
-      mma_rows<kDk, 4>(s1, sk + 16 * warp * ld<kDk>(), sq + half * kHalf * ld<kDk>(), Dk, lane);
+      mma_rows<kDk, 4>(s1, sk + 16 * warp * ld<kDk>(), sq + half * kHalf * ld<kDk>(), lane);
       if (kTwo)
-        mma_rows<kDk, 4>(s2, sk2 + 16 * warp * ld<kDk>(), sq2 + half * kHalf * ld<kDk>(), Dk, lane);
+        mma_rows<kDk, 4>(s2, sk2 + 16 * warp * ld<kDk>(), sq2 + half * kHalf * ld<kDk>(), lane);
       TDA_UNROLL
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
@@ -301,8 +302,8 @@ __global__ void __launch_bounds__(kThreads)
       const int xh = half * kHalf;
       // transposed tiles: rows are this warp's 16 keys, columns 32 queries
       float s1[4][4], s2[kTwo ? 4 : 1][4], w[4][4];
-      mma_rows<kDk, 4>(s1, sk + 16 * warp * ld<kDk>(), sq + xh * ld<kDk>(), Dk, lane);
-      if (kTwo) mma_rows<kDk, 4>(s2, sk2 + 16 * warp * ld<kDk>(), sq2 + xh * ld<kDk>(), Dk, lane);
+      mma_rows<kDk, 4>(s1, sk + 16 * warp * ld<kDk>(), sq + xh * ld<kDk>(), lane);
+      if (kTwo) mma_rows<kDk, 4>(s2, sk2 + 16 * warp * ld<kDk>(), sq2 + xh * ld<kDk>(), lane);
       // dv += W^T dO first, so that W is dead before e is computed (register pressure)
       TDA_UNROLL
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
@@ -317,9 +318,9 @@ __global__ void __launch_bounds__(kThreads)
         }
         w[nt][c] = a1 - (kTwo ? *a.lambda : 0.f) * a2;
       }
-      mma_acc<kDv, 4>(dv, w, sg + xh * ld<kDv>(), Dv, lane);
+      mma_acc<kDv, 4>(dv, w, sg + xh * ld<kDv>(), lane);
       float e[4][4];
-      mma_rows<kDv, 4>(e, sv + 16 * warp * ld<kDv>(), sg + xh * ld<kDv>(), Dv, lane);  // v_j.g_i
+      mma_rows<kDv, 4>(e, sv + 16 * warp * ld<kDv>(), sg + xh * ld<kDv>(), lane);  // v_j.g_i
       TDA_UNROLL
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
@@ -332,8 +333,8 @@ __global__ void __launch_bounds__(kThreads)
         s1[nt][c] = ds1;
         if (kTwo) s2[nt][c] = ds2;
       }
-      mma_acc<kDk, 4>(dk1, s1, sq + xh * ld<kDk>(), Dk, lane);  // dk += dS^T Q
-      if (kTwo) mma_acc<kDk, 4>(dk2, s2, sq2 + xh * ld<kDk>(), Dk, lane);
+      mma_acc<kDk, 4>(dk1, s1, sq + xh * ld<kDk>(), lane);  // dk += dS^T Q
+      if (kTwo) mma_acc<kDk, 4>(dk2, s2, sq2 + xh * ld<kDk>(), lane);
     }
   };
   // In order of i0 (the sums' order): the diagonal tile, the whole ones, a last one past T.

@@ -59,7 +59,7 @@ __device__ inline void threshold_pass(const AttnArgs& a, const uint16_t* k, int 
     cp_async_wait<0>();  // with the Q tile, the first time
     __syncthreads();
     float s[8][4];
-    mma_rows<kDk, 8>(s, sq + 16 * warp * ld<kDk>(), sk, a.Dqk, lane);
+    mma_rows<kDk, 8>(s, sq + 16 * warp * ld<kDk>(), sk, lane);
     TDA_UNROLL
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
     for (int c = 0; c < 4; ++c) {
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(kThreads)
   uint16_t* sg = sk + tile_elems<kDk>();
   uint16_t* sv = sg + tile_elems<kDv>();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
+  const int T = a.T;
   size_t bh;
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kThreads)
     cp_async_wait<0>();
     __syncthreads();
     float s[8][4], e[8][4];
-    mma_rows<kDk, 8>(s, sq + 16 * warp * ld<kDk>(), sk, Dk, lane);
+    mma_rows<kDk, 8>(s, sq + 16 * warp * ld<kDk>(), sk, lane);
     bool alive = false;
     TDA_UNROLL
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
@@ -230,8 +230,8 @@ __global__ void __launch_bounds__(kThreads)
       s[nt][c] *= a.scale;
       alive |= j0 + acc_col(lane, nt, c) <= row[h] && row[h] < T && s[nt][c] > t[h];
     }
-    if (!a.no_skip && !__syncthreads_or(alive)) continue;           // every p_ij of the pair is 0
-    mma_rows<kDv, 8>(e, sg + 16 * warp * ld<kDv>(), sv, Dv, lane);  // e_ij = g_i.v_j
+    if (!a.no_skip && !__syncthreads_or(alive)) continue;       // every p_ij of the pair is 0
+    mma_rows<kDv, 8>(e, sg + 16 * warp * ld<kDv>(), sv, lane);  // e_ij = g_i.v_j
     TDA_UNROLL
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
     for (int c = 0; c < 4; ++c) {

@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
   uint16_t* sk2 = sq2 + (kTwo ? tile_elems<kDk>() : 0);
   uint16_t* sv = sk2 + (kTwo ? tile_elems<kDk>() : 0);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
+  const int T = a.T, Dv = a.Dv;
   size_t bh;
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile), qs = a.q_start;
@@ -110,8 +110,8 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
       TDA_UNROLL
       for (int view = 0; view < 2; ++view) {
         typename P::Row(&st)[2] = view == 0 ? st1 : st2;  // view is a constant once unrolled
-        mma_rows<kDk, 8>(sc, (view == 0 ? sq : sq2) + 16 * warp * LD, view == 0 ? sk : sk2, Dk,
-                         lane);
+        mma_rows<kDk, 8, true>(sc, (view == 0 ? sq : sq2) + 16 * warp * LD, view == 0 ? sk : sk2,
+                               lane, a.Dqk);
         TDA_UNROLL
         for (int h = 0; h < 2; ++h) {
           float mx = -INFINITY;
@@ -151,9 +151,9 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
         if (view == 0) {
           cp_async_wait<0>();
           __syncthreads();  // V(j) has landed
-          mma_acc<kDv, 8>(acc1, sc, sv, Dv, lane);
+          mma_acc<kDv, 8, true>(acc1, sc, sv, lane, Dv);
         } else {
-          mma_acc<kDv, 8>(acc2, sc, sv, Dv, lane);  // the same V tile
+          mma_acc<kDv, 8, true>(acc2, sc, sv, lane, Dv);  // the same V tile
         }
       }
       if (more) {
@@ -163,8 +163,10 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
       return;
     }
     float s1[8][4], s2[kTwo ? 8 : 1][4];
-    mma_rows<kDk, 8>(s1, sq + 16 * warp * LD, sk, Dk, lane);
-    if (kTwo) mma_rows<kDk, 8>(s2, sq2 + 16 * warp * LD, sk2, Dk, lane);
+    // the counting instance (diagnostics) keeps mma_rows' cut at D: straight-line, softplus's
+    // spills (108 bytes, sm_80)
+    mma_rows<kDk, 8, kCount>(s1, sq + 16 * warp * LD, sk, lane, a.Dqk);
+    if (kTwo) mma_rows<kDk, 8, kCount>(s2, sq2 + 16 * warp * LD, sk2, lane, a.Dqk);
     bool alive = false;
     TDA_UNROLL
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
@@ -215,7 +217,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
     cp_async_wait<0>();
     __syncthreads();  // V(j) has landed; nobody reads K(j) any more
     if (more) load_k(j0 + kTile);
-    mma_acc<kDv, 8>(acc1, s1, sv, Dv, lane);
+    mma_acc<kDv, 8, kCount>(acc1, s1, sv, lane, Dv);
   };
   if constexpr (kTwoAcc) {  // diff softmax: a second copy of its tile spills at Dv = 128
     for (int j0 = 0; j0 < i1; j0 += kTile) tile(j0, std::true_type{});

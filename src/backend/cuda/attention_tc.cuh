@@ -114,48 +114,54 @@ __device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r
   }
 }
 
-// acc[nt] (16 x 8 each, nt < kNT: a 16 x 8kNT tile) = A(16 x D) B(D x 8kNT), A row-major at
-// a_base, B n-major at b_base (both with row stride ld<kD>), D rounded up to a multiple of 16
-// (the padding is zero).
-template <int kD, int kNT>
+// acc[nt] (16 x 8 each, nt < kNT: a 16 x 8kNT tile) = A(16 x kD) B(kD x 8kNT), A row-major at
+// a_base, B n-major at b_base (both with row stride ld<kD>). The whole bucket is multiplied, D or
+// not: every tile is zero past D (load_tile_async fills the columns past the copies' row and
+// those copies are zero past D), so those products add exactly 0. A test of D per 16 columns
+// made every fragment load a branch, and ptxas rebuilt each one's lane address from %tid inside
+// it (14 integer instructions per ldmatrix in the softmax forward's key loop, docs/perf.md).
+// kCutD keeps the test (products past D skipped): the two-accumulator kernels (diff softmax)
+// need it, its branches keep ptxas from hoisting every fragment load ahead of the mma, and
+// straight-line they spill at Dv = 128.
+template <int kD, int kNT, bool kCutD = false>
 __device__ inline void mma_rows(float acc[kNT][4], const uint16_t* a_base, const uint16_t* b_base,
-                                int D, int lane) {
+                                int lane, int D = kD) {
   static_assert(kNT % 2 == 0 && kD % 16 == 0, "B fragments are loaded two n-blocks at a time");
   TDA_UNROLL
   for (int nt = 0; nt < kNT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   TDA_UNROLL
   for (int kc = 0; kc < kD / 16; ++kc) {
-    if (16 * kc < D) {
-      uint32_t a[4];
-      frag_a(a, a_base + 16 * kc, ld<kD>(), lane);
-      TDA_UNROLL
-      for (int nt = 0; nt < kNT; nt += 2) {
-        uint32_t b[4];
-        frag_b2_nmajor(b, b_base + 8 * nt * ld<kD>() + 16 * kc, ld<kD>(), lane);
-        mma_m16n8k16_bf16(acc[nt], a, b, acc[nt]);
-        mma_m16n8k16_bf16(acc[nt + 1], a, b + 2, acc[nt + 1]);
-      }
+    if (kCutD && 16 * kc >= D) continue;
+    uint32_t a[4];
+    frag_a(a, a_base + 16 * kc, ld<kD>(), lane);
+    TDA_UNROLL
+    for (int nt = 0; nt < kNT; nt += 2) {
+      uint32_t b[4];
+      frag_b2_nmajor(b, b_base + 8 * nt * ld<kD>() + 16 * kc, ld<kD>(), lane);
+      mma_m16n8k16_bf16(acc[nt], a, b, acc[nt]);
+      mma_m16n8k16_bf16(acc[nt + 1], a, b + 2, acc[nt + 1]);
     }
   }
 }
 
-// acc[n] (16 x 8, n < kD/8: a 16 x D tile) += W(16 x 8kNT, in accumulator layout) B(8kNT x D), B
-// k-major at b_base (a row of the tile per key/query).
-template <int kD, int kNT>
+// acc[n] (16 x 8, n < kD/8: a 16 x kD tile) += W(16 x 8kNT, in accumulator layout) B(8kNT x kD),
+// B k-major at b_base (a row of the tile per key/query). As in mma_rows, the bucket's columns
+// past D are zero in B, so acc's columns past D hold products with 0 (never written out);
+// kCutD skips them.
+template <int kD, int kNT, bool kCutD = false>
 __device__ inline void mma_acc(float acc[kD / 8][4], const float w[kNT][4], const uint16_t* b_base,
-                               int D, int lane) {
+                               int lane, int D = kD) {
   TDA_UNROLL
   for (int kc = 0; kc < kNT / 2; ++kc) {
     uint32_t a[4];
     frag_a_from_acc(a, w[2 * kc], w[2 * kc + 1]);
     TDA_UNROLL
     for (int n = 0; n < kD / 8; n += 2) {
-      if (8 * n < D) {  // n + 1 may lie past D: its columns are zero, its product is skipped
-        uint32_t b[4];
-        frag_b2_kmajor(b, b_base + 16 * kc * ld<kD>() + 8 * n, ld<kD>(), lane);
-        mma_m16n8k16_bf16(acc[n], a, b, acc[n]);
-        if (8 * (n + 1) < D) mma_m16n8k16_bf16(acc[n + 1], a, b + 2, acc[n + 1]);
-      }
+      if (kCutD && 8 * n >= D) continue;
+      uint32_t b[4];
+      frag_b2_kmajor(b, b_base + 16 * kc * ld<kD>() + 8 * n, ld<kD>(), lane);
+      mma_m16n8k16_bf16(acc[n], a, b, acc[n]);
+      if (!kCutD || 8 * (n + 1) < D) mma_m16n8k16_bf16(acc[n + 1], a, b + 2, acc[n + 1]);
     }
   }
 }
