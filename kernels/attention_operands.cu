@@ -12,13 +12,17 @@ namespace {
 constexpr int kCastThreads = 256;
 
 // y: rows of ld bf16 per (b, h), the columns past D zero; x: T rows of D floats per (b, h), the
-// (b, h) blocks bh_stride floats apart (q and k may be views into a wider buffer).
+// (b, h) blocks bh_stride floats apart (q and k may be views into a wider buffer). With a row
+// scale f (the queries' AttnArgs::q_scale; H heads, f_h_stride floats apart) y = bf16(f x): the
+// one fp32 product Ops::scale_rows would have stored, rounded as that stored q' was.
 __global__ void operand_to_bf16_kernel(uint16_t* y, int ld, const float* x, size_t bh_stride, int T,
-                                       int D, size_t n) {
+                                       int D, size_t n, const float* f, int f_h_stride, int H) {
   TDA_GRID_STRIDE(i, n) {
     const int c = int(i % unsigned(ld));
     const size_t row = i / unsigned(ld), bh = row / unsigned(T), t = row % unsigned(T);
-    y[i] = c < D ? fa::bf16_bits(x[bh * bh_stride + t * D + c]) : uint16_t(0);
+    float v = c < D ? x[bh * bh_stride + t * D + c] : 0.f;
+    if (f) v = f[size_t(bh % unsigned(H)) * f_h_stride + t] * v;
+    y[i] = c < D ? fa::bf16_bits(v) : uint16_t(0);
   }
 }
 }  // namespace
@@ -35,17 +39,18 @@ fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratc
   o.ldv = fa::bf16_ld(a.Dv);
   const size_t rows = size_t(a.B) * a.H * a.T;
   uint16_t* next = scratch;
-  auto cast = [&](const float* x, size_t bh_stride, int D, int ld) {
+  auto cast = [&](const float* x, size_t bh_stride, int D, int ld, const float* f = nullptr) {
     const size_t n = rows * size_t(ld);
     uint16_t* y = next;
     next += n;
     check(launch<operand_to_bf16_kernel>(dim3(grid_for(n, kCastThreads)), dim3(kCastThreads), 0,
-                                         stream(), y, ld, x, bh_stride, a.T, D, n),
+                                         stream(), y, ld, x, bh_stride, a.T, D, n, f,
+                                         a.q_scale_h_stride, a.H),
           "attention operand cast to bf16");
     return static_cast<const uint16_t*>(y);
   };
   const size_t sqk = fa::qk_stride(a), sv = size_t(a.T) * a.Dv;
-  o.q = cast(a.q, sqk, a.Dqk, o.ldqk);
+  o.q = cast(a.q, sqk, a.Dqk, o.ldqk, a.q_scale);
   o.k = cast(a.k, sqk, a.Dqk, o.ldqk);
   o.v = cast(a.v, sv, a.Dv, o.ldv);
   if (attn_two_views(a.math)) {

@@ -129,6 +129,46 @@ TEST_CASE("cuda attention: a backward without D_i or without p is caught", "[cud
   }
 }
 
+// ssmax's and lssa's query row scale, applied by the kernels as they read q (on the GPU inside
+// the bf16 operand cast): the same bits as the kernels run on q' = f q scaled beforehand (the
+// product Ops::scale_rows stored before), forward and backward (dq is d/dq' in both), per head
+// (ssmax) and shared by the heads (lssa), on both backends.
+TEST_CASE("cuda attention: a query row scale equals the kernels on q scaled beforehand",
+          "[cuda][emu]") {
+  for (AttnMath m : {AttnMath::kSoftmax, AttnMath::kSoftplus, AttnMath::kEntmax})
+    for (int h_stride : {0, 45}) {
+      INFO("math " << int(m) << " head stride " << h_stride);
+      AttnProblem p = make(m, 45, 16, 83);
+      p.q_scale = rnd(size_t(h_stride ? p.H : 1) * p.T, 84, 0.f, 2.f);
+      p.q_scale[0] = 0.f;  // lssa's c_0 = log 1 = 0
+      p.q_scale_h_stride = h_stride;
+      AttnProblem pre = p;
+      pre.q_scale.clear();
+      for (int bh = 0; bh < p.B * p.H; ++bh)
+        for (int t = 0; t < p.T; ++t)
+          for (int d = 0; d < p.Dqk; ++d) {
+            const size_t x = (size_t(bh) * p.T + t) * p.Dqk + d;
+            pre.q[x] = p.q_scale[size_t(bh % p.H) * h_stride + t] * p.q[x];
+          }
+      AttnProblem plain = p;
+      plain.q_scale.clear();
+      CudaOps gpu;
+      CpuOps cpu;
+      for (Ops* ops : {static_cast<Ops*>(&gpu), static_cast<Ops*>(&cpu)}) {
+        const Outputs got = run_attention(*ops, p), want = run_attention(*ops, pre);
+        CHECK(same_bits(all_of(got), all_of(want)));
+        CHECK(rel_err(got.at("out"), run_attention(*ops, plain).at("out")) > 1e-2);  // applied
+      }
+    }
+  AttnProblem two = make(AttnMath::kDiffThreshold, 45, 16, 85);
+  two.q_scale.assign(size_t(two.T), 1.f);
+  CudaOps gpu;
+  CpuOps cpu;
+  for (Ops* ops : {static_cast<Ops*>(&gpu), static_cast<Ops*>(&cpu)})
+    CHECK_THROWS_WITH(run_attention(*ops, two),
+                      Catch::Contains("a query row scale needs one view"));
+}
+
 TEST_CASE("cuda attention: bit-identical under shuffled schedules", "[cuda][emu]") {
   for (AttnMath m : {AttnMath::kDiffSoftmax, AttnMath::kDiffThreshold, AttnMath::kEntmax}) {
     AttnProblem p = make(m, 45, 16, 71);

@@ -20,6 +20,8 @@ struct AttnProblem {
   int q_start = 0;           // forward only (run_attention then skips the backward)
   bool diff_layout = false;  // q2 = q + T*Dqk inside one (B, 2H, T, Dqk) buffer (the Diff layout)
   std::vector<float> q, k, v, g, q2, k2, tau;
+  std::vector<float> q_scale;  // AttnArgs::q_scale when not empty, heads q_scale_h_stride apart
+  int q_scale_h_stride = 0;
 
   size_t nqk() const { return size_t(B) * H * T * Dqk * (diff_layout ? 2 : 1); }
   size_t nv() const { return size_t(B) * H * T * Dv; }
@@ -68,7 +70,8 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
       surv(rows * ns), dq(nqk), dk(nqk), dv(nv), dtau(rows), dlam(rows);
   DeviceBuffer<float> q2(p.q2.empty() ? std::vector<float>(1) : p.q2),
       k2(p.k2.empty() ? std::vector<float>(1) : p.k2),
-      tau(p.tau.empty() ? std::vector<float>(1) : p.tau);
+      tau(p.tau.empty() ? std::vector<float>(1) : p.tau),
+      qscale(p.q_scale.empty() ? std::vector<float>(1) : p.q_scale);
   DeviceBuffer<float> dq2(p.diff_layout ? 1 : nqk), dk2(p.diff_layout ? 1 : nqk);
   DeviceBuffer<long long> cnt(std::vector<long long>{0, 0, 0});
   DeviceBuffer<float> lambda(std::vector<float>{p.lambda});
@@ -99,6 +102,10 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
     }
   }
   if (!p.tau.empty()) a.tau = tau.get();
+  if (!p.q_scale.empty()) {
+    a.q_scale = qscale.get();
+    a.q_scale_h_stride = p.q_scale_h_stride;
+  }
   a.out = out.get();
   a.out2 = p.math == AttnMath::kDiffSoftmax ? out2.get() : nullptr;
   a.stats = st.get();

@@ -30,7 +30,7 @@ class EntmaxAttention final : public QkvAttention {
   std::string kind() const override { return "entmax"; }
 
  private:
-  void set_args(AttnArgs& a) const override {
+  void set_args(AttnArgs& a, const float*) const override {
     a.entmax_alpha = float(alpha_);
     a.entmax_bisect = solver_ == "bisect";
     a.entmax_iters = iters_;

@@ -4,8 +4,9 @@
 // base: lssa_scale_base "head_dim" (default, ASSUMED: log_d n) | "seq_len" (model.seq_len, the
 // training length: scale 1 at the last training position).
 // The scale is folded into the query, q'_i = c_i q_i, so the kernel runs the plain
-// l1-normalised softplus policy; backward dq_i = c_i dq'_i. No parameters.
-// The layer is qkv_attention.h's with that step on q; saved: q', k, v, o, F_i and c_i.
+// l1-normalised softplus policy; backward dq_i = c_i dq'_i. No parameters. The kernel applies c_i
+// as it reads q (AttnArgs::q_scale: on the GPU inside its bf16 operand cast, no pass of its own).
+// The layer is qkv_attention.h's with that scale; saved: q, k, v, o, F_i and c_i.
 #include <cmath>
 
 #include "attention/qkv_attention.h"
@@ -31,10 +32,13 @@ class LssaAttention final : public QkvAttention {
  private:
   // Saved: the T row scales c_i (the kernel's stats slot holds F, the row sums of softplus).
   size_t own_act_floats(int, int T) const override { return size_t(T); }
-  void before_kernel(const AttnContext& c, float* q, float* cs) const override {
+  void before_kernel(const AttnContext& c, float* cs) const override {
     // c_i = log(i+1) / log(base), on the device, kept for the backward
     c.ops.position_scales(cs, nullptr, nullptr, log_base_, 1, c.T);
-    c.ops.scale_rows(q, q, cs, 0, c.B, H_, c.T, D_);  // q' = c_i q
+  }
+  void set_args(AttnArgs& a, const float* cs) const override {
+    a.q_scale = cs;  // q' = c_i q, every head alike
+    a.q_scale_h_stride = 0;
   }
   void after_kernel_backward(const AttnContext& c, float* dq, const float* cs) const override {
     c.ops.scale_rows(dq, dq, cs, 0, c.B, H_, c.T, D_);  // dq = c_i dq'

@@ -4,8 +4,9 @@
 //   backward: the same in reverse, dq, dk, dv through the kernel's backward.
 // Saved per layer: rotated q, k, v and o in (B, H, T, D), and the kernel's per-row statistics.
 // A kind states its math and, through set_args(), the kernel options it adds (softmax, entmax);
-// one that scales q by position adds its step on q and dq and the floats it saves (lssa); one
-// that gates the output wraps forward() and backward() (gated_softmax).
+// one that scales q by position computes its row scales into the floats it saves and hands them
+// to the kernel (AttnArgs::q_scale, applied as q is read), then scales dq (lssa); one that gates
+// the output wraps forward() and backward() (gated_softmax).
 #pragma once
 #include <cmath>
 
@@ -28,8 +29,8 @@ class QkvAttention : public AttentionVariant {
                const std::vector<float*>&) override {
     const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
     attn_util::rope_qkv_forward(c, proj, proj_width(), H_, D_, s.q, s.k, s.v);
-    before_kernel(c, s.q, own_act(c, act));
-    c.ops.attention_forward(args(c, s));
+    before_kernel(c, own_act(c, act));
+    c.ops.attention_forward(args(c, s, own_act(c, act)));
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
   }
 
@@ -38,18 +39,19 @@ class QkvAttention : public AttentionVariant {
     const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
     const attn_util::QkvGrads w = carve(grad_slots(c.B, c.T), scratch);
     c.ops.split_heads(w.g, dy, C_, 0, c.B, c.T, H_, D_);
-    c.ops.attention_backward(attn_util::with_grads(args(c, s), w));
+    c.ops.attention_backward(attn_util::with_grads(args(c, s, own_act(c, act)), w));
     after_kernel_backward(c, w.dq, own_act(c, act));
     attn_util::rope_qkv_backward(c, dproj, proj_width(), H_, D_, w.dq, w.dk, w.dv);
   }
 
  protected:
-  // The kernel options of this kind beyond q, k, v, o, stats and the 1/sqrt(D) scale.
-  virtual void set_args(AttnArgs&) const {}
-  // A kind's own step on the rotated q before the kernel, and on dq after the kernel's backward,
-  // with the floats it saves (own_act_floats of them, after the shared slots).
+  // The kernel options of this kind beyond q, k, v, o, stats and the 1/sqrt(D) scale; `own` is
+  // the kind's saved floats (below).
+  virtual void set_args(AttnArgs&, const float* /*own*/) const {}
+  // A kind's own step before the kernel (filling its saved floats: own_act_floats of them, after
+  // the shared slots), and on dq after the kernel's backward.
   virtual size_t own_act_floats(int, int) const { return 0; }
-  virtual void before_kernel(const AttnContext&, float* /*q*/, float* /*own*/) const {}
+  virtual void before_kernel(const AttnContext&, float* /*own*/) const {}
   virtual void after_kernel_backward(const AttnContext&, float* /*dq*/,
                                      const float* /*own*/) const {}
   // The shared saved output o (B, H, T, D) in act, for a kind that wraps forward/backward.
@@ -67,14 +69,14 @@ class QkvAttention : public AttentionVariant {
   SlotTable<attn_util::QkvGrads> grad_slots(int B, int T) const {
     return attn_util::qkv_grad_slots(size_t(B) * T * C_);
   }
-  AttnArgs args(const AttnContext& c, const attn_util::QkvAct& s) const {
+  AttnArgs args(const AttnContext& c, const attn_util::QkvAct& s, const float* own) const {
     AttnArgs a = attn_util::make_args(math_, c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
     a.k = s.k;
     a.v = s.v;
     a.out = s.o;
     a.stats = s.stats;
-    set_args(a);
+    set_args(a, own);
     return a;
   }
   AttnMath math_;

@@ -1,8 +1,9 @@
 // `ssmax`: Scalable-Softmax (Nakanishi 2025; attention-variants.md §3).
 //   z_ij = f_hi s_ij,  f_hi = s_h log(n_i) (+ b_h with ssmax_bias),  n_i = i + 1;  a = softmax_j(z)
-// Implemented by prescaling the rotated query, q'_i = f_hi q_i, and running the softmax kernel.
-// Backward from the kernel's dq': dq_i = f_hi dq'_i;  ds_h = sum_{b,i} log(n_i) <q_i, dq'_i>;
-//   db_h = sum_{b,i} <q_i, dq'_i>.
+// Implemented by scaling the rotated query, q'_i = f_hi q_i, and running the softmax kernel; the
+// kernel applies f as it reads q (AttnArgs::q_scale: on the GPU inside its bf16 operand cast, so
+// q' is never stored). Backward from the kernel's dq': dq_i = f_hi dq'_i;
+//   ds_h = sum_{b,i} log(n_i) <q_i, dq'_i>;  db_h = sum_{b,i} <q_i, dq'_i>.
 // Parameters: s (H; init ssmax_s_init = 0.43, ASSUMED), b (H; init 0, only with ssmax_bias).
 // c_attn rows: [q (C) | k (C) | v (C)].
 #include <cmath>
@@ -41,10 +42,9 @@ class SsmaxAttention final : public AttentionVariant {
     const int W = proj_width();
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     // f_hi = s_h log(i+1) + b_h from the H device scalars, and log(i+1) for ds_h (n_i = i + 1,
-    // log 1 = 0 at i = 0), on the device, kept for the backward; q' = f q
+    // log 1 = 0 at i = 0), on the device, kept for the backward; the kernel reads q' = f q
     c.ops.position_scales(s.f, extra[0], cfg_.ssmax_bias ? extra[1] : nullptr, 1.f, H_, c.T);
     c.ops.position_scales(s.logn, nullptr, nullptr, 1.f, 1, c.T);
-    c.ops.scale_rows(s.qs, s.q, s.f, c.T, c.B, H_, c.T, D_);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
     c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
@@ -68,18 +68,19 @@ class SsmaxAttention final : public AttentionVariant {
 
  private:
   struct Act {
-    float *q, *qs, *k, *v, *o, *lse, *f, *logn;  // f: (H, T) factors f_hi; logn: log(i+1) (T)
+    float *q, *k, *v, *o, *lse, *f, *logn;  // f: (H, T) factors f_hi; logn: log(i+1) (T)
   };
   SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
-    return {{&Act::q, n},
-            {&Act::qs, n},
-            {&Act::k, n},
-            {&Act::v, n},
-            {&Act::o, n},
-            {&Act::lse, nr},
-            {&Act::f, size_t(H_) * T},
-            {&Act::logn, size_t(T)}};
+    return {
+        {&Act::q, n},
+        {&Act::k, n},
+        {&Act::v, n},
+        {&Act::o, n},
+        {&Act::lse, nr},
+        {&Act::f, size_t(H_) * T},
+        {&Act::logn, size_t(T)},
+    };
   }
   struct Grads {
     float *g, *dq, *dk, *dv, *qd;  // qd: the per-row dots <q_i, dq'_i>
@@ -94,7 +95,9 @@ class SsmaxAttention final : public AttentionVariant {
   }
   AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, H_, D_, D_, 1.0f / std::sqrt(float(D_)));
-    a.q = s.qs;
+    a.q = s.q;
+    a.q_scale = s.f;  // q' = f q, per head
+    a.q_scale_h_stride = c.T;
     a.k = s.k;
     a.v = s.v;
     a.out = s.o;

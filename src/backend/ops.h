@@ -87,6 +87,13 @@ struct AttnArgs {
   // Distance between consecutive (b, h) slices of q, k, q2, k2 in floats; 0 means T * Dqk.
   // Lets the Diff layout (components 2h and 2h+1 of one buffer) be read without a copy.
   size_t qk_bh_stride = 0;
+  // Optional row scale of the queries (ssmax's s log n, lssa's log_base n): the kernels run on
+  // q'_hi = f[h * q_scale_h_stride + i] q_hi (one fp32 product, Ops::scale_rows' value), forward
+  // and backward, and dq is the gradient of q'. One view, q in the compact layout. The CUDA
+  // backend applies it in its bf16 operand cast, with no pass and no buffer of its own; the CPU
+  // one scales a copy of q.
+  const float* q_scale = nullptr;
+  int q_scale_h_stride = 0;
   // Threshold kinds: tau_i per query position (T), shared by batch and heads; power p.
   const float* tau = nullptr;
   int power = 2;
@@ -128,11 +135,20 @@ struct AttnArgs {
   float* drow_lambda = nullptr;  // dL/dlambda contribution of row i          (two-view kinds)
 };
 
+// A query row scale (AttnArgs::q_scale) is served for one view with q in the compact layout.
+inline bool attn_q_scale_ok(const AttnArgs& a) {
+  return !a.q_scale || (!attn_two_views(a.math) &&
+                        (a.qk_bh_stride == 0 || a.qk_bh_stride == size_t(a.T) * size_t(a.Dqk)));
+}
+constexpr const char* kAttnQScaleError =
+    "attention: a query row scale needs one view and q in the compact layout";
+
 // Every pointer member of AttnArgs, for the emulator's strict mode, which checks that each one a
 // kernel receives is device memory (docs/emulator.md); a member missing here is reported there.
 template <class F>
 void device_pointers(const AttnArgs& a, F&& f) {
   f(a.q, "q");
+  f(a.q_scale, "q_scale");
   f(a.k, "k");
   f(a.v, "v");
   f(a.q2, "q2");

@@ -34,6 +34,7 @@ inline Slices slices(const AttnArgs& a, int bh) {
 
 inline void check_args(const AttnArgs& a) {
   TDA_CHECK(a.q && a.k && a.v && a.out, "attention: q, k, v and out are required");
+  TDA_CHECK(attn_q_scale_ok(a), kAttnQScaleError);
   if (attn_two_views(a.math)) TDA_CHECK(a.q2 && a.k2, "attention: two-view math needs q2, k2");
   if (a.math == AttnMath::kDiffSoftmax) TDA_CHECK(a.out2, "attention: kDiffSoftmax needs out2");
   if (attn_n_stats(a.math) > 0) TDA_CHECK(a.stats, "attention: this math needs stats");
@@ -113,12 +114,27 @@ inline void end_backward_bh(const AttnArgs& a, int bh, const std::vector<float>&
   }
 }
 
-// ReLA is the threshold rectifier with tau = 0 and p = 1.
-inline AttnArgs resolve(const AttnArgs& in) {
+// ReLA is the threshold rectifier with tau = 0 and p = 1. A query row scale is applied to a
+// copy of q held in `q_store` (q'_hi = f_hi q_hi, Ops::scale_rows' product), which the kernels
+// then read as q: their dq is the gradient of q', as AttnArgs says.
+inline AttnArgs resolve(const AttnArgs& in, std::vector<float>& q_store) {
   AttnArgs a = in;
   if (in.math == AttnMath::kRelu || in.math == AttnMath::kDiffRelu) {
     a.tau = nullptr;
     a.power = 1;
+  }
+  if (in.q_scale) {
+    const int BH = a.B * a.H, T = a.T, D = a.Dqk;
+    q_store.resize(size_t(BH) * T * D);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int bh = 0; bh < BH; ++bh)
+      for (int t = 0; t < T; ++t) {
+        const float f = in.q_scale[size_t(bh % a.H) * in.q_scale_h_stride + t];
+        const size_t off = (size_t(bh) * T + t) * D;
+        for (int d = 0; d < D; ++d) q_store[off + d] = f * in.q[off + d];
+      }
+    a.q = q_store.data();
+    a.q_scale = nullptr;
   }
   return a;
 }

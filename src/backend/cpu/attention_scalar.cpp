@@ -265,13 +265,15 @@ struct ScalarBackward {
 
 void cpu_attention_forward_reference(const AttnArgs& in) {
   check_args(in);
-  dispatch<ScalarForward>(resolve(in), cpu_entmax_forward);
+  std::vector<float> q_store;
+  dispatch<ScalarForward>(resolve(in, q_store), cpu_entmax_forward);
 }
 
 void cpu_attention_backward_reference(const AttnArgs& in, bool drop_term) {
   check_args(in);
   check_backward_args(in);
-  dispatch<ScalarBackward, bool>(resolve(in), cpu_entmax_backward, drop_term);
+  std::vector<float> q_store;
+  dispatch<ScalarBackward, bool>(resolve(in, q_store), cpu_entmax_backward, drop_term);
 }
 
 }  // namespace tda

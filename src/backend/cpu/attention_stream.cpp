@@ -489,13 +489,15 @@ struct StreamBackward {
 
 void CpuOps::attention_forward(const AttnArgs& in) {
   check_args(in);
-  dispatch<StreamForward>(resolve(in), cpu_entmax_forward);
+  std::vector<float> q_store;
+  dispatch<StreamForward>(resolve(in, q_store), cpu_entmax_forward);
 }
 
 void cpu_attention_backward(const AttnArgs& in, bool drop_term) {
   check_args(in);
   check_backward_args(in);
-  dispatch<StreamBackward, bool>(resolve(in), cpu_entmax_backward, drop_term);
+  std::vector<float> q_store;
+  dispatch<StreamBackward, bool>(resolve(in, q_store), cpu_entmax_backward, drop_term);
 }
 
 void CpuOps::attention_backward(const AttnArgs& in) {

@@ -13,6 +13,7 @@ namespace tda::cuda {
 namespace {
 void check_args(const AttnArgs& a) {
   TDA_CHECK(a.q && a.k && a.v && a.out, "attention: q, k, v and out are required");
+  TDA_CHECK(attn_q_scale_ok(a), kAttnQScaleError);
   if (attn_two_views(a.math)) TDA_CHECK(a.q2 && a.k2, "attention: two-view math needs q2, k2");
   if (a.math == AttnMath::kDiffSoftmax) TDA_CHECK(a.out2, "attention: kDiffSoftmax needs out2");
   if (attn_n_stats(a.math) > 0) TDA_CHECK(a.stats, "attention: this math needs stats");

@@ -148,7 +148,7 @@ inline constexpr KernelResourceRow kLaunchResources[] = {
     {"tda::cuda::(anonymous namespace)::heads_kernel<true>", 26, 0, 28, 0, 1024},
     {"tda::cuda::(anonymous namespace)::l2norm_backward_kernel", 32, 0, 32, 0, 1024},
     {"tda::cuda::(anonymous namespace)::l2norm_forward_kernel", 32, 0, 32, 0, 1024},
-    {"tda::cuda::(anonymous namespace)::operand_to_bf16_kernel", 24, 0, 26, 0, 1024},
+    {"tda::cuda::(anonymous namespace)::operand_to_bf16_kernel", 24, 0, 28, 0, 1024},
     {"tda::cuda::(anonymous namespace)::position_scales_kernel", 18, 0, 24, 0, 1024},
     {"tda::cuda::(anonymous namespace)::probe_kernel", 4, 0, 4, 0, 1024},
     {"tda::cuda::(anonymous namespace)::rela_norm_backward_du_kernel", 26, 128, 32, 128, 1024},
