@@ -130,15 +130,13 @@ class GPT2 {
   void block_forward(int l, const AttnContext& ctx, int rows, int row0, const Acts& a, float* xout);
   std::vector<float*> extras(float* base, const Layer& L);
   void params_written();  // refreshes the backend's bf16 copy (dtype bf16)
+  // Layers whose c_attn output the arena keeps: all when the attention's backward reads it,
+  // else one (every layer's forward overwrites it).
+  size_t proj_layers() const { return attn_->backward_reads_proj() ? size_t(m_.n_layer) : 1; }
   // The activations that are only GEMM inputs (ln1, ln2, fc, fcg) are stored in bf16 under
   // dtype bf16 (backend/mixed_precision.h). Floats that `elements` of them take: half then,
   // rounded up to 16 bytes so that each layer's slice stays aligned for cuBLASLt.
   size_t stored_floats(size_t elements) const { return bf16_ ? (elements + 7) / 8 * 4 : elements; }
-  // Layers whose c_attn output the arena keeps: all when the attention's backward reads it,
-  // else one (every layer's forward overwrites it).
-  size_t proj_layers() const {
-    return attn_->backward_reads_proj() ? size_t(m_.n_layer) : 1;
-  }
   // The ops on them, by dtype.
   void norm_forward(float* y, float* rstd, const float* x, const float* w, int rows);
   void stored_matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC);

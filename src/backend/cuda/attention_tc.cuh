@@ -120,9 +120,10 @@ __device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r
 // those copies are zero past D), so those products add exactly 0. A test of D per 16 columns
 // made every fragment load a branch, and ptxas rebuilt each one's lane address from %tid inside
 // it (14 integer instructions per ldmatrix in the softmax forward's key loop, docs/perf.md).
-// kCutD keeps the test (products past D skipped): the two-accumulator kernels (diff softmax)
-// need it, its branches keep ptxas from hoisting every fragment load ahead of the mma, and
-// straight-line they spill at Dv = 128.
+// kCutD keeps the test (products past D skipped) where its branches, which keep ptxas from
+// hoisting every fragment load ahead of the mma, are what keeps a kernel inside the register
+// file: diff softmax's forward and dq (two accumulators; straight-line they spill at Dv = 128)
+// and the forward's survivor-counting instance (softplus's spilled).
 template <int kD, int kNT, bool kCutD = false>
 __device__ inline void mma_rows(float acc[kNT][4], const uint16_t* a_base, const uint16_t* b_base,
                                 int lane, int D = kD) {
