@@ -148,16 +148,7 @@ __global__ void __launch_bounds__(kThreads)
     float s1[8][4], s2[kTwo ? 8 : 1][4], e[8][4];
     mma_rows<kDk, 8, kCut>(s1, sq + 16 * warp * ld<kDk>(), sk, lane, Dk);
     if (kTwo) mma_rows<kDk, 8, kCut>(s2, sq2 + 16 * warp * ld<kDk>(), sk2, lane, Dk);
-    bool alive = false;
-    TDA_UNROLL
-    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
-    for (int c = 0; c < 4; ++c) {
-      const int h = c >> 1;
-      s1[nt][c] *= a.score_scale;
-      if (kTwo) s2[nt][c] *= a.score_scale;
-      alive |=
-          (kDiag ? ok(nt, c) : row_ok[h]) && (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
-    }
+    const bool alive = scale_rows_alive<kTwo, kDiag>(s1, s2, a.score_scale, tau, row_ok, ok);
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
       cp_async_wait<0>();  // V(j) lands before its buffer is refilled
       return;
@@ -186,6 +177,8 @@ __global__ void __launch_bounds__(kThreads)
     tile(i0, std::true_type{});
   }
 
+  // two views: held over the loop, bh spilled (sm_80); one view: re-read, softmax's spilled (sm_90)
+  if constexpr (kTwo) bh = block_bh_again();
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
     dtau[h] = quad_sum(dtau[h]);
@@ -285,9 +278,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
         const int x = half * kHalf + acc_col(lane, nt, c), i = i0 + x;
-        const float tau = rowf[2 * kTile + x];
-        alive |= ok(c >> 1, i) &&
-                 (a.score_scale * s1[nt][c] > tau || (kTwo && a.score_scale * s2[nt][c] > tau));
+        // fmaxf and & rather than || and &&: no branch per score (scale_rows_alive, attention_tc.cuh)
+        float v = a.score_scale * s1[nt][c];
+        if constexpr (kTwo) v = fmaxf(v, a.score_scale * s2[nt][c]);
+        alive = alive | (ok(c >> 1, i) & (v > rowf[2 * kTile + x]));
       }
     }
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {

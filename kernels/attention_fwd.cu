@@ -167,16 +167,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
     // spills (108 bytes, sm_80)
     mma_rows<kDk, 8, kCount>(s1, sq + 16 * warp * LD, sk, lane, a.Dqk);
     if (kTwo) mma_rows<kDk, 8, kCount>(s2, sq2 + 16 * warp * LD, sk2, lane, a.Dqk);
-    bool alive = false;
-    TDA_UNROLL
-    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
-    for (int c = 0; c < 4; ++c) {
-      const int h = c >> 1;
-      s1[nt][c] *= a.score_scale;
-      if (kTwo) s2[nt][c] *= a.score_scale;
-      alive |=
-          (kDiag ? ok(nt, c) : row_ok[h]) && (s1[nt][c] > tau[h] || (kTwo && s2[nt][c] > tau[h]));
-    }
+    const bool alive = scale_rows_alive<kTwo, kDiag>(s1, s2, a.score_scale, tau, row_ok, ok);
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
       ++n_skipped;                   // every weight of the tile is exactly 0: nothing to add
       if (more) load_k(j0 + kTile);  // the barrier above: every S of K(j) is computed

@@ -180,6 +180,34 @@ __device__ inline float quad_min(float v) {
   return -quad_max(-v);
 }
 
+// Scales a tile's scores (s *= scale, both views; s2 is read for two views only) and returns
+// whether this lane's two rows (accumulator layout) have a weight that can be non-zero there:
+// some score of either view, valid by ok(nt, c), above its row's threshold (every sparse policy
+// weighs 0 at s <= tau). A running max per row replaces a test per score: the ||-chains of
+// per-score tests compiled to a branch per score pair (BSSY/BSYNC, 4 control instructions each;
+// tda's forward spent 440 of its 3,892 instructions per tile on them). fmaxf drops NaN, as
+// s > tau is false for it: the answer is the per-score tests', bit for bit.
+template <bool kTwo, bool kDiag, class Ok>
+__device__ inline bool scale_rows_alive(float s1[8][4], float (*s2)[4], float scale,
+                                        const float tau[2], const bool row_ok[2], Ok ok) {
+  bool alive = false;
+  TDA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+    TDA_UNROLL
+    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+    for (int c = 2 * h; c < 2 * h + 2; ++c) {
+      s1[nt][c] *= scale;
+      float v = s1[nt][c];
+      if constexpr (kTwo) v = fmaxf(v, s2[nt][c] *= scale);
+      if constexpr (kDiag) v = ok(nt, c) ? v : -INFINITY;
+      mx = fmaxf(mx, v);
+    }
+    alive = alive | (row_ok[h] & (mx > tau[h]));
+  }
+  return alive;
+}
+
 // Merge a policy's row state over the quad (each lane saw a quarter of the row's keys).
 template <class P>
 __device__ inline void quad_merge(typename P::Row& r) {
@@ -328,6 +356,21 @@ inline dim3 tile_grid(const AttnArgs& a, const char* what) {
 __device__ inline bool block_bh(const AttnArgs& a, size_t* bh) {
   *bh = size_t(blockIdx.z) * gridDim.y + blockIdx.y;
   return *bh < size_t(a.B) * size_t(a.H);
+}
+
+// The same b*H + h, for a kernel's epilogue: the special registers read again (volatile, so the
+// compiler does not reuse the prologue's value), so that no register holds it over the key loop
+// (tda's dq, at 255 registers, spilled it to local memory).
+__device__ inline size_t block_bh_again() {
+#if defined(__CUDA_ARCH__)
+  unsigned y, z, ny;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
+  asm volatile("mov.u32 %0, %%nctaid.y;" : "=r"(ny));
+  return size_t(z) * ny + y;
+#else
+  return size_t(blockIdx.z) * gridDim.y + blockIdx.y;
+#endif
 }
 
 }  // namespace tda::cuda::fa
