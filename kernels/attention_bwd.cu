@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
         const int x = half * kHalf + acc_col(lane, nt, c), i = i0 + x;
-        // fmaxf and & rather than || and &&: no branch per score (scale_rows_alive, attention_tc.cuh)
+        // fmaxf and & rather than || and &&: no branch per score (scale_rows_alive)
         float v = a.score_scale * s1[nt][c];
         if constexpr (kTwo) v = fmaxf(v, a.score_scale * s2[nt][c]);
         alive = alive | (ok(c >> 1, i) & (v > rowf[2 * kTile + x]));
