@@ -13,8 +13,8 @@ constexpr int kCastThreads = 256;
 
 // y: rows of ld bf16 per (b, h), the columns past D zero; x: T rows of D floats per (b, h), the
 // (b, h) blocks bh_stride floats apart (q and k may be views into a wider buffer). With a row
-// scale f (the queries' AttnArgs::q_scale; H heads, f_h_stride floats apart) y = bf16(f x): the
-// one fp32 product Ops::scale_rows would have stored, rounded as that stored q' was.
+// scale f (the queries' AttnArgs::q_scale; H heads, f_h_stride floats apart) y = bf16(f x): one
+// fp32 product, rounded as a stored q' = f x would be.
 __global__ void operand_to_bf16_kernel(uint16_t* y, int ld, const float* x, size_t bh_stride, int T,
                                        int D, size_t n, const float* f, int f_h_stride, int H) {
   TDA_GRID_STRIDE(i, n) {

@@ -2,6 +2,7 @@
 // head split/merge, as src/backend/cpu/rope.cpp. Position p = pos0 + t, pair i < D/2:
 //   forward:   out[i] = x[i] cos - x[i+D/2] sin;   out[i+D/2] = x[i] sin + x[i+D/2] cos
 //   backward:  dx[i]  = g[i] cos + g[i+D/2] sin;   dx[i+D/2]  = -g[i] sin + g[i+D/2] cos
+//              (g = f_ht dout with a row scale, one fp32 product per element)
 // x/dx are the head slice [col0 + h D, col0 + (h+1) D) of row b*T+t of a (B*T, row) matrix;
 // out/g are (B, H, T, D). One thread per (b, t, h, i) pair (per element for split/merge).
 #include "backend/cuda/common.h"
@@ -15,7 +16,8 @@ constexpr int kThreads = 256;
 
 template <bool kTranspose>
 __global__ void rope_kernel(float* heads, float* rows, int row, int col0, const float* cos,
-                            const float* sin, int B, int T, int H, int D, int pos0) {
+                            const float* sin, int B, int T, int H, int D, int pos0,
+                            const float* scale, int scale_h_stride) {
   const int half = D / 2;
   const size_t total = size_t(B) * T * H * half;
   TDA_GRID_STRIDE(idx, total) {
@@ -34,7 +36,8 @@ __global__ void rope_kernel(float* heads, float* rows, int row, int col0, const 
       o[i] = x1 * c - x2 * s;
       o[i + half] = x1 * s + x2 * c;
     } else {
-      const float g1 = o[i], g2 = o[i + half];
+      const float f = scale ? scale[size_t(h) * scale_h_stride + t] : 1.f;
+      const float g1 = f * o[i], g2 = f * o[i + half];  // x * 1 is exact without a scale
       x[i] = g1 * c + g2 * s;
       x[i + half] = -g1 * s + g2 * c;
     }
@@ -67,17 +70,19 @@ void rope_forward(float* out, const float* x, int row, int col0, const float* co
   const size_t n = size_t(B) * T * H * (D / 2);
   if (n == 0) return;
   check(launch<rope_kernel<false>>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), out,
-                                   const_cast<float*>(x), row, col0, cos, sin, B, T, H, D, pos0),
+                                   const_cast<float*>(x), row, col0, cos, sin, B, T, H, D, pos0,
+                                   static_cast<const float*>(nullptr), 0),
         "rope_forward");
 }
 
 void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
-                   const float* sin, int B, int T, int H, int D, int pos0) {
+                   const float* sin, int B, int T, int H, int D, int pos0, const float* row_scale,
+                   int scale_h_stride) {
   const size_t n = size_t(B) * T * H * (D / 2);
   if (n == 0) return;
   check(launch<rope_kernel<true>>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
                                   const_cast<float*>(dout), dx, row, col0, cos, sin, B, T, H, D,
-                                  pos0),
+                                  pos0, row_scale, scale_h_stride),
         "rope_backward");
 }
 

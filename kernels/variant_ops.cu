@@ -116,16 +116,6 @@ __global__ void threshold_tau_kernel(float* out, const float* beta, float beta_f
   TDA_GRID_STRIDE(i, size_t(T)) out[i] = g * attn::threshold_c(int(i), kappa, d);
 }
 
-__global__ void scale_rows_kernel(float* y, const float* x, const float* f, int f_head_stride,
-                                  int B, int H, int T, int D) {
-  const size_t total = size_t(B) * H * T * D;
-  TDA_GRID_STRIDE(i, total) {
-    const size_t row = i / D;
-    const int t = int(row % T), h = int((row / T) % H);
-    y[i] = f[size_t(h) * f_head_stride + t] * x[i];
-  }
-}
-
 __global__ void sigmoid_gate_forward_kernel(float* y, const float* z, int z_stride, int N, int C,
                                             int group) {
   const size_t total = size_t(N) * C;
@@ -308,15 +298,6 @@ void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivat
   check(launch<threshold_tau_kernel>(dim3(grid_for(size_t(T), kThreads)), dim3(kThreads), 0,
                                      stream(), out, beta, beta_fixed, derivative, T, kappa, d),
         "threshold_tau");
-}
-
-void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,
-                int D) {
-  const size_t n = size_t(B) * H * T * D;
-  if (n == 0) return;
-  check(launch<scale_rows_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(), y, x, f,
-                                  f_head_stride, B, H, T, D),
-        "scale_rows");
 }
 
 void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group) {

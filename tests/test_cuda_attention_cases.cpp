@@ -130,8 +130,8 @@ TEST_CASE("cuda attention: a backward without D_i or without p is caught", "[cud
 }
 
 // ssmax's and lssa's query row scale, applied by the kernels as they read q (on the GPU inside
-// the bf16 operand cast): the same bits as the kernels run on q' = f q scaled beforehand (the
-// product Ops::scale_rows stored before), forward and backward (dq is d/dq' in both), per head
+// the bf16 operand cast): the same bits as the kernels run on q' = f q scaled beforehand (one
+// fp32 product per element), forward and backward (dq is d/dq' in both), per head
 // (ssmax) and shared by the heads (lssa), on both backends.
 TEST_CASE("cuda attention: a query row scale equals the kernels on q scaled beforehand",
           "[cuda][emu]") {

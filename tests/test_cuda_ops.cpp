@@ -164,9 +164,24 @@ TEST_CASE("cuda: rope and head split and merge match the CPU backend", "[cuda][e
   cpu.rope_forward(out.data(), x.data(), row, col0, cs.data(), sn.data(), B, T, H, D, pos0);
   gpu.rope_forward(gout.get(), gx.get(), row, col0, gc.get(), gs.get(), B, T, H, D, pos0);
   CHECK(same_bits(gout.to_host(), out));
-  cpu.rope_backward(dx.data(), g.data(), row, col0, cs.data(), sn.data(), B, T, H, D, pos0);
-  gpu.rope_backward(gdx.get(), gg.get(), row, col0, gc.get(), gs.get(), B, T, H, D, pos0);
+  cpu.rope_backward(dx.data(), g.data(), row, col0, cs.data(), sn.data(), B, T, H, D, pos0, nullptr,
+                    0);
+  gpu.rope_backward(gdx.get(), gg.get(), row, col0, gc.get(), gs.get(), B, T, H, D, pos0, nullptr,
+                    0);
   CHECK(same_bits(gdx.to_host(), dx));  // columns outside the slice keep their values
+  // with a row scale (per head and position, and shared by the heads)
+  const auto f = rnd(size_t(H) * T, 45);
+  DeviceBuffer<float> gf(f);
+  for (int stride : {T, 0}) {
+    std::vector<float> sdx = x;
+    DeviceBuffer<float> gsdx(x);
+    cpu.rope_backward(sdx.data(), g.data(), row, col0, cs.data(), sn.data(), B, T, H, D, pos0,
+                      f.data(), stride);
+    gpu.rope_backward(gsdx.get(), gg.get(), row, col0, gc.get(), gs.get(), B, T, H, D, pos0,
+                      gf.get(), stride);
+    CHECK(same_bits(gsdx.to_host(), sdx));
+    CHECK_FALSE(same_bits(sdx, dx));
+  }
   cpu.split_heads(out.data(), x.data(), row, col0 + 1, B, T, H, D);
   gpu.split_heads(gout.get(), gx.get(), row, col0 + 1, B, T, H, D);
   CHECK(same_bits(gout.to_host(), out));

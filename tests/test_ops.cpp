@@ -100,8 +100,29 @@ TEST_CASE("rope backward is the transpose rotation and rope preserves norms", "[
         }
         CHECK(ny == Approx(nx).epsilon(1e-5));
       }
-  ops.rope_backward(dx.data(), R.data(), row, col0, cosv.data(), sinv.data(), B, T, H, D, 0);
+  ops.rope_backward(dx.data(), R.data(), row, col0, cosv.data(), sinv.data(), B, T, H, D, 0,
+                    nullptr, 0);
   CHECK(fd_directional(x.data(), x.size(), dx.data(), loss, 17).rel_err < kTol);
+
+  // A row scale (ssmax's per head and position, lssa's per position): the transpose of the dout
+  // rows scaled beforehand, bit for bit (one fp32 product per element), and not the unscaled one.
+  const auto f = random_vec(size_t(H) * T, 18);
+  for (int stride : {T, 0}) {
+    std::vector<float> Rf(R.size()), want(dx.size(), 0.f), got(dx.size(), 0.f);
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int t = 0; t < T; ++t)
+          for (int d = 0; d < D; ++d) {
+            const size_t i = ((size_t(b) * H + h) * T + t) * D + d;
+            Rf[i] = f[size_t(h) * stride + t] * R[i];
+          }
+    ops.rope_backward(want.data(), Rf.data(), row, col0, cosv.data(), sinv.data(), B, T, H, D, 0,
+                      nullptr, 0);
+    ops.rope_backward(got.data(), R.data(), row, col0, cosv.data(), sinv.data(), B, T, H, D, 0,
+                      f.data(), stride);
+    CHECK(got == want);  // finite values: == is bit equality up to the sign of 0
+    CHECK(got != dx);
+  }
 }
 
 TEST_CASE("fused LM head + cross-entropy loss and gradients exclude the padded vocab", "[ops]") {

@@ -14,10 +14,12 @@ void rope_qkv_forward(const AttnContext& c, const float* proj, int W, int H, int
 }
 
 void rope_qkv_backward(const AttnContext& c, float* dproj, int W, int H, int D, const float* dq,
-                       const float* dk, const float* dv) {
+                       const float* dk, const float* dv, const float* dq_scale,
+                       int dq_scale_h_stride) {
   const int C = H * D;
-  c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H, D, c.pos0);
-  c.ops.rope_backward(dproj, dk, W, C, c.cos, c.sin, c.B, c.T, H, D, c.pos0);
+  c.ops.rope_backward(dproj, dq, W, 0, c.cos, c.sin, c.B, c.T, H, D, c.pos0, dq_scale,
+                      dq_scale_h_stride);
+  c.ops.rope_backward(dproj, dk, W, C, c.cos, c.sin, c.B, c.T, H, D, c.pos0, nullptr, 0);
   c.ops.merge_heads(dproj, dv, W, 2 * C, c.B, c.T, H, D);
 }
 

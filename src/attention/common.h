@@ -22,11 +22,14 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The common [q | k | v] layout of c_attn: q, k, v at columns 0, H D, 2 H D of proj (row width
 // W), H heads of D. Forward: q, k rotated (RoPE at c.pos0) and v split into (B, H, T, D).
-// Backward: the transpose, written into dproj's three column blocks.
+// Backward: the transpose, written into dproj's three column blocks. dq_scale: the row scale of
+// a query the kernel scaled as it read it (AttnArgs::q_scale, same layout), dq being d/dq': the
+// gradient of q is dq_scale dq, applied as RoPE's transpose reads dq.
 void rope_qkv_forward(const AttnContext& c, const float* proj, int W, int H, int D, float* q,
                       float* k, float* v);
 void rope_qkv_backward(const AttnContext& c, float* dproj, int W, int H, int D, const float* dq,
-                       const float* dk, const float* dv);
+                       const float* dk, const float* dv, const float* dq_scale = nullptr,
+                       int dq_scale_h_stride = 0);
 
 // HeadRMSNorm after the kernel (tra, tda, the Diff kinds): o (B, H, T, Dv) merged into y
 // (B*T, H Dv), each (token, head) row of Dv normalised in place with gamma (Dv); rstd (B*T*H)

@@ -95,8 +95,9 @@ class DiffAttention : public AttentionVariant {
     c.ops.head_row_sum(g.dl_sum, g.dlam, nullptr, 1.f, int(c.B * Hp_), 1, c.T);
     c.ops.diff_lambda_backward(dextra[0], dextra[1], dextra[2], dextra[3], extra[0], extra[1],
                                extra[2], extra[3], s.lam, g.dl_sum, D_);
-    c.ops.rope_backward(dproj, g.dq, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
-    c.ops.rope_backward(dproj, g.dk, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
+    c.ops.rope_backward(dproj, g.dq, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0, nullptr, 0);
+    c.ops.rope_backward(dproj, g.dk, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0, nullptr,
+                        0);
     c.ops.merge_heads(dproj, g.dv, W, 2 * C_, c.B, c.T, Hp_, 2 * D_);
   }
 

@@ -5,7 +5,8 @@
 // training length: scale 1 at the last training position).
 // The scale is folded into the query, q'_i = c_i q_i, so the kernel runs the plain
 // l1-normalised softplus policy; backward dq_i = c_i dq'_i. No parameters. The kernel applies c_i
-// as it reads q (AttnArgs::q_scale: on the GPU inside its bf16 operand cast, no pass of its own).
+// as it reads q (AttnArgs::q_scale: on the GPU inside its bf16 operand cast, no pass of its own),
+// and RoPE's backward as it reads dq' (qkv_attention.h).
 // The layer is qkv_attention.h's with that scale; saved: q, k, v, o, F_i and c_i.
 #include <cmath>
 
@@ -39,9 +40,6 @@ class LssaAttention final : public QkvAttention {
   void set_args(AttnArgs& a, const float* cs) const override {
     a.q_scale = cs;  // q' = c_i q, every head alike
     a.q_scale_h_stride = 0;
-  }
-  void after_kernel_backward(const AttnContext& c, float* dq, const float* cs) const override {
-    c.ops.scale_rows(dq, dq, cs, 0, c.B, H_, c.T, D_);  // dq = c_i dq'
   }
   float log_base_;
 };

@@ -5,8 +5,9 @@
 // Saved per layer: rotated q, k, v and o in (B, H, T, D), and the kernel's per-row statistics.
 // A kind states its math and, through set_args(), the kernel options it adds (softmax, entmax);
 // one that scales q by position computes its row scales into the floats it saves and hands them
-// to the kernel (AttnArgs::q_scale, applied as q is read), then scales dq (lssa); one that gates
-// the output wraps forward() and backward() (gated_softmax).
+// to the kernel (AttnArgs::q_scale, applied as q is read; dq = q_scale d/dq', applied as RoPE's
+// backward reads it: lssa); one that gates the output wraps forward() and backward()
+// (gated_softmax).
 #pragma once
 #include <cmath>
 
@@ -39,9 +40,11 @@ class QkvAttention : public AttentionVariant {
     const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
     const attn_util::QkvGrads w = carve(grad_slots(c.B, c.T), scratch);
     c.ops.split_heads(w.g, dy, C_, 0, c.B, c.T, H_, D_);
-    c.ops.attention_backward(attn_util::with_grads(args(c, s, own_act(c, act)), w));
-    after_kernel_backward(c, w.dq, own_act(c, act));
-    attn_util::rope_qkv_backward(c, dproj, proj_width(), H_, D_, w.dq, w.dk, w.dv);
+    const AttnArgs a = attn_util::with_grads(args(c, s, own_act(c, act)), w);
+    c.ops.attention_backward(a);
+    // the kernel's dq is d/dq' with q' = q_scale q (when set): RoPE's transpose scales it back
+    attn_util::rope_qkv_backward(c, dproj, proj_width(), H_, D_, w.dq, w.dk, w.dv, a.q_scale,
+                                 a.q_scale_h_stride);
   }
 
  protected:
@@ -49,11 +52,9 @@ class QkvAttention : public AttentionVariant {
   // the kind's saved floats (below).
   virtual void set_args(AttnArgs&, const float* /*own*/) const {}
   // A kind's own step before the kernel (filling its saved floats: own_act_floats of them, after
-  // the shared slots), and on dq after the kernel's backward.
+  // the shared slots).
   virtual size_t own_act_floats(int, int) const { return 0; }
   virtual void before_kernel(const AttnContext&, float* /*own*/) const {}
-  virtual void after_kernel_backward(const AttnContext&, float* /*dq*/,
-                                     const float* /*own*/) const {}
   // The shared saved output o (B, H, T, D) in act, for a kind that wraps forward/backward.
   const float* saved_o(int B, int T, float* act) const { return carve(act_slots(B, T), act).o; }
   int C_, H_, D_;

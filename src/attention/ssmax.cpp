@@ -2,7 +2,8 @@
 //   z_ij = f_hi s_ij,  f_hi = s_h log(n_i) (+ b_h with ssmax_bias),  n_i = i + 1;  a = softmax_j(z)
 // Implemented by scaling the rotated query, q'_i = f_hi q_i, and running the softmax kernel; the
 // kernel applies f as it reads q (AttnArgs::q_scale: on the GPU inside its bf16 operand cast, so
-// q' is never stored). Backward from the kernel's dq': dq_i = f_hi dq'_i;
+// q' is never stored). Backward from the kernel's dq': dq_i = f_hi dq'_i (applied by RoPE's
+// backward as it reads dq');
 //   ds_h = sum_{b,i} log(n_i) <q_i, dq'_i>;  db_h = sum_{b,i} <q_i, dq'_i>.
 // Parameters: s (H; init ssmax_s_init = 0.43, ASSUMED), b (H; init 0, only with ssmax_bias).
 // c_attn rows: [q (C) | k (C) | v (C)].
@@ -62,8 +63,7 @@ class SsmaxAttention final : public AttentionVariant {
     c.ops.row_dot(w.qd, s.q, w.dq, size_t(c.B) * H_ * c.T, D_);
     c.ops.head_row_sum(dextra[0], w.qd, s.logn, 1.f, c.B, H_, c.T);  // weights log n
     if (cfg_.ssmax_bias) c.ops.head_row_sum(dextra[1], w.qd, nullptr, 1.f, c.B, H_, c.T);
-    c.ops.scale_rows(w.dq, w.dq, s.f, c.T, c.B, H_, c.T, D_);  // dq = f dq'
-    rope_qkv_backward(c, dproj, W, H_, D_, w.dq, w.dk, w.dv);
+    rope_qkv_backward(c, dproj, W, H_, D_, w.dq, w.dk, w.dv, s.f, c.T);  // dq = f dq', fused
   }
 
  private:

@@ -113,7 +113,8 @@ class TdaAttention final : public AttentionVariant {
     const float* nrm[4] = {s.q1n, s.k1n, s.q2n, s.k2n};
     for (int t = 0; t < 4; ++t) {
       c.ops.l2norm_backward(dqk[t], qk[t], nrm[t], nr, D_);
-      c.ops.rope_backward(dproj, dqk[t], W, t * Cq_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0);
+      c.ops.rope_backward(dproj, dqk[t], W, t * Cq_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0,
+                          nullptr, 0);
     }
     c.ops.merge_heads(dproj, g.dv, W, 4 * Cq_, c.B, c.T, H_, Dv_);
   }

@@ -88,10 +88,10 @@ struct AttnArgs {
   // Lets the Diff layout (components 2h and 2h+1 of one buffer) be read without a copy.
   size_t qk_bh_stride = 0;
   // Optional row scale of the queries (ssmax's s log n, lssa's log_base n): the kernels run on
-  // q'_hi = f[h * q_scale_h_stride + i] q_hi (one fp32 product, Ops::scale_rows' value), forward
-  // and backward, and dq is the gradient of q'. One view, q in the compact layout. The CUDA
-  // backend applies it in its bf16 operand cast, with no pass and no buffer of its own; the CPU
-  // one scales a copy of q.
+  // q'_hi = f[h * q_scale_h_stride + i] q_hi (one fp32 product), forward and backward, and dq is
+  // the gradient of q' (Ops::rope_backward takes the same scale to make it q's). One view, q in the
+  // compact layout. The CUDA backend applies it in its bf16 operand cast, with no pass and no
+  // buffer of its own; the CPU one scales a copy of q.
   const float* q_scale = nullptr;
   int q_scale_h_stride = 0;
   // Threshold kinds: tau_i per query position (T), shared by batch and heads; power p.

@@ -115,7 +115,7 @@ inline void end_backward_bh(const AttnArgs& a, int bh, const std::vector<float>&
 }
 
 // ReLA is the threshold rectifier with tau = 0 and p = 1. A query row scale is applied to a
-// copy of q held in `q_store` (q'_hi = f_hi q_hi, Ops::scale_rows' product), which the kernels
+// copy of q held in `q_store` (q'_hi = f_hi q_hi, one fp32 product), which the kernels
 // then read as q: their dq is the gradient of q', as AttnArgs says.
 inline AttnArgs resolve(const AttnArgs& in, std::vector<float>& q_store) {
   AttnArgs a = in;

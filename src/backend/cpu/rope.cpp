@@ -2,7 +2,8 @@
 // For position p and pair index i < D/2 with angle p * inv_freq[i]:
 //   out[i]       = x[i] cos - x[i+D/2] sin
 //   out[i+D/2]   = x[i] sin + x[i+D/2] cos
-// Backward is the transpose rotation (angle -> -angle).
+// Backward is the transpose rotation (angle -> -angle), of dout's rows scaled by a row scale when
+// one is given.
 #include "backend/cpu/cpu_ops.h"
 
 namespace tda {
@@ -10,7 +11,8 @@ namespace tda {
 namespace {
 template <bool kTranspose>
 void rotate(float* dst_bhtd, const float* src_rows, float* dst_rows, const float* src_bhtd, int row,
-            int col0, const float* cos, const float* sin, int B, int T, int H, int D, int pos0) {
+            int col0, const float* cos, const float* sin, int B, int T, int H, int D, int pos0,
+            const float* scale = nullptr, int scale_h_stride = 0) {
   const int half = D / 2;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b)
@@ -31,8 +33,10 @@ void rotate(float* dst_bhtd, const float* src_rows, float* dst_rows, const float
         } else {
           const float* g = src_bhtd + headoff;
           float* dx = dst_rows + rowoff;
+          const float f = scale ? scale[size_t(h) * scale_h_stride + t] : 1.f;
           for (int i = 0; i < half; ++i) {
-            float g1 = g[i], g2 = g[i + half];
+            // one fp32 product per element (x * 1 is exact without a scale)
+            float g1 = f * g[i], g2 = f * g[i + half];
             dx[i] = g1 * c[i] + g2 * s[i];
             dx[i + half] = -g1 * s[i] + g2 * c[i];
           }
@@ -48,8 +52,10 @@ void CpuOps::rope_forward(float* out, const float* x, int row, int col0, const f
 }
 
 void CpuOps::rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
-                           const float* sin, int B, int T, int H, int D, int pos0) {
-  rotate<true>(nullptr, nullptr, dx, dout, row, col0, cos, sin, B, T, H, D, pos0);
+                           const float* sin, int B, int T, int H, int D, int pos0,
+                           const float* row_scale, int scale_h_stride) {
+  rotate<true>(nullptr, nullptr, dx, dout, row, col0, cos, sin, B, T, H, D, pos0, row_scale,
+               scale_h_stride);
 }
 
 void CpuOps::split_heads(float* out, const float* x, int row, int col0, int B, int T, int H,

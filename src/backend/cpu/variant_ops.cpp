@@ -73,18 +73,6 @@ void CpuOps::threshold_tau(float* out, const float* beta, float beta_fixed, bool
   for (int i = 0; i < T; ++i) out[i] = g * attn::threshold_c(i, kappa, d);
 }
 
-// y[b,h,t,:] = f[h * f_head_stride + t] x[b,h,t,:]
-void CpuOps::scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H,
-                        int T, int D) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int bh = 0; bh < B * H; ++bh)
-    for (int t = 0; t < T; ++t) {
-      const float ft = f[size_t(bh % H) * f_head_stride + t];
-      const size_t off = (size_t(bh) * T + t) * D;
-      for (int d = 0; d < D; ++d) y[off + d] = ft * x[off + d];
-    }
-}
-
 // y *= sigmoid(z)
 void CpuOps::sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group) {
 #pragma omp parallel for schedule(static)

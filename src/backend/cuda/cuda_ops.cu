@@ -208,8 +208,9 @@ void CudaOps::rope_forward(float* out, const float* x, int row, int col0, const 
   cuda::rope_forward(out, x, row, col0, cos, sin, B, T, H, D, pos0);
 }
 void CudaOps::rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
-                            const float* sin, int B, int T, int H, int D, int pos0) {
-  cuda::rope_backward(dx, dout, row, col0, cos, sin, B, T, H, D, pos0);
+                            const float* sin, int B, int T, int H, int D, int pos0,
+                            const float* row_scale, int scale_h_stride) {
+  cuda::rope_backward(dx, dout, row, col0, cos, sin, B, T, H, D, pos0, row_scale, scale_h_stride);
 }
 void CudaOps::split_heads(float* out, const float* x, int row, int col0, int B, int T, int H,
                           int D) {
@@ -314,10 +315,6 @@ void CudaOps::head_row_sum(float* dst, const float* x, const float* w, float sca
 void CudaOps::threshold_tau(float* out, const float* beta, float beta_fixed, bool derivative, int T,
                             double kappa, int d) {
   cuda::threshold_tau(out, beta, beta_fixed, derivative, T, kappa, d);
-}
-void CudaOps::scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H,
-                         int T, int D) {
-  cuda::scale_rows(y, x, f, f_head_stride, B, H, T, D);
 }
 void CudaOps::sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C,
                                    int group) {

@@ -56,7 +56,8 @@ void embedding_backward(float* dwte, const float* dy, const int32_t* plan, int N
 void rope_forward(float* out, const float* x, int row, int col0, const float* cos, const float* sin,
                   int B, int T, int H, int D, int pos0);
 void rope_backward(float* dx, const float* dout, int row, int col0, const float* cos,
-                   const float* sin, int B, int T, int H, int D, int pos0);
+                   const float* sin, int B, int T, int H, int D, int pos0,
+                   const float* row_scale = nullptr, int scale_h_stride = 0);
 void split_heads(float* out, const float* x, int row, int col0, int B, int T, int H, int D);
 void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int H, int D);
 
@@ -80,8 +81,6 @@ void diff_lambda_backward(float* dlq1, float* dlk1, float* dlq2, float* dlk2, co
                           const float* lk1, const float* lq2, const float* lk2, const float* e,
                           const float* dl_sum, int d);
 void position_scales(float* f, const float* s, const float* b, float div, int H, int T);
-void scale_rows(float* y, const float* x, const float* f, int f_head_stride, int B, int H, int T,
-                int D);
 void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group);
 void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, const float* o,
                            const float* z, int z_stride, int N, int C, int group);
