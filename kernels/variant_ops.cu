@@ -116,27 +116,39 @@ __global__ void threshold_tau_kernel(float* out, const float* beta, float beta_f
   TDA_GRID_STRIDE(i, size_t(T)) out[i] = g * attn::threshold_c(int(i), kappa, d);
 }
 
-__global__ void sigmoid_gate_forward_kernel(float* y, const float* z, int z_stride, int N, int C,
-                                            int group) {
+// Element c = h D + d of token n = b T + t (rows of C = H D) in head layout (b, h, t, d).
+__device__ inline size_t head_index(size_t n, int c, int T, int H, int D) {
+  const size_t b = n / T;
+  const int t = int(n % T), h = c / D, d = c % D;
+  return ((b * H + h) * T + t) * D + d;
+}
+
+// y (rows) = o (heads) gam: one thread per element of y, in y's order (writes coalesce; o is read
+// D contiguous floats per (token, head)).
+__global__ void sigmoid_gate_forward_kernel(float* y, const float* o, const float* z, int z_stride,
+                                            int N, int T, int H, int D, int group) {
+  const int C = H * D;
   const size_t total = size_t(N) * C;
   TDA_GRID_STRIDE(i, total) {
     const size_t n = i / C;
     const int c = int(i % C);
-    y[i] *= attn::sigmoid(z[n * z_stride + c / group]);
+    y[i] = o[head_index(n, c, T, H, D)] * attn::sigmoid(z[n * z_stride + c / group]);
   }
 }
 
 // One gate per channel: every element on its own.
 __global__ void sigmoid_gate_backward_kernel(float* g, float* dz, int dz_stride, const float* dy,
                                              const float* o, const float* z, int z_stride, int N,
-                                             int C) {
+                                             int T, int H, int D) {
+  const int C = H * D;
   const size_t total = size_t(N) * C;
   TDA_GRID_STRIDE(i, total) {
     const size_t n = i / C;
     const int c = int(i % C);
+    const size_t hi = head_index(n, c, T, H, D);
     const float gam = attn::sigmoid(z[n * z_stride + c]);
-    const float d = dy[i] * o[i] * gam * (1.f - gam);  // o[i] is read before g[i] is written
-    g[i] = dy[i] * gam;
+    const float d = dy[i] * o[hi] * gam * (1.f - gam);
+    g[hi] = dy[i] * gam;
     dz[n * dz_stride + c] = d;
   }
 }
@@ -144,10 +156,10 @@ __global__ void sigmoid_gate_backward_kernel(float* g, float* dz, int dz_stride,
 // One gate per `group` channels (headwise): one warp per (token, gate), warp-summed.
 __global__ void sigmoid_gate_backward_grouped_kernel(float* g, float* dz, int dz_stride,
                                                      const float* dy, const float* o,
-                                                     const float* z, int z_stride, int N, int C,
-                                                     int group) {
+                                                     const float* z, int z_stride, int N, int T,
+                                                     int H, int D, int group) {
   const int lane = threadIdx.x % kWarp;
-  const int gates = C / group;
+  const int C = H * D, gates = C / group;
   const size_t item = size_t(warp_row());
   if (item >= size_t(N) * gates) return;
   const size_t n = item / gates;
@@ -155,9 +167,9 @@ __global__ void sigmoid_gate_backward_grouped_kernel(float* g, float* dz, int dz
   const float gam = attn::sigmoid(z[n * z_stride + k]);
   float s = 0.f;
   for (int c = k * group + lane; c < (k + 1) * group; c += kWarp) {
-    const size_t i = n * C + c;
-    s += dy[i] * o[i] * gam * (1.f - gam);
-    g[i] = dy[i] * gam;
+    const size_t i = n * C + c, hi = head_index(n, c, T, H, D);
+    s += dy[i] * o[hi] * gam * (1.f - gam);
+    g[hi] = dy[i] * gam;
   }
   s = warp_sum(s);
   if (lane == 0) dz[n * dz_stride + k] = s;
@@ -300,28 +312,31 @@ void threshold_tau(float* out, const float* beta, float beta_fixed, bool derivat
         "threshold_tau");
 }
 
-void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group) {
-  const size_t n = size_t(N) * C;
+void sigmoid_gate_forward(float* y, const float* o, const float* z, int z_stride, int B, int T,
+                          int H, int D, int group) {
+  const int N = B * T;
+  const size_t n = size_t(N) * H * D;
   if (n == 0) return;
   check(launch<sigmoid_gate_forward_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0,
-                                            stream(), y, z, z_stride, N, C, group),
+                                            stream(), y, o, z, z_stride, N, T, H, D, group),
         "sigmoid_gate_forward");
 }
 
 void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, const float* o,
-                           const float* z, int z_stride, int N, int C, int group) {
+                           const float* z, int z_stride, int B, int T, int H, int D, int group) {
+  const int N = B * T, C = H * D;
   const size_t n = size_t(N) * C;
   if (n == 0) return;
   if (group == 1) {
-    check(
-        launch<sigmoid_gate_backward_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0,
-                                             stream(), g, dz, dz_stride, dy, o, z, z_stride, N, C),
-        "sigmoid_gate_backward");
+    check(launch<sigmoid_gate_backward_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0,
+                                               stream(), g, dz, dz_stride, dy, o, z, z_stride, N,
+                                               T, H, D),
+          "sigmoid_gate_backward");
     return;
   }
   check(launch<sigmoid_gate_backward_grouped_kernel>(
             dim3(row_blocks(size_t(N) * (C / group))), dim3(kRowsPerBlock * kWarp), 0, stream(), g,
-            dz, dz_stride, dy, o, z, z_stride, N, C, group),
+            dz, dz_stride, dy, o, z, z_stride, N, T, H, D, group),
         "sigmoid_gate_backward_grouped");
 }
 

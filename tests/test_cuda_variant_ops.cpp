@@ -85,33 +85,56 @@ TEST_CASE("cuda prepost: axpby matches the CPU backend", "[cuda][emu]") {
   }
 }
 
+// The gate merges the heads (forward) and splits its gradient back into them (backward) as it
+// goes: checked against merge_heads / split_heads and the formulas, then CUDA against the CPU.
 TEST_CASE("cuda prepost: sigmoid gate forward and backward match the CPU backend", "[cuda][emu]") {
   CpuOps cpu;
   CudaOps gpu;
-  const int N = 45, H = 3, D = 37, C = H * D;
+  const int B = 3, T = 15, N = B * T, H = 3, D = 37, C = H * D;
+  const size_t n = size_t(N) * C;
   for (int group : {1, D}) {  // elementwise and headwise gates
     INFO("group " << group);
     const int gates = C / group, zs = gates + 5, dzs = gates + 3;  // strided, as inside proj
-    auto y0 = rnd(size_t(N) * C, 9), z = rnd(size_t(N) * zs, 10, -3.f, 3.f);
-    auto dy = rnd(size_t(N) * C, 11), dz0 = rnd(size_t(N) * dzs, 12);
-    auto y = y0;
-    cpu.sigmoid_gate_forward(y.data(), z.data(), zs, N, C, group);
-    DeviceBuffer<float> gy(y0), gz(z);
-    gpu.sigmoid_gate_forward(gy.get(), gz.get(), zs, N, C, group);
+    auto o = rnd(n, 9), z = rnd(size_t(N) * zs, 10, -3.f, 3.f);
+    auto dy = rnd(n, 11), dz0 = rnd(size_t(N) * dzs, 12);
+    auto gam = [&](size_t row, int c) {
+      return 1.0 / (1.0 + std::exp(-double(z[row * zs + c / group])));
+    };
+    std::vector<float> y(n), om(n), g(n), dym(n);
+    cpu.sigmoid_gate_forward(y.data(), o.data(), z.data(), zs, B, T, H, D, group);
+    cpu.merge_heads(om.data(), o.data(), C, 0, B, T, H, D);  // om: o in rows, as y
+    auto dz = dz0;
+    cpu.sigmoid_gate_backward(g.data(), dz.data(), dzs, dy.data(), o.data(), z.data(), zs, B, T, H,
+                              D, group);
+    cpu.merge_heads(dym.data(), g.data(), C, 0, B, T, H, D);  // g back in rows: dy gam
+    double err_y = 0, err_g = 0, err_dz = 0;
+    for (size_t row = 0; row < size_t(N); ++row) {
+      std::vector<double> want_dz(size_t(gates), 0.0);
+      for (int c = 0; c < C; ++c) {
+        const size_t i = row * C + c;
+        const double s = gam(row, c);
+        err_y = std::max(err_y, std::fabs(y[i] - om[i] * s));
+        err_g = std::max(err_g, std::fabs(dym[i] - dy[i] * s));
+        want_dz[size_t(c / group)] += double(dy[i]) * om[i] * s * (1 - s);
+      }
+      for (int k = 0; k < gates; ++k)
+        err_dz = std::max(err_dz, std::fabs(dz[row * dzs + k] - want_dz[size_t(k)]));
+    }
+    CHECK(err_y < 1e-6);
+    CHECK(err_g < 1e-6);
+    CHECK(err_dz < 1e-5);
+
+    DeviceBuffer<float> go(o), gz(z), gy(n), gg(n), gdz(dz0), gdy(dy);
+    gpu.sigmoid_gate_forward(gy.get(), go.get(), gz.get(), zs, B, T, H, D, group);
     CHECK(same_bits(gy.to_host(), y));
-    // g aliases o, as gated_softmax calls it; the dz columns between gates must stay untouched
-    auto go = y0, dz = dz0;
-    cpu.sigmoid_gate_backward(go.data(), dz.data(), dzs, dy.data(), go.data(), z.data(), zs, N, C,
-                              group);
-    DeviceBuffer<float> ggo(y0), gdz(dz0), gdy(dy);
-    gpu.sigmoid_gate_backward(ggo.get(), gdz.get(), dzs, gdy.get(), ggo.get(), gz.get(), zs, N, C,
-                              group);
-    CHECK(rel_err(ggo.to_host(), go) < kTol);
+    // the dz columns between gates must stay untouched
+    gpu.sigmoid_gate_backward(gg.get(), gdz.get(), dzs, gdy.get(), go.get(), gz.get(), zs, B, T, H,
+                              D, group);
+    CHECK(same_bits(gg.to_host(), g));
     CHECK(rel_err(gdz.to_host(), dz) < kTol);
     const auto got_dz = gdz.to_host();
-    for (int n = 0; n < N; ++n)
-      for (int k = gates; k < dzs; ++k)
-        CHECK(got_dz[size_t(n) * dzs + k] == dz0[size_t(n) * dzs + k]);
+    for (size_t row = 0; row < size_t(N); ++row)
+      for (int k = gates; k < dzs; ++k) CHECK(got_dz[row * dzs + k] == dz0[row * dzs + k]);
   }
 }
 

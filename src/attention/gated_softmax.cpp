@@ -4,8 +4,9 @@
 //   sigmoid(z_i) gate_shape "elementwise" (default, ASSUMED): one gate per channel, z has C
 //   columns; "headwise": one gate per head, z has H columns broadcast over the head's d channels.
 // c_attn rows: [q (C) | k (C) | v (C) | z (C or H)]; W_theta lives in c_attn (init like W_Q,
-// no bias: ASSUMED). No extra tensors. The softmax layer is qkv_attention.h's, the gate wraps it.
-// Backward (gam = sigmoid(z)): g = dy * gam into the softmax backward;
+// no bias: ASSUMED). No extra tensors. The softmax layer is qkv_attention.h's; the gate takes the
+// place of its merge of the heads (one pass: y = merge(o) gam) and of its split in the backward.
+// Backward (gam = sigmoid(z)): g = dy * gam into the softmax backward (head layout);
 //   dz = dy * o * gam (1 - gam)   (headwise: summed over the head's channels)
 #include "attention/qkv_attention.h"
 #include "attention/registry.h"
@@ -27,38 +28,25 @@ class GatedSoftmaxAttention final : public QkvAttention {
   }
   std::string kind() const override { return "gated_softmax"; }
   int proj_width() const override { return 3 * C_ + (headwise_ ? H_ : C_); }
-  // The gate's scratch, then softmax's.
-  size_t scratch_floats(int B, int T) const override {
-    return slot_floats(gate_slots(B, T)) + QkvAttention::scratch_floats(B, T);
-  }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
-               const std::vector<float*>& extra) override {
-    QkvAttention::forward(c, proj, y, act, extra);
-    c.ops.sigmoid_gate_forward(y, proj + 3 * C_, proj_width(), c.B * c.T, C_, group());
+               const std::vector<float*>&) override {
+    const float* o = forward_heads(c, proj, act);
+    c.ops.sigmoid_gate_forward(y, o, proj + 3 * C_, proj_width(), c.B, c.T, H_, D_, group());
   }
 
   bool backward_reads_proj() const override { return true; }  // the gate's pre-activation z
   void backward(const AttnContext& c, const float* proj, const float* dy, float* dproj, float* act,
-                const std::vector<float*>& extra, const std::vector<float*>& dextra,
-                float* scratch) override {
-    const GateScratch w = carve(gate_slots(c.B, c.T), scratch);
+                const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
     const int W = proj_width();
-    c.ops.merge_heads(w.om, saved_o(c.B, c.T, act), C_, 0, c.B, c.T, H_, D_);
-    // dz = dy o gam (1 - gam) into dproj's gate columns; om becomes dy gam, softmax's dy
-    c.ops.sigmoid_gate_backward(w.om, dproj + 3 * C_, W, dy, w.om, proj + 3 * C_, W, c.B * c.T, C_,
+    // dz = dy o gam (1 - gam) into dproj's gate columns; softmax's dO = dy gam, in head layout
+    c.ops.sigmoid_gate_backward(head_grad(c, scratch), dproj + 3 * C_, W, dy,
+                                saved_o(c.B, c.T, act), proj + 3 * C_, W, c.B, c.T, H_, D_,
                                 group());
-    QkvAttention::backward(c, proj, w.om, dproj, act, extra, dextra,
-                           scratch + slot_floats(gate_slots(c.B, c.T)));
+    backward_heads(c, dproj, act, scratch);
   }
 
  private:
-  struct GateScratch {
-    float* om;  // the ungated output, merged (B*T, C)
-  };
-  SlotTable<GateScratch> gate_slots(int B, int T) const {
-    return {{&GateScratch::om, size_t(B) * T * C_}};
-  }
   int group() const { return headwise_ ? D_ : 1; }  // channels per gate
   bool headwise_;
 };

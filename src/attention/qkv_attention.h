@@ -6,8 +6,8 @@
 // A kind states its math and, through set_args(), the kernel options it adds (softmax, entmax);
 // one that scales q by position computes its row scales into the floats it saves and hands them
 // to the kernel (AttnArgs::q_scale, applied as q is read; dq = q_scale d/dq', applied as RoPE's
-// backward reads it: lssa); one that gates the output wraps forward() and backward()
-// (gated_softmax).
+// backward reads it: lssa); one that gates the output replaces the merge of the heads
+// (forward_heads, backward_heads: gated_softmax's gate merges and splits them as it goes).
 #pragma once
 #include <cmath>
 
@@ -28,26 +28,38 @@ class QkvAttention : public AttentionVariant {
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>&) override {
-    const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
-    attn_util::rope_qkv_forward(c, proj, proj_width(), H_, D_, s.q, s.k, s.v);
-    before_kernel(c, own_act(c, act));
-    c.ops.attention_forward(args(c, s, own_act(c, act)));
-    c.ops.merge_heads(y, s.o, C_, 0, c.B, c.T, H_, D_);
+    c.ops.merge_heads(y, forward_heads(c, proj, act), C_, 0, c.B, c.T, H_, D_);
   }
 
   void backward(const AttnContext& c, const float*, const float* dy, float* dproj, float* act,
                 const std::vector<float*>&, const std::vector<float*>&, float* scratch) override {
+    c.ops.split_heads(head_grad(c, scratch), dy, C_, 0, c.B, c.T, H_, D_);
+    backward_heads(c, dproj, act, scratch);
+  }
+
+ protected:
+  // The layer up to the attention output o (B, H, T, D), saved in act, before its heads merge.
+  const float* forward_heads(const AttnContext& c, const float* proj, float* act) const {
+    const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
+    attn_util::rope_qkv_forward(c, proj, proj_width(), H_, D_, s.q, s.k, s.v);
+    before_kernel(c, own_act(c, act));
+    c.ops.attention_forward(args(c, s, own_act(c, act)));
+    return s.o;
+  }
+  // Where the backward takes the gradient of o, in head layout (B, H, T, D), in `scratch`.
+  float* head_grad(const AttnContext& c, float* scratch) const {
+    return carve(grad_slots(c.B, c.T), scratch).g;
+  }
+  // The backward from head_grad() on: the kernel's backward, then RoPE's into dproj.
+  void backward_heads(const AttnContext& c, float* dproj, float* act, float* scratch) const {
     const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
     const attn_util::QkvGrads w = carve(grad_slots(c.B, c.T), scratch);
-    c.ops.split_heads(w.g, dy, C_, 0, c.B, c.T, H_, D_);
     const AttnArgs a = attn_util::with_grads(args(c, s, own_act(c, act)), w);
     c.ops.attention_backward(a);
     // the kernel's dq is d/dq' with q' = q_scale q (when set): RoPE's transpose scales it back
     attn_util::rope_qkv_backward(c, dproj, proj_width(), H_, D_, w.dq, w.dk, w.dv, a.q_scale,
                                  a.q_scale_h_stride);
   }
-
- protected:
   // The kernel options of this kind beyond q, k, v, o, stats and the 1/sqrt(D) scale; `own` is
   // the kind's saved floats (below).
   virtual void set_args(AttnArgs&, const float* /*own*/) const {}
@@ -55,7 +67,7 @@ class QkvAttention : public AttentionVariant {
   // the shared slots).
   virtual size_t own_act_floats(int, int) const { return 0; }
   virtual void before_kernel(const AttnContext&, float* /*own*/) const {}
-  // The shared saved output o (B, H, T, D) in act, for a kind that wraps forward/backward.
+  // The shared saved output o (B, H, T, D) in act, for a kind that replaces the merge.
   const float* saved_o(int B, int T, float* act) const { return carve(act_slots(B, T), act).o; }
   int C_, H_, D_;
 

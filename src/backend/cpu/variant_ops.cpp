@@ -74,26 +74,37 @@ void CpuOps::threshold_tau(float* out, const float* beta, float beta_fixed, bool
 }
 
 // y *= sigmoid(z)
-void CpuOps::sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group) {
+// Element c = h D + d of token n = b T + t in head layout: (b, h, t, d).
+static size_t head_index(int n, int c, int T, int H, int D) {
+  const int b = n / T, t = n % T, h = c / D, d = c % D;
+  return ((size_t(b) * H + h) * T + t) * D + d;
+}
+
+// y (rows) = o (heads) sigmoid(z)
+void CpuOps::sigmoid_gate_forward(float* y, const float* o, const float* z, int z_stride, int B,
+                                  int T, int H, int D, int group) {
+  const int N = B * T, C = H * D;
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n)
     for (int c = 0; c < C; ++c)
-      y[size_t(n) * C + c] *= sigmoid(z[size_t(n) * z_stride + c / group]);
+      y[size_t(n) * C + c] =
+          o[head_index(n, c, T, H, D)] * sigmoid(z[size_t(n) * z_stride + c / group]);
 }
 
-// g = dy gam;  dz = sum over the gate's channels of dy o gam (1 - gam)
+// g (heads) = dy gam;  dz = sum over the gate's channels of dy o gam (1 - gam)
 void CpuOps::sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy,
-                                   const float* o, const float* z, int z_stride, int N, int C,
-                                   int group) {
+                                   const float* o, const float* z, int z_stride, int B, int T,
+                                   int H, int D, int group) {
+  const int N = B * T, C = H * D;
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     float* dzn = dz + size_t(n) * dz_stride;
     for (int k = 0; k < C / group; ++k) dzn[k] = 0.f;
     for (int c = 0; c < C; ++c) {
-      const size_t idx = size_t(n) * C + c;
+      const size_t idx = size_t(n) * C + c, hi = head_index(n, c, T, H, D);
       const float gam = sigmoid(z[size_t(n) * z_stride + c / group]);
-      dzn[c / group] += dy[idx] * o[idx] * gam * (1.f - gam);
-      g[idx] = dy[idx] * gam;
+      dzn[c / group] += dy[idx] * o[hi] * gam * (1.f - gam);
+      g[hi] = dy[idx] * gam;
     }
   }
 }

@@ -316,14 +316,14 @@ void CudaOps::threshold_tau(float* out, const float* beta, float beta_fixed, boo
                             double kappa, int d) {
   cuda::threshold_tau(out, beta, beta_fixed, derivative, T, kappa, d);
 }
-void CudaOps::sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C,
-                                   int group) {
-  cuda::sigmoid_gate_forward(y, z, z_stride, N, C, group);
+void CudaOps::sigmoid_gate_forward(float* y, const float* o, const float* z, int z_stride, int B,
+                                   int T, int H, int D, int group) {
+  cuda::sigmoid_gate_forward(y, o, z, z_stride, B, T, H, D, group);
 }
 void CudaOps::sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy,
-                                    const float* o, const float* z, int z_stride, int N, int C,
-                                    int group) {
-  cuda::sigmoid_gate_backward(g, dz, dz_stride, dy, o, z, z_stride, N, C, group);
+                                    const float* o, const float* z, int z_stride, int B, int T,
+                                    int H, int D, int group) {
+  cuda::sigmoid_gate_backward(g, dz, dz_stride, dy, o, z, z_stride, B, T, H, D, group);
 }
 void CudaOps::rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
                                 const float* w, int N, int C, float eps, bool center) {

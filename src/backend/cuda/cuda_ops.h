@@ -81,9 +81,10 @@ void diff_lambda_backward(float* dlq1, float* dlk1, float* dlq2, float* dlk2, co
                           const float* lk1, const float* lq2, const float* lk2, const float* e,
                           const float* dl_sum, int d);
 void position_scales(float* f, const float* s, const float* b, float div, int H, int T);
-void sigmoid_gate_forward(float* y, const float* z, int z_stride, int N, int C, int group);
+void sigmoid_gate_forward(float* y, const float* o, const float* z, int z_stride, int B, int T,
+                          int H, int D, int group);
 void sigmoid_gate_backward(float* g, float* dz, int dz_stride, const float* dy, const float* o,
-                           const float* z, int z_stride, int N, int C, int group);
+                           const float* z, int z_stride, int B, int T, int H, int D, int group);
 void rela_norm_forward(float* y, float* r, float* mu, const float* u, const float* gamma,
                        const float* w, int N, int C, float eps, bool center);
 constexpr int kRelaNormChunkRows = 32;
