@@ -73,7 +73,6 @@ void CpuOps::threshold_tau(float* out, const float* beta, float beta_fixed, bool
   for (int i = 0; i < T; ++i) out[i] = g * attn::threshold_c(i, kappa, d);
 }
 
-// y *= sigmoid(z)
 // Element c = h D + d of token n = b T + t in head layout: (b, h, t, d).
 static size_t head_index(int n, int c, int T, int H, int D) {
   const int b = n / T, t = n % T, h = c / D, d = c % D;
