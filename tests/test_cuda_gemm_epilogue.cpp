@@ -225,8 +225,10 @@ TEST_CASE("cuda: fused GELU matmuls on the bf16 path", "[cuda][emu]") {
 // emulated GEMM is the SGEMM of the exactly widened bf16 inputs, so each stored value is checked
 // bit for bit against the rounding of an fp32 reference, and the whole against fp32 at the bf16
 // bound of the test above.
-TEST_CASE("cuda: the bf16 storage path: rmsnorm output, MLP pre-activation and GELU in bf16",
-          "[cuda][emu]") {
+TEST_CASE(
+    "cuda: the bf16 storage path: rmsnorm and attention outputs, MLP pre-activation and "
+    "GELU in bf16",
+    "[cuda][emu]") {
   const size_t nx = size_t(N) * C;  // x (N, C) is made below, as the model makes it
   const auto W = rnd(size_t(OC) * C, 62), W2 = rnd(size_t(OC) * C, 63);
   Bf16Gpu b16(W, W2);
@@ -251,6 +253,20 @@ TEST_CASE("cuda: the bf16 storage path: rmsnorm output, MLP pre-activation and G
   CHECK(same_bits(x_r, bf16_round(gx32.to_host())));
   CHECK(same_bits(grstd.to_host(), grstd32.to_host()));
   CHECK(rel_err(x_r, gx32.to_host()) > 10 * kTol);  // control: it was rounded
+
+  // The attention output (c_proj's input), written in fp32 by every kind and stored by
+  // store_bf16: the bits the fp32-input GEMM's own cast makes, so c_proj's product is unchanged.
+  {
+    const auto o = rnd(nx, 69, -2.f, 2.f);
+    DeviceBuffer<float> go(o), gy32(size_t(N) * OC), gy16(size_t(N) * OC);
+    DeviceBuffer<__nv_bfloat16> go16(nx);
+    gpu.store_bf16(bits(go16), go.get(), nx);
+    CHECK(same_bits(widen(go16, nx), bf16_round(o)));
+    CHECK(rel_err(widen(go16, nx), o) > 10 * kTol);  // control: it was rounded
+    gpu.matmul_forward(gy32.get(), go.get(), gW, N, C, OC);
+    gpu.matmul_forward_bf16(gy16.get(), bits(go16), gW, N, C, OC);
+    CHECK(same_bits(gy16.to_host(), gy32.to_host()));
+  }
 
   // Forward: pre = bf16(x W^T) and y = bf16(gelu(pre)), (N, OC) bf16 each.
   DeviceBuffer<__nv_bfloat16> gy(size_t(N) * OC), gpre(size_t(N) * OC);

@@ -254,12 +254,13 @@ TEST_CASE("cuda: bench train --profile times the bf16 storage path's ops", "[cud
   const long layers = 2;                                       // configs/tiny
   CHECK(calls["forward rmsnorm_forward_bf16"] == 2 * layers);  // ln1, ln2 (ln_f stays fp32)
   CHECK(calls["forward rmsnorm_forward"] == 1);
-  CHECK(calls["forward matmul_forward_bf16"] == 2 * layers);  // c_attn, mlp_proj
-  CHECK(calls["forward matmul_forward"] == layers);           // c_proj (its input is fp32)
+  CHECK(calls["forward store_bf16"] == layers);               // the attention output
+  CHECK(calls["forward matmul_forward_bf16"] == 3 * layers);  // c_attn, c_proj, mlp_proj
   CHECK(calls["forward matmul_gelu_forward_bf16"] == layers);
   CHECK(calls["backward matmul_backward_dgelu_bf16"] == layers);
-  CHECK(calls["backward matmul_backward_bf16"] == 2 * layers);  // c_fc, c_attn
-  CHECK(calls["backward matmul_backward"] == layers);           // c_proj
+  CHECK(calls["backward matmul_backward_bf16"] == 3 * layers);  // c_fc, c_proj, c_attn
+  CHECK(calls.count("forward matmul_forward") == 0);
+  CHECK(calls.count("backward matmul_backward") == 0);
   CHECK(calls.count("forward matmul_gelu_forward") == 0);
   CHECK(calls.count("backward matmul_backward_dgelu") == 0);
 }

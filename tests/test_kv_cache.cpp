@@ -325,8 +325,8 @@ TEST_CASE("KV-cache decoding on the CUDA backend equals its full recomputation",
                    "model.vocab_size=128", "model.real_vocab_size=100"});
   cuda_test::HostAccessGuard guard;
   CudaOps gpu;
-  // bf16 too: the decoder's blocks store the norm outputs and the MLP in bf16 in its own
-  // buffers (GPT2::stored_floats), as training does in the arena.
+  // bf16 too: the decoder's blocks store the norm outputs, the attention output and the MLP in
+  // bf16 in its own buffers (GPT2::stored_floats), as training does in the arena.
   for (const char* dtype : {"fp32", "bf16"}) {
     INFO(dtype);
     GPT2 model(cfg.model, cfg.attention, gpu, dtype);

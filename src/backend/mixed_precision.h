@@ -15,10 +15,11 @@
 // refresh. One master buffer per backend: one bf16 model per Ops.
 //
 // bf16 storage of the activations that are only GEMM inputs: the RMSNorm outputs (c_attn's
-// and c_fc's input, N*C each) and the GELU MLP's pre-activation and output ((N, 4C) each), 10 of
-// a d12 layer's ~19 N*C saved floats. The *_bf16 methods take them as bf16 elements (uint16_t
-// bits, so that this header needs no CUDA type). GPT2 calls them instead of rmsnorm_forward and
-// the fp32 matmuls of its MLP and c_attn when its dtype is bf16.
+// and c_fc's input, N*C each), the attention output (c_proj's input, N*C) and the GELU MLP's
+// pre-activation and output ((N, 4C) each), 11 of a d12 layer's ~19 N*C saved floats. The *_bf16
+// methods take them as bf16 elements (uint16_t bits, so that this header needs no CUDA type).
+// GPT2 calls them instead of rmsnorm_forward and the fp32 matmuls of its MLP, c_attn and c_proj
+// when its dtype is bf16.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +38,9 @@ class Bf16Matmuls {
   // y(N,C) = bf16(w x rstd), rstd(N) fp32: Ops::rmsnorm_forward with its output rounded.
   virtual void rmsnorm_forward_bf16(uint16_t* y, float* rstd, const float* x, const float* w, int N,
                                     int C, float eps) = 0;
+  // y[i] = bf16(x[i]), round to nearest even: the rounding an fp32 GEMM input gets, done once
+  // where the input is stored (the attention's output, written in fp32 by every kind).
+  virtual void store_bf16(uint16_t* y, const float* x, size_t n) = 0;
   // y(N,OC) = x(N,C) W^T with x stored in bf16 (no cast: it is a GEMM input as it is).
   virtual void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
                                    int OC) = 0;

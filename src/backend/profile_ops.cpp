@@ -113,6 +113,10 @@ class ProfileOps::TimedBf16 final : public Bf16Matmuls {
     Timer timer(&owner_, "rmsnorm_forward_bf16");
     in_.rmsnorm_forward_bf16(y, rstd, x, w, N, C, eps);
   }
+  void store_bf16(uint16_t* y, const float* x, size_t n) override {
+    Timer timer(&owner_, "store_bf16");
+    in_.store_bf16(y, x, n);
+  }
   void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
                            int OC) override {
     Timer timer(&owner_, owner_.matmul_label("matmul_forward_bf16", N, C, OC));

@@ -35,6 +35,7 @@ Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
   x_ = buffer(n * C);
   ln_ = buffer(n * C);
   rstd_ = buffer(n);
+  atty_ = buffer(n * C);
   xmid_ = buffer(n * C);
   fc_ = buffer(n * 4 * C);
   fcg_ = buffer(n * 4 * C);
@@ -80,6 +81,7 @@ void Generator::forward_chunk(const int32_t* tokens, int n) {
                        proj_cache_.data() + size_t(l) * max_ctx_ * W,  // rows 0..max_ctx-1
                        act_.data(),
                        y_.data(),
+                       atty_.data(),  // read only under dtype bf16 (GPT2::Acts)
                        xmid_.data(),
                        ln_.data(),
                        rstd_.data(),

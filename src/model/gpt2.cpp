@@ -141,7 +141,8 @@ void GPT2::set_batch(int B, int T) {
                                  {&GPT2::rstd1_, L * N},
                                  {&GPT2::proj_, proj_layers() * N * W},
                                  {&GPT2::attn_act_, L * attn_->act_floats(B, T)},
-                                 {&GPT2::atty_, L * N * C},
+                                 {&GPT2::atty_, L * stored_floats(N * C)},
+                                 {&GPT2::attn_y_, bf16_ ? N * C : 0},
                                  {&GPT2::xmid_, L * N * C},
                                  {&GPT2::ln2_, L * stored_floats(N * C)},
                                  {&GPT2::rstd2_, L * N},
@@ -189,7 +190,8 @@ GPT2::Acts GPT2::acts(int l) const {
               rstd1_ + L * N,
               proj_ + (proj_layers() == 1 ? 0 : L) * N * size_t(attn_->proj_width()),
               attn_act_ + L * attn_->act_floats(B_, T_),
-              atty_ + L * NC,
+              bf16_ ? attn_y_ : atty_ + L * NC,
+              atty_ + L * stored_floats(NC),
               xmid_ + L * NC,
               ln2_ + L * stored_floats(NC),
               rstd2_ + L * N,
@@ -259,8 +261,13 @@ void GPT2::block_forward(int l, const AttnContext& ctx, int rows, int row0, cons
   const Layer& L = layers_[size_t(l)];
   norm_forward(a.ln1, a.rstd1, a.x, P + L.ln1, rows);
   stored_matmul_forward(a.proj + size_t(row0) * W, a.ln1, P + L.c_attn, rows, C, W);
-  attn_->forward(ctx, a.proj, a.atty, a.attn, extras(P, L));
-  ops_.matmul_forward(a.xmid, a.atty + size_t(row0) * C, P + L.c_proj, rows, C, C);
+  attn_->forward(ctx, a.proj, a.y, a.attn, extras(P, L));
+  const float* y = a.y + size_t(row0) * C;
+  if (bf16_) {  // the rounding c_proj's GEMM input gets, kept for its dW in the backward
+    bf16_->store_bf16(bf16_elements(a.atty), y, nC);
+    y = a.atty;
+  }
+  stored_matmul_forward(a.xmid, y, P + L.c_proj, rows, C, C);
   ops_.add_inplace(a.xmid, a.x, nC);
   norm_forward(a.ln2, a.rstd2, a.xmid, P + L.ln2, rows);
   if (bf16_)
@@ -331,7 +338,7 @@ void GPT2::backward() {
     stored_matmul_backward(dbuf_, G + L.c_fc, dfc_, a.ln2, P + L.c_fc, N, C, 4 * C);
     ops_.rmsnorm_backward(dres, G + L.ln2, dbuf_, a.xmid, P + L.ln2, a.rstd2, N, C);
     // xmid = x + attn(ln1) Wo^T
-    ops_.matmul_backward(dbuf_, G + L.c_proj, dres, a.atty, P + L.c_proj, N, C, C, false);
+    stored_matmul_backward(dbuf_, G + L.c_proj, dres, a.atty, P + L.c_proj, N, C, C);
     AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(), 0};
     attn_->backward(ctx, a.proj, dbuf_, dproj_, a.attn, extras(P, L), extras(G, L), attn_scratch_);
     stored_matmul_backward(dbuf_, G + L.c_attn, dproj_, a.ln1, P + L.c_attn, N, C, W);

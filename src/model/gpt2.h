@@ -113,17 +113,19 @@ class GPT2 {
     std::vector<size_t> extra;
   };
   static std::vector<ParamTensor> layout(const ModelConfig& m, const AttentionVariant& attn);
-  // Layer l's slices of the activation arena, saved by forward for backward. ln1, ln2 (rows, C)
-  // and fc (the MLP's pre-activation), fcg (its GELU) (rows, 4C) are fp32, or bf16 elements
-  // when dtype is bf16 (stored_floats).
+  // Layer l's slices of the activation arena, saved by forward for backward. ln1, ln2 (rows, C),
+  // atty (the attention output, c_proj's input: rows, C) and fc (the MLP's pre-activation), fcg
+  // (its GELU) (rows, 4C) are fp32, or bf16 elements when dtype is bf16 (stored_floats). y is
+  // where the attention writes its fp32 output: atty itself under fp32; under bf16 a buffer
+  // that block_forward then rounds into atty.
   struct Acts {
-    float *x, *ln1, *rstd1, *proj, *attn, *atty, *xmid, *ln2, *rstd2, *fc, *fcg;
+    float *x, *ln1, *rstd1, *proj, *attn, *y, *atty, *xmid, *ln2, *rstd2, *fc, *fcg;
   };
   Acts acts(int l) const;
   void check_tokens(const int32_t* tokens, int limit, const char* what) const;
   void forward_trunk();  // from the inputs in tokens_
   // Block l (pre-norm: x + attention(RMSNorm x), then + MLP(RMSNorm .)) on `rows` token rows,
-  // a.x -> xout (which may be a.x). a.proj and a.atty span the attention's ctx.T rows, this
+  // a.x -> xout (which may be a.x). a.proj and a.y span the attention's ctx.T rows, this
   // call's being [row0, row0 + rows); the other buffers hold this call's rows only. Training
   // runs all B*T rows (row0 0); the decoder (generator.h) the new rows of one sequence whose
   // earlier rows' proj it keeps.
@@ -133,7 +135,7 @@ class GPT2 {
   // Layers whose c_attn output the arena keeps: all when the attention's backward reads it,
   // else one (every layer's forward overwrites it).
   size_t proj_layers() const { return attn_->backward_reads_proj() ? size_t(m_.n_layer) : 1; }
-  // The activations that are only GEMM inputs (ln1, ln2, fc, fcg) are stored in bf16 under
+  // The activations that are only GEMM inputs (ln1, atty, ln2, fc, fcg) are stored in bf16 under
   // dtype bf16 (backend/mixed_precision.h). Floats that `elements` of them take: half then,
   // rounded up to 16 bytes so that each layer's slice stays aligned for cuBLASLt.
   size_t stored_floats(size_t elements) const { return bf16_ ? (elements + 7) / 8 * 4 : elements; }
@@ -173,6 +175,7 @@ class GPT2 {
   float *fcg_ = nullptr, *lnf_out_ = nullptr, *rstdf_ = nullptr, *losses_ = nullptr;
   float *dlnf_ = nullptr, *dres_ = nullptr, *dproj_ = nullptr, *dbuf_ = nullptr;
   float *dfc_ = nullptr, *attn_scratch_ = nullptr, *logits_ = nullptr;
+  float* attn_y_ = nullptr;  // dtype bf16: the current layer's fp32 attention output (Acts::y)
   std::vector<float> losses_host_;
 };
 

@@ -138,6 +138,10 @@ void CudaOps::rmsnorm_forward_bf16(uint16_t* y, float* rstd, const float* x, con
   cuda::rmsnorm_forward(bf16_bits(y), rstd, x, w, N, C, eps);
 }
 
+void CudaOps::store_bf16(uint16_t* y, const float* x, size_t n) {
+  cuda::cast_to_bf16(bf16_bits(y), x, n);  // the kernel bf16_operand's casts run
+}
+
 void CudaOps::matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x,
                                        const float* W, int N, int C, int OC) {
   TDA_CHECK(bf16_, "cuda: matmul_gelu_forward_bf16 without enable_bf16_matmuls()");

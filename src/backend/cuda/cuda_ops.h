@@ -179,6 +179,7 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   // are.
   void rmsnorm_forward_bf16(uint16_t* y, float* rstd, const float* x, const float* w, int N, int C,
                             float eps) override;
+  void store_bf16(uint16_t* y, const float* x, size_t n) override;
   void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
                            int OC) override;
   void matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
