@@ -10,7 +10,7 @@ The one GPU run so far (H200, docs/results/gpu-h200-2026-11-26/) took 2.5x this 
 The call sequence is read off the code: src/model/gpt2.cpp (layer loop), src/attention/
 softmax.cpp and tda.cpp (glue), src/backend/cuda/cuda_ops.cu + gemm.cu (matmuls: cublasSgemm
 without TF32 for --dtype fp32; for bf16 each fp32 activation operand is cast by its own kernel,
-the norm outputs and MLP activations are stored in bf16, weights come from one bf16 copy,
+the norm outputs, attention output and MLP activations are stored in bf16, weights from one copy,
 cublasGemmEx fp32 out except c_fc's bf16 pre-activation), kernels/*.cu (traffic per kernel).
 Bytes are compulsory: every tensor a call touches, read or written once (a read-modify-write
 counts twice). Attention rows also give the upper bound where every streamed 64-row K/V (or
@@ -85,8 +85,8 @@ def micro_rows(a, dtype):
         column_sum(f"(dw chunks of {tag})", bw_, ch, width)
 
     # --- trunk, forward then backward (gpt2.cpp); GELU/exp/tanh counted as ~1 FLOP each.
-    # bf16 stores the activations that are only GEMM inputs (ln_1, ln_2 and the MLP's
-    # pre-activation and GELU; backend/mixed_precision.h): written and read in 2 bytes, no cast.
+    # bf16 stores the activations that are only GEMM inputs (ln_1, ln_2, the attention output and
+    # the MLP's pre-activation and GELU; backend/mixed_precision.h): read in 2 bytes, cast once.
     act_b = 2 if bf else f4  # bytes per stored GEMM-input element
     add("embedding_forward", "fwd", 1, 0, N * 4 + 2 * NC * f4)
     if bf:
@@ -107,7 +107,8 @@ def micro_rows(a, dtype):
     add("zero (dres)", "bwd", 1, 0, NC * f4)
     add("embedding_backward", "bwd", 1, NC, (3 * NC + N) * f4)
     if bf:  # one cast kernel per fp32 activation operand; weights from the bf16 master copy
-        add("cast_to_bf16 (N x C act.)", "both", 4 * L, 0, NC * 6)  # atty x2, dres x2
+        # the attention output once (store_bf16: c_proj's forward and dW read it), dres x2
+        add("cast_to_bf16 (N x C act.)", "both", 3 * L, 0, NC * 6)
         add("cast_to_bf16 (N x 4C act.)", "bwd", L, 0, N * F * 6)  # dfc
         add("cast_to_bf16 (N x W dproj)", "bwd", L, 0, N * W * 6)
 
