@@ -52,9 +52,11 @@ __global__ void rmsnorm_forward_bf16_kernel(__nv_bfloat16* y, float* rstd, const
   rmsnorm_row(y, rstd, x, w, N, C, eps);
 }
 
-// dx += w dy r - x (sum_c w dy x) r^3 / C
-__global__ void rmsnorm_backward_dx_kernel(float* dx, const float* dy, const float* x,
-                                           const float* w, const float* rstd, int N, int C) {
+// dx += w dy r - x (sum_c w dy x) r^3 / C; dx16 (when given) = bf16(dx) after the sum: the bf16
+// path's residual gradient as the next backward GEMMs read it (mixed_precision.h).
+__global__ void rmsnorm_backward_dx_kernel(float* dx, __nv_bfloat16* dx16, const float* dy,
+                                           const float* x, const float* w, const float* rstd,
+                                           int N, int C) {
   const int lane = threadIdx.x % kWarp;
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (n >= N) return;
@@ -66,7 +68,11 @@ __global__ void rmsnorm_backward_dx_kernel(float* dx, const float* dy, const flo
   for (int c = lane; c < C; c += kWarp) hx += w[c] * dyr[c] * xr[c];
   hx = warp_sum(hx);
   const float k = hx * r * r * r / C;
-  for (int c = lane; c < C; c += kWarp) dxr[c] += w[c] * dyr[c] * r - xr[c] * k;
+  __nv_bfloat16* dx16r = dx16 ? dx16 + size_t(n) * C : nullptr;
+  for (int c = lane; c < C; c += kWarp) {
+    dxr[c] += w[c] * dyr[c] * r - xr[c] * k;
+    if (dx16r) dx16r[c] = __float2bfloat16(dxr[c]);
+  }
 }
 
 // partial(chunk, c) = sum_{n in chunk} dy(n,c) x(n,c) rstd(n), rows in increasing order
@@ -111,11 +117,11 @@ size_t rmsnorm_backward_scratch(int N, int C, int chunk_rows) {
 }
 
 void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
-                      const float* rstd, int N, int C, float* scratch) {
+                      const float* rstd, int N, int C, float* scratch, __nv_bfloat16* dx16) {
   if (N == 0) return;
   const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
   check(launch<rmsnorm_backward_dx_kernel>(dim3(blocks), dim3(kRowsPerBlock * kWarp), 0, stream(),
-                                           dx, dy, x, w, rstd, N, C),
+                                           dx, dx16, dy, x, w, rstd, N, C),
         "rmsnorm_backward_dx");
   rmsnorm_backward_dw(dw, dy, x, rstd, N, C, scratch);
 }

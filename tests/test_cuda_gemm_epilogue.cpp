@@ -294,9 +294,12 @@ TEST_CASE(
   const auto dz_r = bf16_round(dz), W2_r = bf16_round(W2);
   for (bool with_dW : {true, false}) {
     INFO("dW " << (with_dW ? "accumulated" : "null"));
+    // dz in bf16, as the model's residual norm backward stores it
     DeviceBuffer<float> gdz(dz), gdpre(size_t(N) * OC), gdW(dW0);
-    gpu.matmul_backward_dgelu_bf16(gdpre.get(), with_dW ? gdW.get() : nullptr, gdz.get(), bits(gy),
-                                   gW2, bits(gpre), N, OC, C);
+    DeviceBuffer<__nv_bfloat16> gdz16(dz.size());
+    gpu.store_bf16(bits(gdz16), gdz.get(), dz.size());
+    gpu.matmul_backward_dgelu_bf16(gdpre.get(), with_dW ? gdW.get() : nullptr, bits(gdz16),
+                                   bits(gy), gW2, bits(gpre), N, OC, C);
     // The CPU's unfused composition on the same rounded values (its GELU uses a faster tanh:
     // kTol as in the fp32 test above).
     CpuOps cpu;
@@ -336,6 +339,42 @@ TEST_CASE(
     CHECK(same_bits(gdx.to_host(), dx));
     CHECK(same_bits(gdW.to_host(), dW));
   }
+  // The same with dy stored in bf16 too (the c_proj backward on the residual gradient): the
+  // bits of casting dy at the GEMM.
+  {
+    DeviceBuffer<float> gdp(dp), gdx(dx0), gdW(dW0), gdx2(dx0), gdW2(dW0);
+    DeviceBuffer<__nv_bfloat16> gdp16(dp.size());
+    gpu.store_bf16(bits(gdp16), gdp.get(), dp.size());
+    gpu.matmul_backward_bf16_dy(gdx.get(), gdW.get(), bits(gdp16), bits(gx16), gW, N, C, OC);
+    gpu.matmul_backward_bf16(gdx2.get(), gdW2.get(), gdp.get(), bits(gx16), gW, N, C, OC, false);
+    CHECK(same_bits(gdx.to_host(), gdx2.to_host()));
+    CHECK(same_bits(gdW.to_host(), gdW2.to_host()));
+    CHECK_FALSE(same_bits(gdW.to_host(), dW0));  // control: dW was accumulated into
+  }
+}
+
+// The residual gradient in the bf16 path: rmsnorm_backward_bf16 is rmsnorm_backward (dx += ...,
+// dw += ...) bit for bit, and its bf16 copy is the rounding of the accumulated dx.
+TEST_CASE("cuda: rmsnorm_backward_bf16 equals rmsnorm_backward and rounds its sum", "[cuda][emu]") {
+  const auto W = rnd(size_t(OC) * C, 62), W2 = rnd(size_t(OC) * C, 63);
+  Bf16Gpu b16(W, W2);
+  CudaOps& gpu = b16.gpu;
+  const size_t nx = size_t(N) * C;
+  const auto x = rnd(nx, 70, -3.f, 3.f), dy = rnd(nx, 71), w = rnd(size_t(C), 72, 0.5f, 1.5f),
+             dx0 = rnd(nx, 73), dw0 = rnd(size_t(C), 74), rstd = rnd(size_t(N), 75, 0.5f, 2.f);
+  DeviceBuffer<float> gx(x), gdy(dy), gw(w), grstd(rstd);
+  DeviceBuffer<float> gdx(dx0), gdw(dw0), gdx2(dx0), gdw2(dw0);
+  DeviceBuffer<__nv_bfloat16> gdx16(nx);
+  gpu.rmsnorm_backward_bf16(gdx.get(), reinterpret_cast<uint16_t*>(gdx16.get()), gdw.get(),
+                            gdy.get(), gx.get(), gw.get(), grstd.get(), N, C);
+  gpu.rmsnorm_backward(gdx2.get(), gdw2.get(), gdy.get(), gx.get(), gw.get(), grstd.get(), N, C);
+  const auto dx = gdx.to_host();
+  CHECK(same_bits(dx, gdx2.to_host()));
+  CHECK(same_bits(gdw.to_host(), gdw2.to_host()));
+  CHECK_FALSE(same_bits(dx, dx0));  // control: dx was accumulated into
+  DeviceBuffer<float> wide(nx);
+  cuda::cast_to_float(wide.get(), gdx16.get(), nx);
+  CHECK(same_bits(wide.to_host(), bf16_round(dx)));
 }
 
 TEST_CASE("cuda: gemm epilogues on strided and transposed operands", "[cuda][emu]") {

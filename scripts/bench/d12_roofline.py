@@ -73,14 +73,16 @@ def micro_rows(a, dtype):
                 (rows_ + groups) * width * f4)
         add(f"column_sum {tag}", "bwd", calls, groups * width, (groups + 2) * width * f4)
 
-    def rms(tag, phase_calls, rows_, width, y_bytes=f4):
+    def rms(tag, phase_calls, rows_, width, y_bytes=f4, dx16_bytes=0):
         # forward: read x, write y (+rstd; y in bf16 where the bf16 path stores it); backward:
-        # dx kernel reads dy, x and read-modify-writes dx; the dw kernel reads dy and x again;
+        # dx kernel reads dy, x and read-modify-writes dx (and, in the bf16 path, writes dx's
+        # bf16 copy, the residual gradient's GEMMs' dy); the dw kernel reads dy and x again;
         # then column sums over 32-row chunks.
         n, ch = rows_ * width, -(-rows_ // 32)
         fw, bw_ = phase_calls
         add(f"rmsnorm_forward {tag}", "fwd", fw, 4 * n, n * (f4 + y_bytes) + (rows_ + width) * f4)
-        add(f"rmsnorm_backward_dx {tag}", "bwd", bw_, 7 * n, (4 * n + rows_ + width) * f4)
+        add(f"rmsnorm_backward_dx {tag}", "bwd", bw_, 7 * n,
+            (4 * n + rows_ + width) * f4 + n * dx16_bytes)
         add(f"rmsnorm_dw_partial {tag}", "bwd", bw_, 3 * n, (2 * n + rows_ + ch * width) * f4)
         column_sum(f"(dw chunks of {tag})", bw_, ch, width)
 
@@ -90,8 +92,8 @@ def micro_rows(a, dtype):
     act_b = 2 if bf else f4  # bytes per stored GEMM-input element
     add("embedding_forward", "fwd", 1, 0, N * 4 + 2 * NC * f4)
     if bf:
-        rms("(N x C, ln_1/ln_2 bf16 out)", (2 * L, 2 * L), N, C, y_bytes=2)
-        rms("(N x C, ln_f)", (1, 1), N, C)
+        rms("(N x C, ln_1/ln_2 bf16 out)", (2 * L, 2 * L), N, C, y_bytes=2, dx16_bytes=2)
+        rms("(N x C, ln_f)", (1, 1), N, C, dx16_bytes=2)
     else:
         rms("(N x C)", (2 * L + 1, 2 * L + 1), N, C)
     gemm("gemm c_attn fwd", "fwd", L, N, W, C)
@@ -107,8 +109,9 @@ def micro_rows(a, dtype):
     add("zero (dres)", "bwd", 1, 0, NC * f4)
     add("embedding_backward", "bwd", 1, NC, (3 * NC + N) * f4)
     if bf:  # one cast kernel per fp32 activation operand; weights from the bf16 master copy
-        # the attention output once (store_bf16: c_proj's forward and dW read it), dres x2
-        add("cast_to_bf16 (N x C act.)", "both", 3 * L, 0, NC * 6)
+        # the attention output once (store_bf16: c_proj's forward and dW read it); the residual
+        # gradient (mlp_proj's and c_proj's dy) comes in bf16 from the norms' backward
+        add("cast_to_bf16 (N x C act.)", "fwd", L, 0, NC * 6)
         add("cast_to_bf16 (N x 4C act.)", "bwd", L, 0, N * F * 6)  # dfc
         add("cast_to_bf16 (N x W dproj)", "bwd", L, 0, N * W * 6)
 

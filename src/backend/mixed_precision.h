@@ -19,7 +19,10 @@
 // pre-activation and output ((N, 4C) each), 11 of a d12 layer's ~19 N*C saved floats. The *_bf16
 // methods take them as bf16 elements (uint16_t bits, so that this header needs no CUDA type).
 // GPT2 calls them instead of rmsnorm_forward and the fp32 matmuls of its MLP, c_attn and c_proj
-// when its dtype is bf16.
+// when its dtype is bf16. The residual stream's gradient, the dy of the mlp_proj and c_proj
+// backward GEMMs, is written in bf16 too, beside its fp32 sum, by the norms' backward that
+// produce it (rmsnorm_backward_bf16). Each value is rounded once, where it is written, as the
+// GEMM input cast would round it: results equal those of casting at every GEMM, bit for bit.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -47,13 +50,20 @@ class Bf16Matmuls {
   // Ops::matmul_backward with x stored in bf16: dx = dy W, dW += dy^T x.
   virtual void matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
                                     const float* W, int N, int C, int OC, bool accumulate_dx) = 0;
+  // The same with dy stored in bf16 as well; dx overwritten.
+  virtual void matmul_backward_bf16_dy(float* dx, float* dW, const uint16_t* dy, const uint16_t* x,
+                                       const float* W, int N, int C, int OC) = 0;
+  // Ops::rmsnorm_backward (dx += ..., dw += ...) that also writes dx16 = bf16(dx), after the sum.
+  virtual void rmsnorm_backward_bf16(float* dx, uint16_t* dx16, float* dw, const float* dy,
+                                     const float* x, const float* w, const float* rstd, int N,
+                                     int C) = 0;
   // pre(N,OC) = bf16(x(N,C) W(OC,C)^T) (fp32 sum, one rounding); y = bf16(gelu(pre)), the GELU
   // of the stored (rounded) pre-activation.
   virtual void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x,
                                         const float* W, int N, int C, int OC) = 0;
   // dpre(N,C) = (dy(N,OC) W(OC,C)) * gelu'(pre) (overwrite); dW(OC,C) += dy^T x (skipped when
-  // dW is null); x = gelu(pre) and pre as matmul_gelu_forward_bf16 stored them.
-  virtual void matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy,
+  // dW is null); x = gelu(pre) and pre as matmul_gelu_forward_bf16 stored them, dy in bf16.
+  virtual void matmul_backward_dgelu_bf16(float* dpre, float* dW, const uint16_t* dy,
                                           const uint16_t* x, const float* W, const uint16_t* pre,
                                           int N, int C, int OC) = 0;
 };

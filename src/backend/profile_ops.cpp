@@ -127,12 +127,22 @@ class ProfileOps::TimedBf16 final : public Bf16Matmuls {
     Timer timer(&owner_, owner_.matmul_label("matmul_backward_bf16", N, C, OC));
     in_.matmul_backward_bf16(dx, dW, dy, x, W, N, C, OC, acc);
   }
+  void matmul_backward_bf16_dy(float* dx, float* dW, const uint16_t* dy, const uint16_t* x,
+                               const float* W, int N, int C, int OC) override {
+    Timer timer(&owner_, owner_.matmul_label("matmul_backward_bf16_dy", N, C, OC));
+    in_.matmul_backward_bf16_dy(dx, dW, dy, x, W, N, C, OC);
+  }
+  void rmsnorm_backward_bf16(float* dx, uint16_t* dx16, float* dw, const float* dy, const float* x,
+                             const float* w, const float* rstd, int N, int C) override {
+    Timer timer(&owner_, "rmsnorm_backward_bf16");
+    in_.rmsnorm_backward_bf16(dx, dx16, dw, dy, x, w, rstd, N, C);
+  }
   void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x, const float* W,
                                 int N, int C, int OC) override {
     Timer timer(&owner_, owner_.matmul_label("matmul_gelu_forward_bf16", N, C, OC));
     in_.matmul_gelu_forward_bf16(y, pre, x, W, N, C, OC);
   }
-  void matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy, const uint16_t* x,
+  void matmul_backward_dgelu_bf16(float* dpre, float* dW, const uint16_t* dy, const uint16_t* x,
                                   const float* W, const uint16_t* pre, int N, int C,
                                   int OC) override {
     Timer timer(&owner_, owner_.matmul_label("matmul_backward_dgelu_bf16", N, C, OC));

@@ -153,6 +153,7 @@ void GPT2::set_batch(int B, int T) {
                                  {&GPT2::losses_, N},
                                  {&GPT2::dlnf_, N * C},
                                  {&GPT2::dres_, N * C},
+                                 {&GPT2::dres16_, bf16_ ? stored_floats(N * C) : 0},
                                  {&GPT2::dproj_, N * W},
                                  {&GPT2::dbuf_, N * C},
                                  {&GPT2::dfc_, N * 4 * C},
@@ -239,6 +240,15 @@ void GPT2::stored_matmul_backward(float* dx, float* dW, const float* dy, const f
     ops_.matmul_backward(dx, dW, dy, x, W, N, C, OC, false);
 }
 
+void GPT2::residual_norm_backward(float* dw, const float* dy, const float* x, const float* w,
+                                  const float* rstd) {
+  const int N = B_ * T_, C = m_.d_model;
+  if (bf16_)
+    bf16_->rmsnorm_backward_bf16(dres_, bf16_elements(dres16_), dw, dy, x, w, rstd, N, C);
+  else
+    ops_.rmsnorm_backward(dres_, dw, dy, x, w, rstd, N, C);
+}
+
 void GPT2::forward_trunk() {
   const int N = B_ * T_, C = m_.d_model;
   const float eps = float(m_.norm_eps);
@@ -322,27 +332,31 @@ void GPT2::backward() {
   float* P = params_.data();
   float* G = grads_.data();
   float* dres = dres_;
+  const uint16_t* dres16 = bf16_elements(dres16_);  // dres in bf16 (dtype bf16)
   ops_.zero(dres, NC);
-  ops_.rmsnorm_backward(dres, G + lnf_, dlnf_, resid_ + size_t(m_.n_layer) * NC, P + lnf_, rstdf_,
-                        N, C);
+  residual_norm_backward(G + lnf_, dlnf_, resid_ + size_t(m_.n_layer) * NC, P + lnf_, rstdf_);
   for (int l = m_.n_layer - 1; l >= 0; --l) {
     const Layer& L = layers_[size_t(l)];
     const Acts a = acts(l);
     // x_out = xmid + gelu(ln2 Wfc^T) Wp^T: dres is d x_out and also (residual) part of d xmid.
     if (bf16_)
-      bf16_->matmul_backward_dgelu_bf16(dfc_, G + L.mlp_proj, dres, bf16_elements(a.fcg),
+      bf16_->matmul_backward_dgelu_bf16(dfc_, G + L.mlp_proj, dres16, bf16_elements(a.fcg),
                                         P + L.mlp_proj, bf16_elements(a.fc), N, 4 * C, C);
     else
       ops_.matmul_backward_dgelu(dfc_, G + L.mlp_proj, dres, a.fcg, P + L.mlp_proj, a.fc, N, 4 * C,
                                  C);
     stored_matmul_backward(dbuf_, G + L.c_fc, dfc_, a.ln2, P + L.c_fc, N, C, 4 * C);
-    ops_.rmsnorm_backward(dres, G + L.ln2, dbuf_, a.xmid, P + L.ln2, a.rstd2, N, C);
+    residual_norm_backward(G + L.ln2, dbuf_, a.xmid, P + L.ln2, a.rstd2);
     // xmid = x + attn(ln1) Wo^T
-    stored_matmul_backward(dbuf_, G + L.c_proj, dres, a.atty, P + L.c_proj, N, C, C);
+    if (bf16_)
+      bf16_->matmul_backward_bf16_dy(dbuf_, G + L.c_proj, dres16, bf16_elements(a.atty),
+                                     P + L.c_proj, N, C, C);
+    else
+      ops_.matmul_backward(dbuf_, G + L.c_proj, dres, a.atty, P + L.c_proj, N, C, C, false);
     AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(), 0};
     attn_->backward(ctx, a.proj, dbuf_, dproj_, a.attn, extras(P, L), extras(G, L), attn_scratch_);
     stored_matmul_backward(dbuf_, G + L.c_attn, dproj_, a.ln1, P + L.c_attn, N, C, W);
-    ops_.rmsnorm_backward(dres, G + L.ln1, dbuf_, a.x, P + L.ln1, a.rstd1, N, C);
+    residual_norm_backward(G + L.ln1, dbuf_, a.x, P + L.ln1, a.rstd1);
   }
   ops_.embedding_backward(G + wte_, dres, inputs_, plan_, N, C);
 }

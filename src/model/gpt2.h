@@ -144,6 +144,10 @@ class GPT2 {
   void stored_matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC);
   void stored_matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
                               int N, int C, int OC);
+  // dres_ += the dx of a norm's backward (x its input, w its weight); under dtype bf16 the sum is
+  // also written to dres16_ in bf16, the dy the next backward GEMMs (mlp_proj, c_proj) read.
+  void residual_norm_backward(float* dw, const float* dy, const float* x, const float* w,
+                              const float* rstd);
 
   // The decoder runs the model's layers on its own buffers: it reads the weights in place.
   friend class Generator;
@@ -176,6 +180,7 @@ class GPT2 {
   float *dlnf_ = nullptr, *dres_ = nullptr, *dproj_ = nullptr, *dbuf_ = nullptr;
   float *dfc_ = nullptr, *attn_scratch_ = nullptr, *logits_ = nullptr;
   float* attn_y_ = nullptr;  // dtype bf16: the current layer's fp32 attention output (Acts::y)
+  float* dres16_ = nullptr;  // dtype bf16: dres_ in bf16 elements (residual_norm_backward)
   std::vector<float> losses_host_;
 };
 

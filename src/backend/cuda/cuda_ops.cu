@@ -88,18 +88,18 @@ void CudaOps::matmul_backward_ep(float* dx, float* dW, const float* dy, const fl
   float* aux = const_cast<float*>(pre);
   if (bf16_) {
     const auto* xb = dW ? bf16(bf16_operand(x, size_t(N) * C, 2)) : nullptr;
-    backward_bf16(dx, dW, dy, xb, W, N, C, OC, accumulate_dx, ep, aux);
+    backward_bf16(dx, dW, bf16(bf16_operand(dy, size_t(N) * OC, 0)), xb, W, N, C, OC,
+                  accumulate_dx, ep, aux);
     return;
   }
   if (dx) cuda::gemm(false, false, N, C, OC, 1.0f, dy, OC, W, C, beta_dx, dx, C, ep, aux, C);
   if (dW) cuda::gemm(true, false, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dW, C);
 }
 
-// The bf16 form of matmul_backward_ep, x already in bf16.
-void CudaOps::backward_bf16(float* dx, float* dW, const float* dy, const __nv_bfloat16* xb,
-                            const float* W, int N, int C, int OC, bool accumulate_dx,
-                            cuda::Epilogue ep, float* aux) {
-  const auto* dyb = bf16(bf16_operand(dy, size_t(N) * OC, 0));
+// The bf16 form of matmul_backward_ep, dy and x already in bf16.
+void CudaOps::backward_bf16(float* dx, float* dW, const __nv_bfloat16* dyb,
+                            const __nv_bfloat16* xb, const float* W, int N, int C, int OC,
+                            bool accumulate_dx, cuda::Epilogue ep, float* aux) {
   if (dx) {
     const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
     cuda::gemm(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, accumulate_dx ? 1.0f : 0.0f, dx, C, ep,
@@ -160,17 +160,33 @@ void CudaOps::matmul_forward_bf16(float* y, const uint16_t* x, const float* W, i
 void CudaOps::matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
                                    const float* W, int N, int C, int OC, bool accumulate_dx) {
   TDA_CHECK(bf16_, "cuda: matmul_backward_bf16 without enable_bf16_matmuls()");
-  backward_bf16(dx, dW, dy, bf16_bits(x), W, N, C, OC, accumulate_dx, cuda::Epilogue::kNone,
+  backward_bf16(dx, dW, bf16(bf16_operand(dy, size_t(N) * OC, 0)), bf16_bits(x), W, N, C, OC,
+                accumulate_dx, cuda::Epilogue::kNone, nullptr);
+}
+
+void CudaOps::matmul_backward_bf16_dy(float* dx, float* dW, const uint16_t* dy, const uint16_t* x,
+                                      const float* W, int N, int C, int OC) {
+  TDA_CHECK(bf16_, "cuda: matmul_backward_bf16_dy without enable_bf16_matmuls()");
+  backward_bf16(dx, dW, bf16_bits(dy), bf16_bits(x), W, N, C, OC, false, cuda::Epilogue::kNone,
                 nullptr);
+}
+
+void CudaOps::rmsnorm_backward_bf16(float* dx, uint16_t* dx16, float* dw, const float* dy,
+                                    const float* x, const float* w, const float* rstd, int N,
+                                    int C) {
+  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::rmsnorm_backward_scratch(N, C),
+                           "backward scratch (rmsnorm dw partials)");
+  cuda::rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C, s, bf16_bits(dx16));
 }
 
 // The DGELU runs as a pointwise pass after the dy W product: cuBLASLt's DGELU epilogue reads an
 // fp32 aux, and pre is stored in bf16.
-void CudaOps::matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy, const uint16_t* x,
-                                         const float* W, const uint16_t* pre, int N, int C,
-                                         int OC) {
+void CudaOps::matmul_backward_dgelu_bf16(float* dpre, float* dW, const uint16_t* dy,
+                                         const uint16_t* x, const float* W, const uint16_t* pre,
+                                         int N, int C, int OC) {
   TDA_CHECK(bf16_, "cuda: matmul_backward_dgelu_bf16 without enable_bf16_matmuls()");
-  backward_bf16(dpre, dW, dy, bf16_bits(x), W, N, C, OC, false, cuda::Epilogue::kNone, nullptr);
+  backward_bf16(dpre, dW, bf16_bits(dy), bf16_bits(x), W, N, C, OC, false, cuda::Epilogue::kNone,
+                nullptr);
   cuda::gelu_backward(dpre, bf16_bits(pre), dpre, size_t(N) * C);
 }
 

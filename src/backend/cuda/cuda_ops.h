@@ -40,8 +40,10 @@ void rmsnorm_forward(__nv_bfloat16* y, float* rstd, const float* x, const float*
                      float eps);
 constexpr int kRmsnormDwRows = 32;
 size_t rmsnorm_backward_scratch(int N, int C, int chunk_rows = kRmsnormDwRows);  // floats
+// dx16, when given, receives bf16(dx) after the accumulation (the bf16 path's residual gradient).
 void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
-                      const float* rstd, int N, int C, float* scratch);
+                      const float* rstd, int N, int C, float* scratch,
+                      __nv_bfloat16* dx16 = nullptr);
 // Its dw stage: dw += sum over chunks of chunk_rows rows of the chunk's partial, both sums in
 // order. Tests pass a small chunk_rows to reach many chunks at an emulated size.
 void rmsnorm_backward_dw(float* dw, const float* dy, const float* x, const float* rstd, int N,
@@ -184,9 +186,13 @@ class CudaOps final : public Ops, public Bf16Matmuls {
                            int OC) override;
   void matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
                             const float* W, int N, int C, int OC, bool accumulate_dx) override;
+  void matmul_backward_bf16_dy(float* dx, float* dW, const uint16_t* dy, const uint16_t* x,
+                               const float* W, int N, int C, int OC) override;
+  void rmsnorm_backward_bf16(float* dx, uint16_t* dx16, float* dw, const float* dy, const float* x,
+                             const float* w, const float* rstd, int N, int C) override;
   void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x, const float* W,
                                 int N, int C, int OC) override;
-  void matmul_backward_dgelu_bf16(float* dpre, float* dW, const float* dy, const uint16_t* x,
+  void matmul_backward_dgelu_bf16(float* dpre, float* dW, const uint16_t* dy, const uint16_t* x,
                                   const float* W, const uint16_t* pre, int N, int C,
                                   int OC) override;
 
@@ -200,9 +206,10 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void matmul_backward_ep(float* dx, float* dW, const float* dy, const float* x, const float* W,
                           int N, int C, int OC, bool accumulate_dx, cuda::Epilogue ep,
                           const float* pre);
-  // The bf16 path's dx = epilogue(dy W), dW += dy^T xb (xb: x in bf16, null when dW is).
-  void backward_bf16(float* dx, float* dW, const float* dy, const __nv_bfloat16* xb, const float* W,
-                     int N, int C, int OC, bool accumulate_dx, cuda::Epilogue ep, float* aux);
+  // The bf16 path's dx = epilogue(dyb W), dW += dyb^T xb (dy and x in bf16; xb null when dW is).
+  void backward_bf16(float* dx, float* dW, const __nv_bfloat16* dyb, const __nv_bfloat16* xb,
+                     const float* W, int N, int C, int OC, bool accumulate_dx, cuda::Epilogue ep,
+                     float* aux);
   bool bf16_ = false;
   const float* master_ = nullptr;
   size_t master_n_ = 0;

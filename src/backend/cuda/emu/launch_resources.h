@@ -154,7 +154,7 @@ inline constexpr KernelResourceRow kLaunchResources[] = {
     {"tda::cuda::(anonymous namespace)::rela_norm_backward_du_kernel", 26, 128, 32, 128, 1024},
     {"tda::cuda::(anonymous namespace)::rela_norm_dparam_partial_kernel", 32, 0, 33, 0, 1024},
     {"tda::cuda::(anonymous namespace)::rela_norm_forward_kernel", 22, 128, 25, 128, 1024},
-    {"tda::cuda::(anonymous namespace)::rmsnorm_backward_dx_kernel", 31, 0, 30, 0, 1024},
+    {"tda::cuda::(anonymous namespace)::rmsnorm_backward_dx_kernel", 30, 0, 30, 0, 1024},
     {"tda::cuda::(anonymous namespace)::rmsnorm_dw_partial_kernel", 28, 0, 28, 0, 1024},
     {"tda::cuda::(anonymous namespace)::rmsnorm_forward_bf16_kernel", 32, 0, 29, 0, 1024},
     {"tda::cuda::(anonymous namespace)::rmsnorm_forward_kernel", 32, 0, 29, 0, 1024},
