@@ -171,6 +171,7 @@ void CudaOps::matmul_backward_bf16_dy(float* dx, float* dW, const uint16_t* dy, 
                 nullptr);
 }
 
+// dx16 null: Ops::rmsnorm_backward (the fp32 path calls it that way).
 void CudaOps::rmsnorm_backward_bf16(float* dx, uint16_t* dx16, float* dw, const float* dy,
                                     const float* x, const float* w, const float* rstd, int N,
                                     int C) {
@@ -197,9 +198,7 @@ void CudaOps::rmsnorm_forward(float* y, float* rstd, const float* x, const float
 
 void CudaOps::rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x,
                                const float* w, const float* rstd, int N, int C) {
-  float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::rmsnorm_backward_scratch(N, C),
-                           "backward scratch (rmsnorm dw partials)");
-  cuda::rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C, s);
+  rmsnorm_backward_bf16(dx, nullptr, dw, dy, x, w, rstd, N, C);  // no bf16 copy
 }
 
 void CudaOps::gelu_forward(float* y, const float* x, size_t n) {
