@@ -225,9 +225,11 @@ __global__ void __launch_bounds__(kThreads)
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int j0 = int(blockIdx.x) * kTile;
   const size_t bqk = bh * size_t(T) * in.ldqk, bv = bh * size_t(T) * in.ldv;
-  load_tile_async<kDk>(sk, in.k + bqk, j0, T, in.ldqk);
-  load_tile_async<kDv>(sv, in.v + bv, j0, T, in.ldv);
-  if (kTwo) load_tile_async<kDk>(sk2, in.k2 + bqk, j0, T, in.ldqk);
+  // the select form of the copies (load_tile_async) here and in the loop: the row-pointer form
+  // spills
+  load_tile_async<kDk, false>(sk, in.k + bqk, j0, T, in.ldqk);
+  load_tile_async<kDv, false>(sv, in.v + bv, j0, T, in.ldv);
+  if (kTwo) load_tile_async<kDk, false>(sk2, in.k2 + bqk, j0, T, in.ldqk);
   cp_async_commit();  // waited for with the first Q tile
   int key[2];         // this lane's two keys (accumulator rows g and g + 8)
   TDA_UNROLL
@@ -247,10 +249,10 @@ __global__ void __launch_bounds__(kThreads)
     constexpr bool kMasked = decltype(masked)::value;
     auto ok = [&](int h, int i) { return !kMasked || (key[h] <= i && i < T); };
     __syncthreads();  // nobody reads the previous tiles any more
-    load_tile_async<kDk>(sq, in.q + bqk, i0, T, in.ldqk);
-    if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T, in.ldqk);
+    load_tile_async<kDk, false>(sq, in.q + bqk, i0, T, in.ldqk);
+    if (kTwo) load_tile_async<kDk, false>(sq2, in.q2 + bqk, i0, T, in.ldqk);
     cp_async_commit();
-    load_tile_async<kDv>(sg, in.g + bv, i0, T, in.ldv);
+    load_tile_async<kDv, false>(sg, in.g + bv, i0, T, in.ldv);
     cp_async_commit();
     static_assert(kThreads >= kTile, "one row per thread");
     if (const int x = threadIdx.x; x < kTile) {

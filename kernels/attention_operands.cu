@@ -2,9 +2,12 @@
 // per call, after which the kernels copy their tiles with cp.async, with no conversion in their
 // key loops. y = bf16(x) is __float2bfloat16 (round to nearest even), the rounding each tile had
 // when the kernels loaded fp32 and converted per tile: the tensor-core products are unchanged.
+#include <algorithm>
+
 #include "backend/cuda/attention_tc.cuh"
 #include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
+#include "core/error.h"
 
 namespace tda::cuda {
 
@@ -30,13 +33,20 @@ __global__ void operand_to_bf16_kernel(uint16_t* y, int ld, const float* x, size
 size_t attention_operands_scratch(const AttnArgs& a, bool with_dout) {
   const size_t rows = size_t(a.B) * a.H * a.T;
   const size_t qk = (attn_two_views(a.math) ? 4 : 2) * size_t(fa::bf16_ld(a.Dqk));
-  return rows * (qk + (with_dout ? 2 : 1) * size_t(fa::bf16_ld(a.Dv)));
+  // + a tile of padding: load_tile_async's zero-filled copies still address up to kTile - 1 rows
+  // (and a bucket's columns) past the last matrix
+  const size_t pad = size_t(fa::kTile) * std::max(fa::bf16_ld(a.Dqk), fa::bf16_ld(a.Dv)) + 128;
+  return rows * (qk + (with_dout ? 2 : 1) * size_t(fa::bf16_ld(a.Dv))) + pad;
 }
 
 fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratch, bool with_dout) {
   fa::AttnBf16Operands o;
   o.ldqk = fa::bf16_ld(a.Dqk);
   o.ldv = fa::bf16_ld(a.Dv);
+  // load_tile_async addresses a (b, h) matrix with 32-bit offsets, up to a tile past its end
+  TDA_CHECK((size_t(a.T) + fa::kTile) * size_t(std::max(o.ldqk, o.ldv)) < (size_t(1) << 31),
+            "cuda: attention: T = " + std::to_string(a.T) +
+                " is too long for the kernels' 32-bit row offsets (T x head dim < 2^31)");
   const size_t rows = size_t(a.B) * a.H * a.T;
   uint16_t* next = scratch;
   auto cast = [&](const float* x, size_t bh_stride, int D, int ld, const float* f = nullptr) {

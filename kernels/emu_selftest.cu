@@ -77,7 +77,14 @@ __global__ void __launch_bounds__(32)
 // column over half of each tile's rows, so it reads rows that other threads copied. `skip` drops
 // one step of the protocol (PipeSkip), the emulator's negative controls.
 constexpr int kPipeThreads = 128, kPipeCols = 64, kPipeRows = 16;
-enum PipeSkip : int { kSkipNothing, kSkipWait, kSkipBarrierAfterWait, kSkipBarrierBeforeRefill };
+// kSkipZeroFillClamp: a zero-filled row keeps its own address, past the end of x.
+enum PipeSkip : int {
+  kSkipNothing,
+  kSkipWait,
+  kSkipBarrierAfterWait,
+  kSkipBarrierBeforeRefill,
+  kSkipZeroFillClamp
+};
 
 __global__ void __launch_bounds__(kPipeThreads)
     pipelined_column_sums_kernel(const float* __restrict__ x, float* out, int rows, int skip) {
@@ -88,7 +95,8 @@ __global__ void __launch_bounds__(kPipeThreads)
       const int r = c / kChunksPerRow, col = 4 * (c % kChunksPerRow), row = tile * kPipeRows + r;
       const bool in = row < rows;  // rows past the end are zero-filled
       cp_async_16(buf + (tile % 2) * kTileFloats + r * kPipeCols + col,
-                  x + size_t(in ? row : 0) * kPipeCols + col, in ? 16 : 0);
+                  x + size_t(in || skip == kSkipZeroFillClamp ? row : 0) * kPipeCols + col,
+                  in ? 16 : 0);
     }
     cp_async_commit();
   };

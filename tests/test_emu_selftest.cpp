@@ -115,4 +115,30 @@ TEST_CASE("emu: cp.async refuses a misaligned or out-of-range source", "[emu][st
                  Catch::Contains("cp.async source") && Catch::Contains("past the end"));
   }
 }
+
+// A zero-filled copy reads 0 bytes, but its address must still be the allocation's
+// (emu/async_copy.h): 20 rows of a 20-row allocation leave 12 zero-filled rows in the second tile.
+TEST_CASE("emu: a zero-filled cp.async must still address its allocation", "[emu][strict]") {
+  StrictMode strict;
+  for (bool clamp : {true, false}) {
+    ResetDeviceAtExit reset;
+    DeviceBuffer<float> x(20 * 64), out(64);
+    std::vector<float> ones(20 * 64, 1.f), sums(64);
+    REQUIRE(cudaMemcpy(x.get(), ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice) ==
+            cudaSuccess);
+    const cudaError_t err = st::pipelined_column_sums(
+        x.get(), out.get(), 20, clamp ? st::kSkipNothing : st::kSkipZeroFillClamp, nullptr);
+    if (clamp) {
+      REQUIRE(err == cudaSuccess);
+      REQUIRE(cudaMemcpy(sums.data(), out.get(), 64 * sizeof(float), cudaMemcpyDeviceToHost) ==
+              cudaSuccess);
+      CHECK(sums[0] == 20.f);
+      CHECK(sums[63] == 20.f);
+    } else {
+      CHECK(err != cudaSuccess);  // the address is past the allocation (or any)
+      CHECK_THAT(tda::emu::last_error_message(),
+                 Catch::Contains("cp.async source") && Catch::Contains("pipelined_column_sums"));
+    }
+  }
+}
 #endif

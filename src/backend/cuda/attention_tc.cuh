@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "attention/policies.h"
 #include "backend/cuda/async_copy.h"
@@ -100,17 +101,31 @@ TDA_HD constexpr int bf16_ld(int D) {
 // no register is spent here: the rounding was done once, by the cast. (Until 2026-11-27 each tile
 // was loaded from fp32 and rounded by every block that read it; the values are the same.) The
 // caller commits the group and waits for it (async_copy.h).
-template <int kD>
+// A zero-filled copy reads 0 bytes, yet its address is the row's all the same (r0 <= rows - 1,
+// so at most a tile past the matrix): the operand buffer ends in a tile of padding
+// (attention_operands_scratch), so every address is inside it, and no select per copy is needed.
+// The row offsets are 32-bit (attention_bf16_operands checks (T + kTile) ld < 2^31): one
+// IMAD.WIDE per copy from this thread's row pointer. With a select and a 64-bit product per copy,
+// the copies cost 132 more integer instructions per tile in the softmax forward (416 -> 284,
+// sm_80; dq 452 -> 180). kRowPointer = false keeps that form where ptxas would hold the row
+// pointers across the key loop and spill (the dk/dv kernels: tda's 56 bytes at Dv = 128).
+template <int kD, bool kRowPointer = true>
 __device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r0, int rows,
                                        int src_ld) {
   constexpr int kChunks = kD / 8, kRowsPerPass = kThreads / kChunks;
   static_assert(kTile % kRowsPerPass == 0, "every thread copies the same count");
   const int c = 8 * (int(threadIdx.x) % kChunks), rt = int(threadIdx.x) / kChunks;
+  const uint16_t* p = src + ((r0 + rt) * src_ld + c);
+  const bool col_in = c < src_ld;
   TDA_UNROLL
   for (int it = 0; it < kTile / kRowsPerPass; ++it) {
     const int r = rt + it * kRowsPerPass;
-    const bool in = r0 + r < rows && c < src_ld;  // else 0 bytes are read (any valid address)
-    cp_async_16(dst + r * ld<kD>() + c, src + (in ? size_t(r0 + r) * src_ld + c : 0), in ? 16 : 0);
+    const bool in = col_in && r0 + r < rows;
+    if constexpr (kRowPointer)
+      cp_async_16(dst + r * ld<kD>() + c, p + it * kRowsPerPass * src_ld, in ? 16 : 0);
+    else
+      cp_async_16(dst + r * ld<kD>() + c, src + (in ? size_t(r0 + r) * src_ld + c : 0),
+                  in ? 16 : 0);
   }
 }
 
@@ -260,6 +275,13 @@ struct SoftmaxExp2Policy : attn::SoftmaxPolicy {
     return corr;
   }
   __device__ static float weight(const Row& r, float s, float, int) { return fast_exp2(s - r.m); }
+  // The forward's weight of a raw score x = q.k (s = x scale), FlashAttention-2's: the scale is
+  // folded into one FFMA before the ex2 (2^(x scale - m), rounded once where s - m rounded
+  // twice), and the row max is taken over raw scores (max x scale = max(x scale), scale > 0), so
+  // the tile's 32 FMULs per lane are gone.
+  __device__ static float weight_raw(const Row& r, float x, float scale) {
+    return fast_exp2(fmaf(x, scale, -r.m));
+  }
   __device__ static float stat(const Row& r) { return (r.m + log2f(r.l)) * 0.69314718055994531f; }
   __device__ static void merge(Row& r, const Row& o) {
     const float M = r.m > o.m ? r.m : o.m;
@@ -273,6 +295,13 @@ struct SoftmaxExp2Policy : attn::SoftmaxPolicy {
     *f = *a;
   }
 };
+// Whether the forward keeps a policy's scores raw and folds the scale into its weight
+// (SoftmaxExp2Policy::weight_raw).
+template <class P>
+TDA_HD constexpr bool folds_scale() {
+  return std::is_same<P, SoftmaxExp2Policy>::value;
+}
+
 // The factor a policy's scores carry beyond `scale`, and its saved statistic in that frame (the
 // identity for every policy but SoftmaxExp2Policy: x * 1.f is exact, the other kinds' results
 // are unchanged).

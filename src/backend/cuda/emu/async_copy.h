@@ -36,12 +36,15 @@ inline void cp_async_16(void* dst, const void* src, int src_bytes) {
   const bool in_dynamic = d >= b.dynamic_smem && d + 16 <= b.dynamic_smem + b.dynamic_bytes;
   if (!in_dynamic && device_address(dst))
     detail::fail("cp.async destination %p is global memory, not shared", dst);
-  if (strict() && src_bytes > 0) {
+  // A zero-filled copy (src_bytes 0) reads nothing, but the PTX ISA does not say that any address
+  // is then accepted: its 16 bytes must lie in an allocation too, as the kernels keep them
+  // (load_tile_async's padded operand buffer).
+  if (strict()) {
     // fail() leaves this fiber for good, so nothing with a destructor may be alive when it is
     // called (LeakSanitizer would report the string's buffer).
     char why[384] = "";
     {
-      const std::string w = describe_range(src, size_t(src_bytes));
+      const std::string w = describe_range(src, src_bytes > 0 ? size_t(src_bytes) : 16);
       std::snprintf(why, sizeof why, "%s", w.c_str());
     }
     if (why[0]) detail::fail("cp.async source: %s", why);
