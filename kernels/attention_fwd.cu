@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
     mma_rows<kDk, 8, kCount>(s1, sq + 16 * warp * LD, sk, lane, a.Dqk);
     if (kTwo) mma_rows<kDk, 8, kCount>(s2, sq2 + 16 * warp * LD, sk2, lane, a.Dqk);
     // softmax keeps its scores raw (folds_scale): no liveness either, as it skips no tile
-    constexpr bool kFold = folds_scale<P>();
+    constexpr bool kFold = folds_scale<P, kTwo>();
     static_assert(!kFold || !(kTwo || P::kSparse), "one view, no tile skip");
     bool alive = true;
     if constexpr (!kFold)

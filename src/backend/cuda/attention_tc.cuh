@@ -294,12 +294,18 @@ struct SoftmaxExp2Policy : attn::SoftmaxPolicy {
     *a = fast_exp2(s - lse2);
     *f = *a;
   }
+  // The backward's weight of a raw score x, with the scale folded as in weight_raw.
+  __device__ static void bwd_raw(float x, float scale, float lse2, float* a, float* f) {
+    *a = fast_exp2(fmaf(x, scale, -lse2));
+    *f = *a;
+  }
 };
-// Whether the forward keeps a policy's scores raw and folds the scale into its weight
-// (SoftmaxExp2Policy::weight_raw).
-template <class P>
+// Whether the kernels keep a policy's scores raw and fold the scale into its weight
+// (SoftmaxExp2Policy::weight_raw, bwd_raw): softmax with one view (diff softmax's two keep their
+// scaled scores).
+template <class P, bool kTwo>
 TDA_HD constexpr bool folds_scale() {
-  return std::is_same<P, SoftmaxExp2Policy>::value;
+  return std::is_same<P, SoftmaxExp2Policy>::value && !kTwo;
 }
 
 // The factor a policy's scores carry beyond `scale`, and its saved statistic in that frame (the
