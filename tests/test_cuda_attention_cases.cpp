@@ -187,7 +187,8 @@ TEST_CASE("cuda attention: bit-identical under shuffled schedules", "[cuda][emu]
 
 // KV-cache decoding: rows >= q_start equal the full forward bit for bit, rows below are 0.
 TEST_CASE("cuda attention: q_start computes only the rows at and after it", "[cuda][emu]") {
-  for (AttnMath m : {AttnMath::kDiffSoftmax, AttnMath::kThreshold, AttnMath::kEntmax}) {
+  for (AttnMath m :
+       {AttnMath::kSoftmax, AttnMath::kDiffSoftmax, AttnMath::kThreshold, AttnMath::kEntmax}) {
     INFO("math " << int(m));
     for (int qs : {0, 70, 129}) {
       AttnProblem p = make(m, 130, 16, 91), part = p;
@@ -215,6 +216,36 @@ TEST_CASE("cuda attention: q_start computes only the rows at and after it", "[cu
         CHECK(zero);
       }
     }
+  }
+}
+
+// KV-cache decoding runs attention over the T rows cached so far: a row must not depend on how
+// many rows follow it (T: zero-filled tiles past it, padding, the grid), bit for bit.
+TEST_CASE("cuda attention: the rows of a prefix equal the full sequence's, bit for bit",
+          "[cuda][emu]") {
+  for (AttnMath m : {AttnMath::kSoftmax, AttnMath::kThreshold, AttnMath::kEntmax}) {
+    INFO("math " << int(m));
+    AttnProblem p = make(m, 130, 16, 93), s = p;
+    s.T = 70;
+    auto prefix = [&](const std::vector<float>& x, int D) {
+      std::vector<float> y;
+      for (size_t bh = 0; bh < size_t(p.B) * p.H; ++bh)
+        y.insert(y.end(), x.begin() + bh * p.T * D, x.begin() + (bh * p.T + s.T) * D);
+      return y;
+    };
+    s.q = prefix(p.q, p.Dqk);
+    s.k = prefix(p.k, p.Dqk);
+    s.v = prefix(p.v, p.Dv);
+    s.g = prefix(p.g, p.Dv);
+    if (!p.tau.empty()) s.tau.assign(p.tau.begin(), p.tau.begin() + s.T);
+    CudaOps gpu;
+    const Outputs full = run_attention(gpu, p), part = run_attention(gpu, s);
+    const auto &f = full.at("out"), &g = part.at("out");
+    size_t differ = 0;
+    for (size_t bh = 0; bh < size_t(p.B) * p.H; ++bh)
+      for (size_t x = 0; x < size_t(s.T) * p.Dv; ++x)
+        differ += g[bh * s.T * p.Dv + x] != f[bh * p.T * p.Dv + x];
+    CHECK(differ == 0);
   }
 }
 
