@@ -80,9 +80,8 @@ TEST_CASE("a second interrupt exits at once and non-zero and says so", "[trainin
     }
     kill(pid, SIGINT);
     bool exited = false;
-    for (int i = 0; i < 6000 && slurp(log).find("interrupt again to exit at once") ==
-                                    std::string::npos;
-         ++i) {
+    for (int i = 0;
+         i < 6000 && slurp(log).find("interrupt again to exit at once") == std::string::npos; ++i) {
       if ((exited = waitpid(pid, &status, WNOHANG) == pid)) break;
       usleep(10000);
     }
@@ -93,8 +92,8 @@ TEST_CASE("a second interrupt exits at once and non-zero and says so", "[trainin
     const std::string out = slurp(log);
     INFO(out);
     REQUIRE(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 0 && out.find("nothing new to save at step 0") != std::string::npos &&
-        attempt < 3)
+    if (WEXITSTATUS(status) == 0 &&
+        out.find("nothing new to save at step 0") != std::string::npos && attempt < 3)
       continue;  // stopped before its first micro-batch: try again
     CHECK(WEXITSTATUS(status) == 128 + SIGINT);
     CHECK(out.find("interrupt again to exit at once") != std::string::npos);
