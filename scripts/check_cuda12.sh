@@ -23,8 +23,9 @@ shopt -s nullglob
 sources=(kernels/*.cu src/backend/cuda/*.cu)
 # The flags of scripts/build_cuda.sh, without its ptxas report, for the architectures above.
 GENCODE="-gencode arch=compute_80,code=sm_80"
-if grep -nE '__CUDA_ARCH__ *(>=? *9|== *9|< *9)' kernels/*.cu src/backend/cuda/*.cu src/backend/cuda/*.h \
-  src/backend/cuda/*.cuh; then
+# Any comparison of __CUDA_ARCH__ with a number other than 800, in any CUDA source or header.
+if grep -rnE --include='*.cu' --include='*.cuh' --include='*.h' \
+  '__CUDA_ARCH__ *[<>=!]+ *[0-9]+' kernels src | grep -vE '__CUDA_ARCH__ *>= *800\b'; then
   echo "[cuda12] an sm_90 path (above): compiling for sm_90 too"
   GENCODE="$GENCODE -gencode arch=compute_90,code=sm_90"
 fi

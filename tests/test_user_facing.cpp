@@ -1,10 +1,7 @@
 // What a user sees: help that helps, an interrupt that obeys, a metrics.jsonl that says what a
 // resume did and holds each step once, the README's --procs command working as written, and
 // logs without colour codes when piped.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -15,6 +12,7 @@
 #include "core/config.h"
 #include "core/fs.h"
 #include "test_dist_util.h"
+#include "test_run_util.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -62,40 +60,20 @@ TEST_CASE("a second interrupt exits at once and non-zero and says so", "[trainin
   // about, so it is tried again (a few times at most).
   for (int attempt = 0;; ++attempt) {
     TempDir dir;
-    const std::string log = dir.path + "/log.txt", run = dir.path + "/run";
-    pid_t pid = fork();
-    if (pid == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      execl(TDA_BINARY, TDA_BINARY, "train", "--config", tiny_softmax().c_str(), "--out",
-            run.c_str(), "--set", "train.val_every=0", "--set", "train.total_batch_tokens=4096",
-            (char*)nullptr);
-      _exit(127);
-    }
-    int status = 0;
-    for (int i = 0; i < 1200 && slurp(log).find(" params | attention") == std::string::npos; ++i) {
-      REQUIRE(waitpid(pid, &status, WNOHANG) == 0);
-      usleep(50000);
-    }
-    kill(pid, SIGINT);
-    bool exited = false;
-    for (int i = 0;
-         i < 6000 && slurp(log).find("interrupt again to exit at once") == std::string::npos; ++i) {
-      if ((exited = waitpid(pid, &status, WNOHANG) == pid)) break;
-      usleep(10000);
-    }
-    if (!exited) {
-      kill(pid, SIGINT);
-      waitpid(pid, &status, 0);
-    }
-    const std::string out = slurp(log);
+    const std::string run = dir.path + "/run";
+    TdaProcess p({"train", "--config", tiny_softmax(), "--out", run, "--set", "train.val_every=0",
+                  "--set", "train.total_batch_tokens=4096"},
+                 dir.path + "/log.txt");
+    REQUIRE(p.wait_for_log(" params | attention", 60));
+    p.kill_now(SIGINT);
+    if (p.wait_for_log("interrupt again to exit at once", 60) && !p.poll()) p.kill_now(SIGINT);
+    REQUIRE(p.wait_for(60));
+    const std::string out = p.output();
     INFO(out);
-    REQUIRE(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 0 &&
-        out.find("nothing new to save at step 0") != std::string::npos && attempt < 3)
+    if (p.exited_with(0) && out.find("nothing new to save at step 0") != std::string::npos &&
+        attempt < 3)
       continue;  // stopped before its first micro-batch: try again
-    CHECK(WEXITSTATUS(status) == 128 + SIGINT);
+    CHECK(p.exited_with(128 + SIGINT));
     CHECK(out.find("interrupt again to exit at once") != std::string::npos);
     CHECK(out.find("second interrupt: exiting now without a checkpoint") != std::string::npos);
     CHECK(latest_checkpoint(run).empty());  // it did not wait for the step to checkpoint
