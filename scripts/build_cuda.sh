@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Compiles every kernels/*.cu and src/backend/cuda/*.cu (the CUDA backend) with nvcc for sm_80 (A100) and sm_90 (H100), warnings as errors,
-# and keeps ptxas's register/spill report in build-cuda/ptxas.log (checked against the emulator's
-# launch-resource table, scripts/launch_resources.py). Also compiles the NCCL
-# communicator (src/distributed/nccl_communicator.cpp) against the real <nccl.h> and links it into a
-# shared object with -lnccl -lcudart, checking that every NCCL/CUDA function it calls is exported
-# by the installed libraries (scripts/check_nccl_symbols.sh). Then links build-cuda/tda (the real
-# CUDA backend, cudart + cuBLASLt) with CMake -DTDA_CUDA=ON, for a portable host CPU baseline
-# (x86-64-v2, checked by scripts/check_portable.sh), and checks that a CUDA build configures
+# Builds build-cuda/tda, the real CUDA backend (cudart + cuBLASLt + NCCL), with CMake
+# -DTDA_CUDA=ON: every kernels/*.cu and src/backend/cuda/*.cu compiled once by nvcc for sm_80 (A100)
+# and sm_90 (H100), warnings as errors, through scripts/nvcc_report.sh, which keeps ptxas's
+# register/spill report (build-cuda/ptxas.log, checked against the emulator's launch-resource table
+# by scripts/launch_resources.py). Host code for a portable CPU baseline (x86-64-v2, checked by
+# scripts/check_portable.sh). Also compiles the NCCL communicator
+# (src/distributed/nccl_communicator.cpp) against the real <nccl.h> and links it into a shared
+# object with -lnccl -lcudart, checking that every NCCL/CUDA function it calls is exported by the
+# installed libraries (scripts/check_nccl_symbols.sh), and checks that a CUDA build configures
 # without Catch2 and MPI. Needs the CUDA toolkit and NCCL, not a GPU.
 # The toolkit decides which NVIDIA drivers the binary runs on (docs/cuda.md): CUDA 13 needs
 # driver 580+, CUDA 12.x any 525+: CUDA_HOME=$(scripts/cuda12_toolkit.sh) scripts/build_cuda.sh
 # Usage: scripts/build_cuda.sh   (CUDA_HOME=... or NVCC=/path/to/nvcc, BUILD_DIR=..., NCCL_HOME=...,
 #                                SKIP_LINK=1, CMAKE_ARGS=..., JOBS=N, LINK_ONLY=1)
+# SKIP_LINK=1: nvcc on each source with the report, no CMake, no host code (quick register checks).
 # LINK_ONLY=1: only the CMake build of $BUILD_DIR/tda, with JOBS jobs (the GPU kit on a node:
 # no per-file ptxas report, no NCCL symbol, portability or MPI-less checks; CI runs those).
 set -euo pipefail
@@ -35,8 +37,13 @@ link_tda() {
   cmake -S . -B "$BUILD_DIR/cmake" -DTDA_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_COMPILER="$NVCC" -DCUDAToolkit_ROOT="$CUDA_HOME" \
     -DTDA_NATIVE="${TDA_NATIVE:-OFF}" -DTDA_CUDA_ARCHS="80;90" -DTDA_WERROR=ON \
-    -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake.log" 2>&1 ||
-    { cat "$BUILD_DIR/cmake.log" >&2; exit 1; }
+    -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON -DCMAKE_CUDA_COMPILER_LAUNCHER="${LAUNCHER:-}" \
+    ${CMAKE_ARGS:-} >"$BUILD_DIR/cmake.log" 2>&1 || { cat "$BUILD_DIR/cmake.log" >&2; exit 1; }
+  # With the report launcher every .cu is compiled again, so that each has its log (make would
+  # keep an object built before the launcher was set, and its report would be missing).
+  if [ -n "${LAUNCHER:-}" ] && [ -d "$BUILD_DIR/cmake/CMakeFiles/tda_cuda.dir" ]; then
+    find "$BUILD_DIR/cmake/CMakeFiles/tda_cuda.dir" -name '*.o' -delete
+  fi
   cmake --build "$BUILD_DIR/cmake" -j"${JOBS:-2}" --target tda >>"$BUILD_DIR/cmake.log" 2>&1 ||
     { tail -50 "$BUILD_DIR/cmake.log" >&2; exit 1; }
   cp "$BUILD_DIR/cmake/tda" "$BUILD_DIR/tda"
@@ -55,45 +62,36 @@ if [ ${#sources[@]} -eq 0 ]; then
   exit 0
 fi
 
-# -Werror all-warnings covers nvcc's own diagnostics; -Xcompiler covers the host pass.
-FLAGS=(-std=c++17 -O3 -Isrc
-       -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
-       -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings -Xptxas -v)
-
+# ptxas's report comes from scripts/nvcc_report.sh (registers, spills, shared memory and
+# __launch_bounds__ per kernel and arch, one log per source, the object copied to
+# $BUILD_DIR/NAME.o for scripts/bench/sass_tiles.py). It runs as CMake's CUDA compiler launcher,
+# so the report describes the objects linked into $BUILD_DIR/tda, each source compiled once.
 echo "nvcc: $("$NVCC" --version | grep release)" >>"$LOG"
-# One nvcc per source, JOBS at a time (nvcc is single-threaded), each into its own log; the logs
-# are then joined in source order, so ptxas.log reads the same whatever ran first.
-compile_one() {
-  local src=$1 name obj keep log
-  name=$(basename "${src%.cu}")
-  obj="$BUILD_DIR/$name.o"
-  keep="$BUILD_DIR/ptx/$name"
-  log="$BUILD_DIR/logs/$name.log"
-  rm -rf "$keep" && mkdir -p "$keep"
-  echo "[build_cuda] $src"
-  echo "=== $src" >"$log"
-  # ptxas -v reports on stderr; keep it all in the log and show it only if the build fails.
-  local rc=0 ptx arch
-  "$NVCC" "${FLAGS[@]}" -keep -keep-dir "$keep" -c "$src" -o "$obj" >>"$log" 2>&1 || rc=1
-  [ $rc -eq 0 ] || { echo "[build_cuda] FAILED: $src (see $LOG)" >&2; : >"$log.failed"; }
-  # ptxas -v does not print __launch_bounds__; the PTX does (.maxntid after an .entry's
-  # parameters). One line per bounded kernel and arch, for scripts/launch_resources.py.
-  for ptx in "$keep"/*.ptx; do
-    arch=${ptx##*.compute_}
-    awk -v arch="sm_${arch%.ptx}" '
-      /^(\.visible )?\.entry / { sub(/\($/, "", $NF); entry = $NF }
-      /^\.maxntid / { gsub(",", ""); y = $3 == "" ? 1 : $3; z = $4 == "" ? 1 : $4
-                       print "ptx: " arch " maxntid " $2 " " y " " z " " entry }
-    ' "$ptx" >>"$log"
-  done
-  find "$keep" -type f ! -name '*.ptx' -delete
-}
-rm -rf "$BUILD_DIR/logs" && mkdir -p "$BUILD_DIR/logs"
+rm -rf "$BUILD_DIR/logs" "$BUILD_DIR/ptx" && mkdir -p "$BUILD_DIR/logs"
+REPORT="$PWD/scripts/nvcc_report.sh;$(cd "$BUILD_DIR" && pwd)"
+CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
+
+# The GPU binary: CMake with TDA_CUDA=ON compiles the sources with nvcc and links tda against
+# cudart + cuBLASLt + NCCL (compile and link only; running it needs a GPU). Host code for the
+# portable baseline (TDA_NATIVE=OFF: the binary runs on the compute nodes, not here); no Catch2
+# (the CUDA build has no tests).
+[ "${SKIP_LINK:-0}" = 1 ] || LAUNCHER=$REPORT link_tda
+
+# What CMake did not compile (emu_selftest.cu, which only its emulator test includes; every
+# source with SKIP_LINK=1) is compiled here with the same nvcc flags. -Werror all-warnings covers
+# nvcc's own diagnostics, -Xcompiler the host pass.
+FLAGS=(-std=c++17 -O3 -DNDEBUG -Isrc
+       -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+       -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings)
 for src in "${sources[@]}"; do
+  [ ! -e "$BUILD_DIR/logs/$(basename "${src%.cu}").log" ] || continue
   while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-2}" ]; do wait -n || true; done
-  compile_one "$src" &
+  echo "[build_cuda] $src"
+  bash "${REPORT%;*}" "${REPORT#*;}" "$NVCC" "${FLAGS[@]}" -c "$src" \
+    -o "$BUILD_DIR/$(basename "${src%.cu}").o" 2>/dev/null &
 done
 wait
+# One report in source order, whatever compiled first.
 status=0
 for src in "${sources[@]}"; do
   log="$BUILD_DIR/logs/$(basename "${src%.cu}").log"
@@ -109,18 +107,12 @@ fi
 python3 scripts/launch_resources.py --check "$LOG"
 
 NVCC="$NVCC" BUILD_DIR="$BUILD_DIR" bash scripts/check_nccl_symbols.sh
-CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
 
 # A short summary of what reviewers look for: registers and any spill per kernel and arch.
 grep -E "Compiling entry|Used [0-9]+ registers|spill" "$LOG" || true
 echo "[build_cuda] ok: ${#sources[@]} file(s), ptxas report in $LOG"
 
-# The GPU binary: CMake with TDA_CUDA=ON compiles the same sources with nvcc and links tda
-# against cudart + cuBLASLt + NCCL (compile and link only; running it needs a GPU). Host code for
-# the portable baseline (TDA_NATIVE=OFF: the binary runs on the compute nodes, not here); no
-# Catch2 (the CUDA build has no tests).
 if [ "${SKIP_LINK:-0}" != 1 ]; then
-  link_tda
   [ "${TDA_NATIVE:-OFF}" = ON ] || bash scripts/check_portable.sh "$BUILD_DIR/cmake"
 
   # A GPU node may lack MPI's development files: the CUDA build must configure without MPI (and
