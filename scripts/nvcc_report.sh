@@ -33,8 +33,8 @@ if ! "$nvcc" "$@" -Xptxas -v -keep -keep-dir "$keep" >>"$log" 2>&1; then
 fi
 for ptx in "$keep"/*.ptx; do
   [ -e "$ptx" ] || continue
-  arch=${ptx##*.compute_}
-  awk -v arch="sm_${arch%.ptx}" '
+  awk '
+    /^\.target / { arch = $2; sub(/,$/, "", arch) }
     /^(\.visible )?\.entry / { sub(/\($/, "", $NF); entry = $NF }
     /^\.maxntid / { gsub(",", ""); y = $3 == "" ? 1 : $3; z = $4 == "" ? 1 : $4
                      print "ptx: " arch " maxntid " $2 " " y " " z " " entry }
