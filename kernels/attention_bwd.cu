@@ -1,6 +1,7 @@
 // Streaming attention backward on tensor cores for every tiled mechanism (policies of
 // attention/policies.h; reference: stream_backward in src/backend/cpu/attention_stream.cpp).
-// With s = scale q.k recomputed per tile and (a, f) = P::bwd(s, stat_i, tau_i, p):
+// With s = scale q.k recomputed per tile and (a, f) = P::bwd(s, stat_i, tau_i, p) (softmax:
+// bwd_raw(q.k, scale, stat_i), the scale folded into the exponent's FFMA):
 //   e_ij = g_i.v_j (dO V^T on tensor cores);  ds_ij = f_ij (e_ij - D_i);  view 2: f2 (-lambda e -
 //   D2) D_i = g_i.o_i for normalised policies (rowdot kernel), 0 otherwise dq_i = scale sum_j ds_ij
 //   k_j              dq kernel: a block per 64 query rows, key tiles stream dk_j = scale sum_i
@@ -76,7 +77,10 @@ __device__ inline float grad_entry(const BwdArgs& a, float s1, float s2, float e
                                    float st2, float tau, float D1, float D2, float* ds1, float* ds2,
                                    float* dtau, float* dlam) {
   float a1, f1, a2 = 0.f, f2 = 0.f;
-  P::bwd(s1, st1, tau, P::param(a), &a1, &f1);
+  if constexpr (folds_scale<P, kTwo>())  // s1 is the raw score
+    P::bwd_raw(s1, a.score_scale, st1, &a1, &f1);
+  else
+    P::bwd(s1, st1, tau, P::param(a), &a1, &f1);
   if (kTwo) P::bwd(s2, st2, tau, P::param(a), &a2, &f2);
   const float d1 = f1 * (e - D1), d2 = kTwo ? f2 * (-*a.lambda * e - D2) : 0.f;
   *dtau -= d1 + d2;  // times a.dtau_scale once per row
@@ -148,7 +152,9 @@ __global__ void __launch_bounds__(kThreads)
     float s1[8][4], s2[kTwo ? 8 : 1][4], e[8][4];
     mma_rows<kDk, 8, kCut>(s1, sq + 16 * warp * ld<kDk>(), sk, lane, Dk);
     if (kTwo) mma_rows<kDk, 8, kCut>(s2, sq2 + 16 * warp * ld<kDk>(), sk2, lane, Dk);
-    const bool alive = scale_rows_alive<kTwo, kDiag>(s1, s2, a.score_scale, tau, row_ok, ok);
+    bool alive = true;  // softmax keeps its scores raw (folds_scale) and skips no tile
+    if constexpr (!folds_scale<P, kTwo>())
+      alive = scale_rows_alive<kTwo, kDiag>(s1, s2, a.score_scale, tau, row_ok, ok);
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
       cp_async_wait<0>();  // V(j) lands before its buffer is refilled
       return;
@@ -305,11 +311,14 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
         const int x = xh + acc_col(lane, nt, c), i = i0 + x;
-        s1[nt][c] *= a.score_scale;
+        if constexpr (!folds_scale<P, kTwo>()) s1[nt][c] *= a.score_scale;  // softmax: kept raw
         if (kTwo) s2[nt][c] *= a.score_scale;
         float a1 = 0.f, a2 = 0.f, f;
         if (ok(c >> 1, i)) {
-          P::bwd(s1[nt][c], rowf[x], rowf[2 * kTile + x], P::param(a), &a1, &f);
+          if constexpr (folds_scale<P, kTwo>())
+            P::bwd_raw(s1[nt][c], a.score_scale, rowf[x], &a1, &f);
+          else
+            P::bwd(s1[nt][c], rowf[x], rowf[2 * kTile + x], P::param(a), &a1, &f);
           if (kTwo) P::bwd(s2[nt][c], rowf[kTile + x], rowf[2 * kTile + x], P::param(a), &a2, &f);
         }
         w[nt][c] = a1 - (kTwo ? *a.lambda : 0.f) * a2;

@@ -171,7 +171,12 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
     // spills (108 bytes, sm_80)
     mma_rows<kDk, 8, kCount>(s1, sq + 16 * warp * LD, sk, lane, a.Dqk);
     if (kTwo) mma_rows<kDk, 8, kCount>(s2, sq2 + 16 * warp * LD, sk2, lane, a.Dqk);
-    const bool alive = scale_rows_alive<kTwo, kDiag>(s1, s2, a.score_scale, tau, row_ok, ok);
+    // softmax keeps its scores raw (folds_scale): no liveness either, as it skips no tile
+    constexpr bool kFold = folds_scale<P, kTwo>();
+    static_assert(!kFold || !(kTwo || P::kSparse), "one view, no tile skip");
+    bool alive = true;
+    if constexpr (!kFold)
+      alive = scale_rows_alive<kTwo, kDiag>(s1, s2, a.score_scale, tau, row_ok, ok);
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
       ++n_skipped;                   // every weight of the tile is exactly 0: nothing to add
       if (more) load_k(j0 + kTile);  // the barrier above: every S of K(j) is computed
@@ -185,7 +190,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
         for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
         for (int c = 2 * h; c < 2 * h + 2; ++c)
           if (ok(nt, c)) mx1 = fmaxf(mx1, s1[nt][c]);
-        const float c1 = P::rebase(st1[h], quad_max(mx1));
+        const float c1 = P::rebase(st1[h], kFold ? quad_max(mx1) * a.score_scale : quad_max(mx1));
         TDA_UNROLL
         for (int n = 0; n < kN; ++n) acc1[n][2 * h] *= c1, acc1[n][2 * h + 1] *= c1;
       }
@@ -198,7 +203,11 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
         s1[nt][c] = 0.f;
         continue;
       }
-      const float w1 = P::weight(st1[h], s1[nt][c], tau[h], P::param(a));
+      float w1;
+      if constexpr (kFold)
+        w1 = P::weight_raw(st1[h], s1[nt][c], a.score_scale);
+      else
+        w1 = P::weight(st1[h], s1[nt][c], tau[h], P::param(a));
       P::add(st1[h], w1);
       if (kCount) surv[0][h] += (w1 != 0.f);
       s1[nt][c] = w1;

@@ -317,6 +317,17 @@ TEST_CASE("q_start > 0 is refused by the backward of both backends", "[kv]") {
 // The generator on CudaOps (SIMT emulator) against full recomputation on CudaOps. Device memory
 // is PROT_NONE outside kernels and memcpys (HostAccessGuard): passing also shows the generator
 // never dereferences a device buffer on the host.
+//
+// Why not 1e-5 on every prompt, as on the CPU: the two paths compute the same rows with matrix
+// products of different shapes (a chunk of rows against the whole sequence; OpenBLAS here,
+// cuBLASLt's per-shape algorithms on a GPU), so their activations can differ in the last fp32
+// bit, and the CUDA backend rounds attention's q, k, v (and, under bf16, the stored activations)
+// to bf16. A value within an fp32 ulp of a bf16 rounding boundary then rounds the other way in
+// one path: that operand moves by a bf16 ulp (2^-8 relative) and the logits by up to ~1.5e-3 at
+// these weights. Which prompts meet such a value is chance (any change of rounding upstream
+// moves it), so the test takes 8 prompts: every one decodes the same tokens within a flip's
+// bound, and at least half (no flip) agree to fp32 rounding, 1e-5. A decoding bug (a wrong
+// position, row or cached key) moves every prompt's logits by far more.
 TEST_CASE("KV-cache decoding on the CUDA backend equals its full recomputation",
           "[kv][cuda][emu]") {
   const Config cfg =
@@ -334,10 +345,17 @@ TEST_CASE("KV-cache decoding on the CUDA backend equals its full recomputation",
     std::vector<float> p = model.params_to_host();
     for (auto& x : p) x *= 5.f;  // sharper logits (see perturb_for_test)
     model.params_from_host(p.data());
-    const Compare r = decode_both(model, random_prompt(20, 100, 8), 6, 8, 0);
-    INFO("max relative logit error " << r.max_rel_err);
-    CHECK(r.kv_tokens == r.full_tokens);
-    CHECK(r.max_rel_err <= 1e-5);
+    constexpr int kPrompts = 8;
+    int exact = 0;
+    for (uint64_t seed = 1; seed <= kPrompts; ++seed) {
+      const Compare r = decode_both(model, random_prompt(20, 100, seed), 6, 8, 0);
+      INFO("prompt " << seed << ": max relative logit error " << r.max_rel_err);
+      CHECK(r.kv_tokens == r.full_tokens);
+      CHECK(r.max_rel_err <= 5e-3);
+      exact += r.max_rel_err <= 1e-5;
+    }
+    INFO(exact << " of " << kPrompts << " prompts within 1e-5");
+    CHECK(2 * exact >= kPrompts);
   }
 }
 
