@@ -142,10 +142,12 @@ __global__ void __launch_bounds__(kThreads)
       return kDiag ? j0 + acc_col(lane, nt, c) <= row[c >> 1] && row_ok[c >> 1] : true;
     };
     __syncthreads();  // nobody reads the previous tiles any more
-    load_tile_async<kDk>(sk, in.k + bqk, j0, T, in.ldqk);
-    if (kTwo) load_tile_async<kDk>(sk2, in.k2 + bqk, j0, T, in.ldqk);
+    // No row test before the diagonal tile (kAnyRow: its rows are all < i0 <= T). On it, K keeps
+    // the test too: dq += ds K multiplies a masked key's ds = 0 by its row.
+    load_tile_async<kDk, true, !kDiag>(sk, in.k + bqk, j0, T, in.ldqk);
+    if (kTwo) load_tile_async<kDk, true, !kDiag>(sk2, in.k2 + bqk, j0, T, in.ldqk);
     cp_async_commit();
-    load_tile_async<kDv>(sv, in.v + bv, j0, T, in.ldv);
+    load_tile_async<kDv, true, !kDiag>(sv, in.v + bv, j0, T, in.ldv);
     cp_async_commit();
     cp_async_wait<1>();  // all but V(j)
     __syncthreads();

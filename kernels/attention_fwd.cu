@@ -60,9 +60,12 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
   // instance's do.
   constexpr bool kRowPtr = !kTwo && !kCount;
   const size_t bqk = bh * size_t(T) * in.ldqk, bv = bh * size_t(T) * in.ldv;
+  // K is copied with no row test (kAnyRow): only the diagonal tile reaches past T, and there every
+  // key past T is masked (ok() below), its score neither in a max nor weighed. V keeps the test on
+  // the diagonal tile: a weight of 0 times an unfilled row could be 0 x NaN.
   auto load_k = [&](int j0) {
-    load_tile_async<kDk, kRowPtr>(sk, in.k + bqk, j0, T, in.ldqk);
-    if (kTwo) load_tile_async<kDk, kRowPtr>(sk2, in.k2 + bqk, j0, T, in.ldqk);
+    load_tile_async<kDk, kRowPtr, true>(sk, in.k + bqk, j0, T, in.ldqk);
+    if (kTwo) load_tile_async<kDk, kRowPtr, true>(sk2, in.k2 + bqk, j0, T, in.ldqk);
     cp_async_commit();
   };
   load_tile_async<kDk, kRowPtr>(sq, in.q + bqk, i0, T, in.ldqk);
@@ -97,7 +100,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
     const bool more = j0 + kTile < i1;
     cp_async_wait<0>();
     __syncthreads();  // K(j) has landed; nobody reads V(j - 1) any more
-    load_tile_async<kDv, kRowPtr>(sv, in.v + bv, j0, T, in.ldv);
+    load_tile_async<kDv, kRowPtr, !kDiag>(sv, in.v + bv, j0, T, in.ldv);  // before the diagonal
     cp_async_commit();
     // recomputed where needed (an 8x4 predicate array costs registers the two-accumulator kinds
     // do not have)

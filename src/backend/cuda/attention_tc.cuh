@@ -109,7 +109,11 @@ TDA_HD constexpr int bf16_ld(int D) {
 // the copies cost 132 more integer instructions per tile in the softmax forward (416 -> 284,
 // sm_80; dq 452 -> 180). kRowPointer = false keeps that form where ptxas would hold the row
 // pointers across the key loop and spill (the dk/dv kernels: tda's 56 bytes at Dv = 128).
-template <int kD, bool kRowPointer = true>
+// kAnyRow copies the rows past `rows` too, unfilled, with no row test (an ISETP and an IADD3 per
+// copy): for a tile the caller knows to be inside the matrix, or whose rows past it the caller
+// never reads (the forward's K on the diagonal tile: a key past T is past every row, so its score
+// is masked). Their addresses are the zero-filled copies' (inside the padding, as above).
+template <int kD, bool kRowPointer = true, bool kAnyRow = false>
 __device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r0, int rows,
                                        int src_ld) {
   constexpr int kChunks = kD / 8, kRowsPerPass = kThreads / kChunks;
@@ -120,7 +124,7 @@ __device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r
   TDA_UNROLL
   for (int it = 0; it < kTile / kRowsPerPass; ++it) {
     const int r = rt + it * kRowsPerPass;
-    const bool in = col_in && r0 + r < rows;
+    const bool in = col_in && (kAnyRow || r0 + r < rows);
     if constexpr (kRowPointer)
       cp_async_16(dst + r * ld<kD>() + c, p + it * kRowsPerPass * src_ld, in ? 16 : 0);
     else
