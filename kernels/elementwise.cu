@@ -46,11 +46,12 @@ __global__ void gelu_forward_bf16_kernel(__nv_bfloat16* y, const __nv_bfloat16* 
   }
 }
 
-// dx = gelu'(x) dy with the pre-activation x stored in bf16; dx, dy fp32 (may alias).
-__global__ void gelu_backward_bf16x_kernel(float* dx, const __nv_bfloat16* x, const float* dy,
-                                           size_t n) {
+// dx = bf16(gelu'(x) dy) with the pre-activation x stored in bf16, dy fp32: the fp32 kernel's
+// value, rounded once (to nearest even, as cast_to_bf16 rounds a GEMM input).
+__global__ void gelu_backward_bf16_kernel(__nv_bfloat16* dx, const __nv_bfloat16* x,
+                                          const float* dy, size_t n) {
   TDA_GRID_STRIDE(i, n) {
-    dx[i] = gelu_slope(__bfloat162float(x[i])) * dy[i];
+    dx[i] = __float2bfloat16(gelu_slope(__bfloat162float(x[i])) * dy[i]);
   }
 }
 
@@ -113,11 +114,11 @@ void gelu_forward(__nv_bfloat16* y, const __nv_bfloat16* x, size_t n) {
         "gelu_forward (bf16)");
 }
 
-void gelu_backward(float* dx, const __nv_bfloat16* x, const float* dy, size_t n) {
+void gelu_backward(__nv_bfloat16* dx, const __nv_bfloat16* x, const float* dy, size_t n) {
   if (n == 0) return;
-  check(launch<gelu_backward_bf16x_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
-                                           dx, x, dy, n),
-        "gelu_backward (bf16 x)");
+  check(launch<gelu_backward_bf16_kernel>(dim3(grid_for(n, kThreads)), dim3(kThreads), 0, stream(),
+                                          dx, x, dy, n),
+        "gelu_backward (bf16)");
 }
 
 void add(float* y, const float* a, const float* b, size_t n) {

@@ -258,8 +258,8 @@ TEST_CASE("cuda: bench train --profile times the bf16 storage path's ops", "[cud
   CHECK(calls["forward matmul_forward_bf16"] == 3 * layers);  // c_attn, c_proj, mlp_proj
   CHECK(calls["forward matmul_gelu_forward_bf16"] == layers);
   CHECK(calls["backward matmul_backward_dgelu_bf16"] == layers);
-  CHECK(calls["backward matmul_backward_bf16"] == 2 * layers);       // c_fc, c_attn
-  CHECK(calls["backward matmul_backward_bf16_dy"] == layers);        // c_proj, on dres in bf16
+  CHECK(calls["backward matmul_backward_bf16"] == layers);           // c_attn
+  CHECK(calls["backward matmul_backward_bf16_dy"] == 2 * layers);    // c_proj on dres, c_fc on dpre
   CHECK(calls["backward rmsnorm_backward_bf16"] == 2 * layers + 1);  // ln1, ln2, ln_f
   CHECK(calls.count("forward matmul_forward") == 0);
   CHECK(calls.count("backward matmul_backward") == 0);

@@ -10,8 +10,8 @@ The one GPU run so far (H200, docs/results/gpu-h200-2026-11-26/) took 2.5x this 
 The call sequence is read off the code: src/model/gpt2.cpp (layer loop), src/attention/
 softmax.cpp and tda.cpp (glue), src/backend/cuda/cuda_ops.cu + gemm.cu (matmuls: cublasSgemm
 without TF32 for --dtype fp32; for bf16 each fp32 activation operand is cast by its own kernel,
-the norm outputs, attention output and MLP activations are stored in bf16, weights from one copy,
-cublasGemmEx fp32 out except c_fc's bf16 pre-activation), kernels/*.cu (traffic per kernel).
+the norm outputs, attention output and MLP activations and the residual and MLP gradients are
+stored in bf16, weights from one copy, cublasGemmEx fp32 out except c_fc's bf16 pre-activation), kernels/*.cu (traffic per kernel).
 Bytes are compulsory: every tensor a call touches, read or written once (a read-modify-write
 counts twice). Attention rows also give the upper bound where every streamed 64-row K/V (or
 Q/dO) tile is re-read from DRAM per block, with no L2 reuse.
@@ -105,14 +105,16 @@ def micro_rows(a, dtype):
     for name, ci, oc in (("mlp_proj", F, C), ("c_fc", C, F), ("c_proj", C, C), ("c_attn", C, W)):
         gemm(f"gemm {name} bwd dx", "bwd", L, N, ci, oc)
         gemm(f"gemm {name} bwd dW", "bwd", L, oc, ci, N, beta=1)  # dW += : beta = 1
-    add("gelu_backward", "bwd", L, 20 * N * F, N * F * (2 * f4 + act_b))  # dpre (rw), pre
+    # the product dy W read, pre read, dpre written (bf16: in 2 bytes, c_fc's backward dy)
+    dpre_b = N * F * (f4 + 2 * act_b) if bf else N * F * (2 * f4 + act_b)
+    add("gelu_backward", "bwd", L, 20 * N * F, dpre_b)
     add("zero (dres)", "bwd", 1, 0, NC * f4)
     add("embedding_backward", "bwd", 1, NC, (3 * NC + N) * f4)
     if bf:  # one cast kernel per fp32 activation operand; weights from the bf16 master copy
         # the attention output once (store_bf16: c_proj's forward and dW read it); the residual
-        # gradient (mlp_proj's and c_proj's dy) comes in bf16 from the norms' backward
+        # gradient (mlp_proj's and c_proj's dy) comes in bf16 from the norms' backward, the MLP's
+        # dpre (c_fc's dy) from the GELU backward
         add("cast_to_bf16 (N x C act.)", "fwd", L, 0, NC * 6)
-        add("cast_to_bf16 (N x 4C act.)", "bwd", L, 0, N * F * 6)  # dfc
         add("cast_to_bf16 (N x W dproj)", "bwd", L, 0, N * W * 6)
 
     # --- LM head + loss (kernels/lm_head.cu): per 1024-row chunk; in the bf16 path x is cast

@@ -21,8 +21,10 @@
 // GPT2 calls them instead of rmsnorm_forward and the fp32 matmuls of its MLP, c_attn and c_proj
 // when its dtype is bf16. The residual stream's gradient, the dy of the mlp_proj and c_proj
 // backward GEMMs, is written in bf16 too, beside its fp32 sum, by the norms' backward that
-// produce it (rmsnorm_backward_bf16). Each value is rounded once, where it is written, as the
-// GEMM input cast would round it: results equal those of casting at every GEMM, bit for bit.
+// produce it (rmsnorm_backward_bf16), and so is the MLP's pre-activation gradient, c_fc's dy,
+// by the GELU backward (matmul_backward_dgelu_bf16), instead of fp32 alone. Each value is rounded
+// once, where it is written, as the GEMM input cast would round it: results equal those of
+// casting at every GEMM, bit for bit.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -61,11 +63,13 @@ class Bf16Matmuls {
   // of the stored (rounded) pre-activation.
   virtual void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x,
                                         const float* W, int N, int C, int OC) = 0;
-  // dpre(N,C) = (dy(N,OC) W(OC,C)) * gelu'(pre) (overwrite); dW(OC,C) += dy^T x (skipped when
-  // dW is null); x = gelu(pre) and pre as matmul_gelu_forward_bf16 stored them, dy in bf16.
-  virtual void matmul_backward_dgelu_bf16(float* dpre, float* dW, const uint16_t* dy,
-                                          const uint16_t* x, const float* W, const uint16_t* pre,
-                                          int N, int C, int OC) = 0;
+  // dpre16(N,C) = bf16((dy(N,OC) W(OC,C)) * gelu'(pre)); dW(OC,C) += dy^T x (skipped when dW
+  // is null); x = gelu(pre) and pre as matmul_gelu_forward_bf16 stored them, dy in bf16. `prod`
+  // (N,C) fp32 is scratch for the product dy W. dpre is the dy of c_fc's backward GEMMs
+  // (matmul_backward_bf16_dy), rounded once as the fp32 dpre's cast at their input rounded it.
+  virtual void matmul_backward_dgelu_bf16(uint16_t* dpre16, float* prod, float* dW,
+                                          const uint16_t* dy, const uint16_t* x, const float* W,
+                                          const uint16_t* pre, int N, int C, int OC) = 0;
 };
 
 }  // namespace tda

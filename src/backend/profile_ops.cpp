@@ -142,11 +142,11 @@ class ProfileOps::TimedBf16 final : public Bf16Matmuls {
     Timer timer(&owner_, owner_.matmul_label("matmul_gelu_forward_bf16", N, C, OC));
     in_.matmul_gelu_forward_bf16(y, pre, x, W, N, C, OC);
   }
-  void matmul_backward_dgelu_bf16(float* dpre, float* dW, const uint16_t* dy, const uint16_t* x,
-                                  const float* W, const uint16_t* pre, int N, int C,
-                                  int OC) override {
+  void matmul_backward_dgelu_bf16(uint16_t* dpre16, float* prod, float* dW, const uint16_t* dy,
+                                  const uint16_t* x, const float* W, const uint16_t* pre, int N,
+                                  int C, int OC) override {
     Timer timer(&owner_, owner_.matmul_label("matmul_backward_dgelu_bf16", N, C, OC));
-    in_.matmul_backward_dgelu_bf16(dpre, dW, dy, x, W, pre, N, C, OC);
+    in_.matmul_backward_dgelu_bf16(dpre16, prod, dW, dy, x, W, pre, N, C, OC);
   }
 
  private:

@@ -135,6 +135,9 @@ void GPT2::set_batch(int B, int T) {
   B_ = T_ = 0;  // set again once the buffers exist: a failed allocation leaves no batch set
   const size_t N = size_t(B) * T, C = size_t(m_.d_model), L = size_t(m_.n_layer);
   const size_t W = size_t(attn_->proj_width());
+  // dtype bf16: dproj_'s memory also holds the MLP's dpre in bf16, before the attention's
+  // backward writes dproj (backward()).
+  const size_t dproj_floats = bf16_ ? std::max(N * W, stored_floats(N * 4 * C)) : N * W;
   // The arena's slot table (backend/slots.h: each buffer 256-byte aligned, as cudaMalloc's).
   const SlotTable<GPT2> slots = {{&GPT2::resid_, (L + 1) * N * C},
                                  {&GPT2::ln1_, L * stored_floats(N * C)},
@@ -154,7 +157,7 @@ void GPT2::set_batch(int B, int T) {
                                  {&GPT2::dlnf_, N * C},
                                  {&GPT2::dres_, N * C},
                                  {&GPT2::dres16_, bf16_ ? stored_floats(N * C) : 0},
-                                 {&GPT2::dproj_, N * W},
+                                 {&GPT2::dproj_, dproj_floats},
                                  {&GPT2::dbuf_, N * C},
                                  {&GPT2::dfc_, N * 4 * C},
                                  {&GPT2::attn_scratch_, attn_->scratch_floats(B, T)},
@@ -339,13 +342,18 @@ void GPT2::backward() {
     const Layer& L = layers_[size_t(l)];
     const Acts a = acts(l);
     // x_out = xmid + gelu(ln2 Wfc^T) Wp^T: dres is d x_out and also (residual) part of d xmid.
-    if (bf16_)
-      bf16_->matmul_backward_dgelu_bf16(dfc_, G + L.mlp_proj, dres16, bf16_elements(a.fcg),
+    if (bf16_) {
+      // d pre in bf16, c_fc's dy, in dproj_'s memory: free until the attention's backward below.
+      uint16_t* dfc16 = bf16_elements(dproj_);
+      bf16_->matmul_backward_dgelu_bf16(dfc16, dfc_, G + L.mlp_proj, dres16, bf16_elements(a.fcg),
                                         P + L.mlp_proj, bf16_elements(a.fc), N, 4 * C, C);
-    else
+      bf16_->matmul_backward_bf16_dy(dbuf_, G + L.c_fc, dfc16, bf16_elements(a.ln2), P + L.c_fc, N,
+                                     C, 4 * C);
+    } else {
       ops_.matmul_backward_dgelu(dfc_, G + L.mlp_proj, dres, a.fcg, P + L.mlp_proj, a.fc, N, 4 * C,
                                  C);
-    stored_matmul_backward(dbuf_, G + L.c_fc, dfc_, a.ln2, P + L.c_fc, N, C, 4 * C);
+      ops_.matmul_backward(dbuf_, G + L.c_fc, dfc_, a.ln2, P + L.c_fc, N, C, 4 * C, false);
+    }
     residual_norm_backward(G + L.ln2, dbuf_, a.xmid, P + L.ln2, a.rstd2);
     // xmid = x + attn(ln1) Wo^T
     if (bf16_)

@@ -180,15 +180,15 @@ void CudaOps::rmsnorm_backward_bf16(float* dx, uint16_t* dx16, float* dw, const 
   cuda::rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C, s, bf16_bits(dx16));
 }
 
-// The DGELU runs as a pointwise pass after the dy W product: cuBLASLt's DGELU epilogue reads an
-// fp32 aux, and pre is stored in bf16.
-void CudaOps::matmul_backward_dgelu_bf16(float* dpre, float* dW, const uint16_t* dy,
-                                         const uint16_t* x, const float* W, const uint16_t* pre,
-                                         int N, int C, int OC) {
+// The DGELU runs as a pointwise pass after the dy W product (cuBLASLt's DGELU epilogue reads an
+// fp32 aux, and pre is stored in bf16), and writes dpre in bf16 for c_fc's backward GEMMs.
+void CudaOps::matmul_backward_dgelu_bf16(uint16_t* dpre16, float* prod, float* dW,
+                                         const uint16_t* dy, const uint16_t* x, const float* W,
+                                         const uint16_t* pre, int N, int C, int OC) {
   TDA_CHECK(bf16_, "cuda: matmul_backward_dgelu_bf16 without enable_bf16_matmuls()");
-  backward_bf16(dpre, dW, bf16_bits(dy), bf16_bits(x), W, N, C, OC, false, cuda::Epilogue::kNone,
+  backward_bf16(prod, dW, bf16_bits(dy), bf16_bits(x), W, N, C, OC, false, cuda::Epilogue::kNone,
                 nullptr);
-  cuda::gelu_backward(dpre, bf16_bits(pre), dpre, size_t(N) * C);
+  cuda::gelu_backward(bf16_bits(dpre16), bf16_bits(pre), prod, size_t(N) * C);
 }
 
 void CudaOps::rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int C,

@@ -24,9 +24,9 @@ enum class Epilogue;  // common.h
 void gelu_forward(float* y, const float* x, size_t n);
 void gelu_backward(float* dx, const float* x, const float* dy, size_t n);
 // The same on bf16 storage (the bf16 MLP, mixed_precision.h): y = bf16(gelu(x)) and
-// dx = gelu'(x) dy with x in bf16, dx and dy fp32.
+// dx = bf16(gelu'(x) dy) with x in bf16, dy fp32.
 void gelu_forward(__nv_bfloat16* y, const __nv_bfloat16* x, size_t n);
-void gelu_backward(float* dx, const __nv_bfloat16* x, const float* dy, size_t n);
+void gelu_backward(__nv_bfloat16* dx, const __nv_bfloat16* x, const float* dy, size_t n);
 void add(float* y, const float* a, const float* b, size_t n);
 void add_inplace(float* y, const float* a, size_t n);
 void scale(float* x, size_t n, float s);
@@ -192,9 +192,9 @@ class CudaOps final : public Ops, public Bf16Matmuls {
                              const float* w, const float* rstd, int N, int C) override;
   void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x, const float* W,
                                 int N, int C, int OC) override;
-  void matmul_backward_dgelu_bf16(float* dpre, float* dW, const uint16_t* dy, const uint16_t* x,
-                                  const float* W, const uint16_t* pre, int N, int C,
-                                  int OC) override;
+  void matmul_backward_dgelu_bf16(uint16_t* dpre16, float* prod, float* dW, const uint16_t* dy,
+                                  const uint16_t* x, const float* W, const uint16_t* pre, int N,
+                                  int C, int OC) override;
 
  private:
   // A bf16 view of x (n floats): the master copy if x lies in the master buffer, else x cast

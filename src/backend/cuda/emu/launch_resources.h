@@ -138,7 +138,7 @@ inline constexpr KernelResourceRow kLaunchResources[] = {
     {"tda::cuda::(anonymous namespace)::fa_forward_kernel<tda::cuda::fa::SoftmaxExp2Policy, false, 64, 64, true>", 126, 0, 115, 0, 128},
     {"tda::cuda::(anonymous namespace)::fa_rowdot_kernel<false>", 31, 0, 32, 0, 128},
     {"tda::cuda::(anonymous namespace)::fa_rowdot_kernel<true>", 31, 0, 32, 0, 128},
-    {"tda::cuda::(anonymous namespace)::gelu_backward_bf16x_kernel", 16, 0, 19, 0, 1024},
+    {"tda::cuda::(anonymous namespace)::gelu_backward_bf16_kernel", 17, 0, 18, 0, 1024},
     {"tda::cuda::(anonymous namespace)::gelu_backward_kernel", 18, 0, 21, 0, 1024},
     {"tda::cuda::(anonymous namespace)::gelu_forward_bf16_kernel", 14, 0, 18, 0, 1024},
     {"tda::cuda::(anonymous namespace)::gelu_forward_kernel", 15, 0, 18, 0, 1024},
