@@ -11,7 +11,8 @@ The call sequence is read off the code: src/model/gpt2.cpp (layer loop), src/att
 softmax.cpp and tda.cpp (glue), src/backend/cuda/cuda_ops.cu + gemm.cu (matmuls: cublasSgemm
 without TF32 for --dtype fp32; for bf16 each fp32 activation operand is cast by its own kernel,
 the norm outputs, attention output and MLP activations and the residual and MLP gradients are
-stored in bf16, weights from one copy, cublasGemmEx fp32 out except c_fc's bf16 pre-activation), kernels/*.cu (traffic per kernel).
+stored in bf16, weights from one copy, cublasGemmEx fp32 out except c_fc's bf16
+pre-activation), kernels/*.cu (traffic per kernel).
 Bytes are compulsory: every tensor a call touches, read or written once (a read-modify-write
 counts twice). Attention rows also give the upper bound where every streamed 64-row K/V (or
 Q/dO) tile is re-read from DRAM per block, with no L2 reuse.
