@@ -36,7 +36,9 @@ size_t attention_operands_scratch(const AttnArgs& a, bool with_dout) {
   // + a tile of padding: load_tile_async's zero-filled copies still address up to kTile - 1 rows
   // (and a bucket's columns) past the last matrix
   const size_t pad = size_t(fa::kTile) * std::max(fa::bf16_ld(a.Dqk), fa::bf16_ld(a.Dv)) + 128;
-  return rows * (qk + (with_dout ? 2 : 1) * size_t(fa::bf16_ld(a.Dv))) + pad;
+  const size_t ldv = size_t(fa::bf16_ld(a.Dv));
+  if (a.saved) return with_dout ? rows * ldv + pad : 0;  // q, k, v's copies live in a.saved
+  return rows * (qk + (with_dout ? 2 : 1) * ldv) + pad;
 }
 
 fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratch, bool with_dout) {
@@ -48,26 +50,34 @@ fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratc
             "cuda: attention: T = " + std::to_string(a.T) +
                 " is too long for the kernels' 32-bit row offsets (T x head dim < 2^31)");
   const size_t rows = size_t(a.B) * a.H * a.T;
-  uint16_t* next = scratch;
-  auto cast = [&](const float* x, size_t bh_stride, int D, int ld, const float* f = nullptr) {
+  // q, k, v (q2, k2) in that order, in a.saved when the kind keeps them (attention_saved_operands)
+  uint16_t* next = a.saved ? a.saved : scratch;
+  // The backward of a forward that saved them reads the forward's copies: the same bits a cast
+  // of the same q, k, v would give, with no pass.
+  const bool cast_qkv = !(a.saved && with_dout);
+  auto take = [&](bool run, const float* x, size_t bh_stride, int D, int ld, const float* f) {
     const size_t n = rows * size_t(ld);
     uint16_t* y = next;
     next += n;
-    check(launch<operand_to_bf16_kernel>(dim3(grid_for(n, kCastThreads)), dim3(kCastThreads), 0,
-                                         stream(), y, ld, x, bh_stride, a.T, D, n, f,
-                                         a.q_scale_h_stride, a.H),
-          "attention operand cast to bf16");
+    if (run)
+      check(launch<operand_to_bf16_kernel>(dim3(grid_for(n, kCastThreads)), dim3(kCastThreads), 0,
+                                           stream(), y, ld, x, bh_stride, a.T, D, n, f,
+                                           a.q_scale_h_stride, a.H),
+            "attention operand cast to bf16");
     return static_cast<const uint16_t*>(y);
   };
   const size_t sqk = fa::qk_stride(a), sv = size_t(a.T) * a.Dv;
-  o.q = cast(a.q, sqk, a.Dqk, o.ldqk, a.q_scale);
-  o.k = cast(a.k, sqk, a.Dqk, o.ldqk);
-  o.v = cast(a.v, sv, a.Dv, o.ldv);
+  o.q = take(cast_qkv, a.q, sqk, a.Dqk, o.ldqk, a.q_scale);
+  o.k = take(cast_qkv, a.k, sqk, a.Dqk, o.ldqk, nullptr);
+  o.v = take(cast_qkv, a.v, sv, a.Dv, o.ldv, nullptr);
   if (attn_two_views(a.math)) {
-    o.q2 = cast(a.q2, sqk, a.Dqk, o.ldqk);
-    o.k2 = cast(a.k2, sqk, a.Dqk, o.ldqk);
+    o.q2 = take(cast_qkv, a.q2, sqk, a.Dqk, o.ldqk, nullptr);
+    o.k2 = take(cast_qkv, a.k2, sqk, a.Dqk, o.ldqk, nullptr);
   }
-  if (with_dout) o.g = cast(a.dout, sv, a.Dv, o.ldv);
+  if (with_dout) {
+    if (a.saved) next = scratch;  // dO's copy is the backward's own
+    o.g = take(true, a.dout, sv, a.Dv, o.ldv, nullptr);
+  }
   return o;
 }
 

@@ -22,6 +22,7 @@
 // - Diff kinds and TDA at T = 1: y does not depend on lambda (one key: o = (1 - lambda) v, and
 //   the head RMSNorm removes the scale), so the lambda gradients are 0 up to rounding on both
 //   sides and are not compared there.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -60,14 +61,23 @@ struct DropRowSums final : ForwardingOps {
 };
 
 // The harness's variant, inputs and parameters on CudaOps (device copies of every buffer).
-Result run_cuda(AttnHarness& h, bool drop_row_sums = false) {
+// save_bf16: a fresh variant of the kind told to keep the kernel's bf16 operand copies, as GPT2
+// tells it under dtype bf16 (AttentionVariant::save_bf16_operands); an empty Result when the kind
+// does not.
+Result run_cuda(AttnHarness& h, bool drop_row_sums = false, bool save_bf16 = false) {
   emu_test::HostAccessGuard guard;
   CudaOps cuda;
   DropRowSums dropping(cuda);
   Ops& gpu = drop_row_sums ? static_cast<Ops&>(dropping) : cuda;
+  std::unique_ptr<AttentionVariant> saving;
+  if (save_bf16) {
+    saving = make_attention(h.cfg.model, h.cfg.attention);
+    if (!saving->save_bf16_operands(cuda)) return {};
+  }
+  AttentionVariant& var = saving ? *saving : *h.var;
   using Buf = DeviceBuffer<float>;
   Buf proj(h.proj), cos(h.cos), sin(h.sin), R(h.R), y(h.y.size()), dproj(h.proj.size());
-  Buf act(h.var->act_floats(h.B, h.T)), scratch(h.var->scratch_floats(h.B, h.T));
+  Buf act(var.act_floats(h.B, h.T)), scratch(var.scratch_floats(h.B, h.T));
   std::vector<std::unique_ptr<Buf>> params, dparams;
   std::vector<float*> p, dp;
   for (const auto& x : h.params) {
@@ -76,9 +86,10 @@ Result run_cuda(AttnHarness& h, bool drop_row_sums = false) {
     p.push_back(params.back()->get());
     dp.push_back(dparams.back()->get());
   }
-  const AttnContext c{gpu, h.B, h.T, h.layer, h.cfg.model.n_layer, h.step, cos.get(), sin.get(), 0};
-  h.var->forward(c, proj.get(), y.get(), act.get(), p);
-  h.var->backward(c, proj.get(), R.get(), dproj.get(), act.get(), p, dp, scratch.get());
+  AttnContext c{gpu, h.B, h.T, h.layer, h.cfg.model.n_layer, h.step, cos.get(), sin.get(), 0};
+  c.scratch = scratch.get();  // as GPT2 passes it: the backward's scratch, free in the forward
+  var.forward(c, proj.get(), y.get(), act.get(), p);
+  var.backward(c, proj.get(), R.get(), dproj.get(), act.get(), p, dp, scratch.get());
   Result r{y.to_host(), dproj.to_host(), {}};
   for (const auto& d : dparams) r.dparams.push_back(d->to_host());
   return r;
@@ -133,6 +144,35 @@ TEST_CASE("cuda variants: head dim 32 and the variants' options match the CPU ba
   check_kind("entmax", 128, 2, 45, {{"entmax_solver", "bisect"}, {"entmax_alpha", 1.25}});
   // parameter-matched TDA: two heads of q/k 64 and values 128 (the (64, 128) kernel bucket)
   check_kind("tda", 256, 4, 45, {{"tda_heads", "halved"}});
+}
+
+// dtype bf16: a kind that keeps the attention kernel's bf16 copies of q, k, v instead of its fp32
+// q, k, v (computed in the backward's scratch, AttnContext::scratch) gives the same y and
+// gradients, bit for bit (the backward reads the copies a second cast would make), and saves at
+// least 1.4 of its 3 (B, T, C) fp32 slots per layer (the copies take 1.5, plus a tile of padding).
+TEST_CASE("cuda variants: saving bf16 operand copies leaves every result bit-identical",
+          "[cuda][emu]") {
+  std::vector<std::string> saving;
+  for (const auto& kind : attention_kinds())
+    for (int T : {17, 130}) {
+      INFO(kind << " T " << T);
+      AttnHarness h(attn_test_config(kind, 128, 2), 2, T, 4321 + T);
+      const Result ref = run_cuda(h), got = run_cuda(h, false, /*save_bf16=*/true);
+      if (got.y.empty()) continue;  // the kind keeps its fp32 q, k, v
+      if (T == 130) saving.push_back(kind);
+      CHECK(got.y == ref.y);
+      CHECK(got.dproj == ref.dproj);
+      CHECK(got.dparams == ref.dparams);
+      CudaOps cuda;
+      auto var = make_attention(h.cfg.model, h.cfg.attention);
+      const size_t unsaved = var->act_floats(h.B, T), n = size_t(h.B) * T * 128;
+      REQUIRE(var->save_bf16_operands(cuda));
+      CHECK(double(unsaved) - double(var->act_floats(h.B, T)) >= (T == 130 ? 1.4 * n : 0.));
+    }
+  // the kinds of one kernel over RoPE'd heads (attention/qkv_attention.h) and rela do
+  INFO("saving: " << json(saving).dump());
+  for (const char* kind : {"softmax", "gated_softmax", "entmax", "lssa", "rela"})
+    CHECK(std::find(saving.begin(), saving.end(), kind) != saving.end());
 }
 
 TEST_CASE("cuda variants: the comparison catches a lost parameter-gradient reduction",

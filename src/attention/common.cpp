@@ -1,6 +1,8 @@
 #include "attention/common.h"
 
 #include "attention/policies.h"
+#include "backend/mixed_precision.h"
+#include "core/error.h"
 
 namespace tda {
 namespace attn_util {
@@ -42,6 +44,18 @@ void head_norm_backward(const AttnContext& c, float* g, float* dgamma, const flo
 
 void threshold_c(float* c, int T, double kappa, int d) {
   for (int i = 0; i < T; ++i) c[i] = attn::threshold_c(i, kappa, d);
+}
+
+size_t saved_operand_floats(const Bf16Matmuls& by, AttnMath m, int B, int H, int T, int D) {
+  return (by.attention_saved_operands(make_args(m, B, H, T, D, D, 1.f)) + 1) / 2;
+}
+
+void qkv_in_scratch(const AttnContext& c, const std::string& kind, size_t n, float** q, float** k,
+                    float** v) {
+  TDA_CHECK(c.scratch, kind + ": the forward needs AttnContext::scratch (dtype bf16)");
+  *q = c.scratch;
+  *k = *q + slot_padded(n);
+  *v = *k + slot_padded(n);
 }
 
 }  // namespace attn_util

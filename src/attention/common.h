@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "attention/variant.h"
@@ -30,6 +31,15 @@ void rope_qkv_forward(const AttnContext& c, const float* proj, int W, int H, int
 void rope_qkv_backward(const AttnContext& c, float* dproj, int W, int H, int D, const float* dq,
                        const float* dk, const float* dv, const float* dq_scale = nullptr,
                        int dq_scale_h_stride = 0);
+
+// dtype bf16 (AttentionVariant::save_bf16_operands): a kind that keeps the attention kernel's
+// bf16 copies of q, k, v (AttnArgs::saved) instead of its fp32 q, k, v. The floats the copies
+// take in its saved activations (two bf16 per float), as `by` sizes them for that shape:
+size_t saved_operand_floats(const Bf16Matmuls& by, AttnMath m, int B, int H, int T, int D);
+// Where its forward computes q, k, v (n floats each) instead: the start of c.scratch, the
+// backward's scratch, free until then (AttnContext::scratch; an error naming `kind` if unset).
+void qkv_in_scratch(const AttnContext& c, const std::string& kind, size_t n, float** q, float** k,
+                    float** v);
 
 // HeadRMSNorm after the kernel (tra, tda, the Diff kinds): o (B, H, T, Dv) merged into y
 // (B*T, H Dv), each (token, head) row of Dv normalised in place with gamma (Dv); rstd (B*T*H)
@@ -95,9 +105,10 @@ inline AttnArgs make_args(AttnMath m, const AttnContext& c, int H, int Dqk, int 
 }
 
 // The saved activations of a kind with one view of q, k, v (backend/slots.h): rotated q, k and
-// v and the output o in (B, H, T, D), n floats each, and the kernel's row statistics.
+// v and the output o in (B, H, T, D), n floats each, and the kernel's row statistics. `saved`:
+// the kernel's bf16 copies of q, k, v (AttnArgs::saved) for a kind that keeps those instead.
 struct QkvAct {
-  float *q, *k, *v, *o, *stats;
+  float *q, *k, *v, *o, *stats, *saved;
 };
 inline SlotTable<QkvAct> qkv_act_slots(size_t n, size_t n_stats) {
   return {{&QkvAct::q, n},

@@ -8,6 +8,9 @@
 // to the kernel (AttnArgs::q_scale, applied as q is read; dq = q_scale d/dq', applied as RoPE's
 // backward reads it: lssa); one that gates the output replaces the merge of the heads
 // (forward_heads, backward_heads: gated_softmax's gate merges and splits them as it goes).
+// Under dtype bf16 (save_bf16_operands) the layer saves the kernel's bf16 copies of q, k, v in
+// place of the fp32 ones, which the forward computes in the backward's scratch: the backward
+// reads q, k, v only through the kernel, which takes the copies as they are (no second cast).
 #pragma once
 #include <cmath>
 
@@ -25,6 +28,10 @@ class QkvAttention : public AttentionVariant {
     return slot_floats(act_slots(B, T)) + own_act_floats(B, T);
   }
   size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
+  bool save_bf16_operands(const Bf16Matmuls& b) final {
+    saved_by_ = &b;
+    return true;
+  }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>&) override {
@@ -40,7 +47,9 @@ class QkvAttention : public AttentionVariant {
  protected:
   // The layer up to the attention output o (B, H, T, D), saved in act, before its heads merge.
   const float* forward_heads(const AttnContext& c, const float* proj, float* act) const {
-    const attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
+    attn_util::QkvAct s = carve(act_slots(c.B, c.T), act);
+    if (saved_by_)  // q, k, v for this call only: the kernel keeps their bf16 copies
+      attn_util::qkv_in_scratch(c, kind(), size_t(c.B) * c.T * C_, &s.q, &s.k, &s.v);
     attn_util::rope_qkv_forward(c, proj, proj_width(), H_, D_, s.q, s.k, s.v);
     before_kernel(c, own_act(c, act));
     c.ops.attention_forward(args(c, s, own_act(c, act)));
@@ -76,8 +85,12 @@ class QkvAttention : public AttentionVariant {
     return act + slot_floats(act_slots(c.B, c.T));
   }
   SlotTable<attn_util::QkvAct> act_slots(int B, int T) const {
-    return attn_util::qkv_act_slots(size_t(B) * T * C_,
-                                    size_t(attn_n_stats(math_)) * size_t(B) * H_ * T);
+    const size_t n = size_t(B) * T * C_, n_stats = size_t(attn_n_stats(math_)) * size_t(B) * H_ * T;
+    if (!saved_by_) return attn_util::qkv_act_slots(n, n_stats);
+    const size_t copies = attn_util::saved_operand_floats(*saved_by_, math_, B, H_, T, D_);
+    return {{&attn_util::QkvAct::o, n},
+            {&attn_util::QkvAct::stats, n_stats},
+            {&attn_util::QkvAct::saved, copies}};
   }
   SlotTable<attn_util::QkvGrads> grad_slots(int B, int T) const {
     return attn_util::qkv_grad_slots(size_t(B) * T * C_);
@@ -89,10 +102,12 @@ class QkvAttention : public AttentionVariant {
     a.v = s.v;
     a.out = s.o;
     a.stats = s.stats;
+    a.saved = reinterpret_cast<uint16_t*>(s.saved);
     set_args(a, own);
     return a;
   }
   AttnMath math_;
+  const Bf16Matmuls* saved_by_ = nullptr;  // set: q, k, v saved as the kernel's bf16 copies
 };
 
 }  // namespace tda

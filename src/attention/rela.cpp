@@ -56,11 +56,16 @@ class RelaAttention final : public AttentionVariant {
   }
   size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
   size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
+  bool save_bf16_operands(const Bf16Matmuls& b) override {
+    saved_by_ = &b;  // q, k, v kept as the kernel's bf16 copies (qkv_attention.h does the same)
+    return true;
+  }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    const Act s = carve(act_slots(c.B, c.T), act);
+    Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
+    if (saved_by_) qkv_in_scratch(c, kind(), size_t(c.B) * c.T * C_, &s.q, &s.k, &s.v);
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
@@ -87,9 +92,16 @@ class RelaAttention final : public AttentionVariant {
  private:
   struct Act {
     float *q, *k, *v, *o, *u, *r, *mu;  // u: o merged (B*T, C), the norm's input; r, mu per token
+    float* saved;                       // q, k, v's bf16 copies instead (save_bf16_operands)
   };
   SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_, nt = size_t(B) * T;
+    if (saved_by_)
+      return {{&Act::o, n},
+              {&Act::u, n},
+              {&Act::r, nt},
+              {&Act::mu, nt},
+              {&Act::saved, saved_operand_floats(*saved_by_, math(), B, H_, T, D_)}};
     return {{&Act::q, n}, {&Act::k, n},  {&Act::v, n},  {&Act::o, n},
             {&Act::u, n}, {&Act::r, nt}, {&Act::mu, nt}};
   }
@@ -107,11 +119,13 @@ class RelaAttention final : public AttentionVariant {
     a.v = s.v;
     a.out = s.o;
     a.power = 1;
+    a.saved = reinterpret_cast<uint16_t*>(s.saved);
     return a;
   }
   int C_, H_, D_;
   float eps_;
   Norm norm_ = Norm::kGated;
+  const Bf16Matmuls* saved_by_ = nullptr;
 };
 
 }  // namespace

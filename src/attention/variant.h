@@ -13,6 +13,7 @@
 
 namespace tda {
 
+class Bf16Matmuls;
 struct Rng;
 
 struct ParamSpec {
@@ -40,6 +41,10 @@ struct AttnContext {
   // computed by the attention kernel (their outputs are zero); rows >= q_start see every key
   // j <= i, so they equal a full forward. Backward requires q_start == 0.
   int q_start = 0;
+  // Forward: the layer's backward scratch (scratch_floats(B, T)), free until the backward, for a
+  // kind that computes q, k, v there instead of saving them (save_bf16_operands). GPT2 and the
+  // generator set it; null elsewhere (such a kind then refuses to run).
+  float* scratch = nullptr;
 };
 
 // What the tests and tools may assume of a kind, and the tolerances of its checks against the
@@ -83,6 +88,11 @@ class AttentionVariant {
   }
   // Floats saved per layer between forward and backward, and backward scratch (shared).
   virtual size_t act_floats(int B, int T) const = 0;
+  // dtype bf16 (GPT2, before it sizes the activations): a kind may keep its attention kernel's
+  // bf16 copies of q, k, v from forward to backward (AttnArgs::saved, sized by the backend)
+  // instead of its fp32 q, k, v, which its forward then computes in AttnContext::scratch. Returns
+  // whether it does; act_floats() counts the copies from then on. Default: no.
+  virtual bool save_bf16_operands(const Bf16Matmuls&) { return false; }
   virtual size_t scratch_floats(int B, int T) const = 0;
   // proj (B*T, proj_width) -> y (B*T, d_model). `extra` are this layer's extra tensors in the
   // order of extra_params().

@@ -31,6 +31,8 @@
 
 namespace tda {
 
+struct AttnArgs;
+
 class Bf16Matmuls {
  public:
   virtual ~Bf16Matmuls() = default;
@@ -70,6 +72,10 @@ class Bf16Matmuls {
   virtual void matmul_backward_dgelu_bf16(uint16_t* dpre16, float* prod, float* dW,
                                           const uint16_t* dy, const uint16_t* x, const float* W,
                                           const uint16_t* pre, int N, int C, int OC) = 0;
+  // The bf16 elements AttnArgs::saved needs for a's shape: the attention kernels' operand copies
+  // of q, k, v (q2, k2), which a kind may keep from its forward to its backward in place of its
+  // fp32 q, k, v (QkvAttention under dtype bf16); the backward then casts only dO.
+  virtual size_t attention_saved_operands(const AttnArgs& a) const = 0;
 };
 
 }  // namespace tda

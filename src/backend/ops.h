@@ -122,6 +122,11 @@ struct AttnArgs {
   // survivors untouched); row i >= q_start is exactly what a full forward computes for it.
   // KV-cache decoding (model/generator.h) computes only the new rows. Backward requires 0.
   int q_start = 0;
+  // Optional (dtype bf16, Bf16Matmuls::attention_saved_operands elements): the kernels' bf16
+  // copies of q, k, v (q2, k2) kept from a layer's forward to its backward. The forward writes
+  // them there; the backward reads them and not q, k, v, which may then be null (the kind keeps
+  // no fp32 copy). Null: each call casts q, k, v itself.
+  uint16_t* saved = nullptr;
   // backward
   const float* dout = nullptr;
   float* dq = nullptr;
@@ -162,6 +167,7 @@ void device_pointers(const AttnArgs& a, F&& f) {
   f(a.tiles_skipped, "tiles_skipped");
   f(a.tiles_total, "tiles_total");
   f(a.entmax_threshold_tiles, "entmax_threshold_tiles");
+  f(a.saved, "saved");
   f(a.dout, "dout");
   f(a.dq, "dq");
   f(a.dk, "dk");

@@ -148,6 +148,9 @@ class ProfileOps::TimedBf16 final : public Bf16Matmuls {
     Timer timer(&owner_, owner_.matmul_label("matmul_backward_dgelu_bf16", N, C, OC));
     in_.matmul_backward_dgelu_bf16(dpre16, prod, dW, dy, x, W, pre, N, C, OC);
   }
+  size_t attention_saved_operands(const AttnArgs& a) const override {
+    return in_.attention_saved_operands(a);
+  }
 
  private:
   ProfileOps& owner_;

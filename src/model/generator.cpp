@@ -31,6 +31,7 @@ Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
   };
   proj_cache_ = buffer(size_t(m.n_layer) * T * W);
   act_ = buffer(model.attention().act_floats(1, max_ctx_));
+  scratch_ = buffer(model.attention().scratch_floats(1, max_ctx_));  // AttnContext::scratch
   y_ = buffer(T * C);
   x_ = buffer(n * C);
   ln_ = buffer(n * C);
@@ -74,6 +75,7 @@ void Generator::forward_chunk(const int32_t* tokens, int n) {
   for (int l = 0; l < m.n_layer; ++l) {
     AttnContext ctx{ops_, 1, T, l, m.n_layer, model_.step(), cos_.data(), sin_.data(), 0};
     ctx.q_start = pos;  // rows [pos, T) are new; the kernel skips the others
+    ctx.scratch = scratch_.data();
     // One chunk's rows; the two norms share a buffer (ln1 is read before ln2 is written).
     const GPT2::Acts a{x,
                        ln_.data(),

@@ -70,6 +70,7 @@ class Generator {
   DeviceArray<float> cos_, sin_;
   DeviceArray<float> proj_cache_;  // (L, max_ctx, proj_width)
   DeviceArray<float> act_, y_;     // variant activations, variant output (max_ctx, C)
+  DeviceArray<float> scratch_;     // the variant's forward scratch (AttnContext::scratch)
   DeviceArray<float> x_, ln_, rstd_, atty_, xmid_, fc_, fcg_, logits_dev_;  // rows of one chunk
   DeviceArray<int32_t> chunk_tokens_;
   std::vector<float> logits_;  // host copy

@@ -21,6 +21,7 @@ GPT2::GPT2(const ModelConfig& m, const AttentionConfig& a, Ops& ops, const std::
                          " backend has no bf16 path (bf16 needs --device cuda)");
   }
   attn_ = make_attention(m, a);
+  if (bf16_) attn_->save_bf16_operands(*bf16_);  // before anything sizes its activations
   tensors_ = layout(m, *attn_);
   const auto at = [&](const std::string& name) { return tensor(name).offset; };
   wte_ = at("transformer.wte.weight");
@@ -259,8 +260,8 @@ void GPT2::forward_trunk() {
   ops_.embedding_forward(resid_, inputs_, P + wte_, N, C);
   const size_t NC = size_t(N) * C;
   for (int l = 0; l < m_.n_layer; ++l) {
-    const AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(),
-                          0};
+    AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(), 0};
+    ctx.scratch = attn_scratch_;  // the backward's, free in the forward
     block_forward(l, ctx, N, 0, acts(l), resid_ + (l + 1) * NC);
   }
   ops_.rmsnorm_forward(lnf_out_, rstdf_, resid_ + size_t(m_.n_layer) * NC, P + lnf_, N, C, eps);

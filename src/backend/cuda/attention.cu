@@ -11,10 +11,13 @@
 namespace tda::cuda {
 
 namespace {
-void check_args(const AttnArgs& a) {
-  TDA_CHECK(a.q && a.k && a.v && a.out, "attention: q, k, v and out are required");
+// backward_saved: a backward that reads its forward's bf16 copies (AttnArgs::saved), not q, k, v.
+void check_args(const AttnArgs& a, bool backward_saved) {
+  TDA_CHECK(a.out, "attention: out is required");
+  if (!backward_saved) TDA_CHECK(a.q && a.k && a.v, "attention: q, k and v are required");
   TDA_CHECK(attn_q_scale_ok(a), kAttnQScaleError);
-  if (attn_two_views(a.math)) TDA_CHECK(a.q2 && a.k2, "attention: two-view math needs q2, k2");
+  if (attn_two_views(a.math) && !backward_saved)
+    TDA_CHECK(a.q2 && a.k2, "attention: two-view math needs q2, k2");
   if (a.math == AttnMath::kDiffSoftmax) TDA_CHECK(a.out2, "attention: kDiffSoftmax needs out2");
   if (attn_n_stats(a.math) > 0) TDA_CHECK(a.stats, "attention: this math needs stats");
   TDA_CHECK(a.power >= 1, "attention: power must be >= 1");
@@ -34,7 +37,7 @@ AttnArgs normalise(const AttnArgs& in) {
 }  // namespace
 
 void attention_forward(const AttnArgs& in, uint16_t* operands) {
-  check_args(in);
+  check_args(in, false);
   const AttnArgs a = normalise(in);
   attention_tiled_forward(a, operands);
 }
@@ -44,7 +47,7 @@ size_t attention_backward_scratch(const AttnArgs& a) {
 }
 
 void attention_backward(const AttnArgs& in, float* scratch, uint16_t* operands, bool drop_term) {
-  check_args(in);
+  check_args(in, in.saved != nullptr);
   const AttnArgs a = normalise(in);
   TDA_CHECK(a.dout && a.dq && a.dk && a.dv, "attention: backward needs dout, dq, dk, dv");
   TDA_CHECK(a.q_start == 0, "attention: backward needs q_start == 0 (full rows)");

@@ -417,6 +417,7 @@ __device__ inline size_t block_bh_again() {
 namespace tda::cuda {
 // kernels/attention_operands.cu: casts q, k, v (q2, k2 for two views; dO when with_dout) into
 // `scratch` (attention_operands_scratch(a, with_dout) bf16, cuda_ops.h) and returns the copies.
+// With a.saved, q, k, v's go there in the forward and the backward takes them as they are.
 fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratch, bool with_dout);
 // Entmax's row pre-passes (kernels/attention_entmax.cu), on those copies: stats (tau, norm) before
 // the tiled forward; D_i = c_i (Dbuf, 2 floats per row) before the tiled backward.

@@ -265,9 +265,17 @@ void CudaOps::lm_head_logits(float* logits, const float* x, const float* W, int 
 }
 
 void CudaOps::attention_forward(const AttnArgs& a) {
-  uint16_t* ops = cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, false),
-                                "attention operands (bf16 q, k, v, dO)");
+  uint16_t* ops = a.saved ? nullptr  // the copies go to a.saved
+                          : cuda::scratch(hscratch_, hscratch_n_,
+                                          cuda::attention_operands_scratch(a, false),
+                                          "attention operands (bf16 q, k, v, dO)");
   cuda::attention_forward(a, ops);
+}
+
+size_t CudaOps::attention_saved_operands(const AttnArgs& a) const {
+  AttnArgs unsaved = a;
+  unsaved.saved = nullptr;
+  return cuda::attention_operands_scratch(unsaved, false);
 }
 
 void CudaOps::attention_backward(const AttnArgs& a) {

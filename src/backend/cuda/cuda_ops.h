@@ -126,7 +126,9 @@ void column_sum(float* out, const float* in, int rows, int C, size_t ld, float* 
 // kernels/attention_fwd.cu, attention_bwd.cu; entmax adds its row pre-passes).
 // tiles_skipped/tiles_total, when set, are device counters (integer atomics). `operands`: device
 // scratch of attention_operands_scratch(a, backward) bf16 elements, where the kernels' bf16
-// copies of q, k, v (and dO) go; backward `scratch`: attention_backward_scratch(a) floats.
+// copies of q, k, v (and dO) go; with a.saved, the forward writes q, k, v's there (no scratch)
+// and the backward's scratch holds dO's alone. Backward `scratch`: attention_backward_scratch(a)
+// floats.
 size_t attention_operands_scratch(const AttnArgs& a, bool with_dout);
 void attention_forward(const AttnArgs& a, uint16_t* operands);
 size_t attention_backward_scratch(const AttnArgs& a);
@@ -195,6 +197,7 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void matmul_backward_dgelu_bf16(uint16_t* dpre16, float* prod, float* dW, const uint16_t* dy,
                                   const uint16_t* x, const float* W, const uint16_t* pre, int N,
                                   int C, int OC) override;
+  size_t attention_saved_operands(const AttnArgs& a) const override;
 
  private:
   // A bf16 view of x (n floats): the master copy if x lies in the master buffer, else x cast
