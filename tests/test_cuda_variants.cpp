@@ -149,7 +149,8 @@ TEST_CASE("cuda variants: head dim 32 and the variants' options match the CPU ba
 // dtype bf16: a kind that keeps the attention kernel's bf16 copies of q, k, v instead of its fp32
 // q, k, v (computed in the backward's scratch, AttnContext::scratch) gives the same y and
 // gradients, bit for bit (the backward reads the copies a second cast would make), and saves at
-// least 1.4 of its 3 (B, T, C) fp32 slots per layer (the copies take 1.5, plus a tile of padding).
+// least 1.3 of its 3 (B, T, C) fp32 slots per layer (the copies take 1.5, plus a tile of
+// padding: 0.13 at T = 130, negligible at d12).
 TEST_CASE("cuda variants: saving bf16 operand copies leaves every result bit-identical",
           "[cuda][emu]") {
   std::vector<std::string> saving;
@@ -167,11 +168,13 @@ TEST_CASE("cuda variants: saving bf16 operand copies leaves every result bit-ide
       auto var = make_attention(h.cfg.model, h.cfg.attention);
       const size_t unsaved = var->act_floats(h.B, T), n = size_t(h.B) * T * 128;
       REQUIRE(var->save_bf16_operands(cuda));
-      CHECK(double(unsaved) - double(var->act_floats(h.B, T)) >= (T == 130 ? 1.4 * n : 0.));
+      CHECK(double(unsaved) - double(var->act_floats(h.B, T)) >= (T == 130 ? 1.3 * n : 0.));
     }
-  // the kinds of one kernel over RoPE'd heads (attention/qkv_attention.h) and rela do
+  // every kind whose backward reads q, k, v through the kernel alone does (not ssmax, whose
+  // scalar gradients read q, nor TRA/TDA, whose L2 norms' backward reads q and k)
   INFO("saving: " << json(saving).dump());
-  for (const char* kind : {"softmax", "gated_softmax", "entmax", "lssa", "rela"})
+  for (const char* kind :
+       {"softmax", "gated_softmax", "entmax", "lssa", "rela", "diff_softmax", "dex", "diff_rela"})
     CHECK(std::find(saving.begin(), saving.end(), kind) != saving.end());
 }
 

@@ -46,8 +46,9 @@ void threshold_c(float* c, int T, double kappa, int d) {
   for (int i = 0; i < T; ++i) c[i] = attn::threshold_c(i, kappa, d);
 }
 
-size_t saved_operand_floats(const Bf16Matmuls& by, AttnMath m, int B, int H, int T, int D) {
-  return (by.attention_saved_operands(make_args(m, B, H, T, D, D, 1.f)) + 1) / 2;
+size_t saved_operand_floats(const Bf16Matmuls& by, AttnMath m, int B, int H, int T, int Dqk,
+                            int Dv) {
+  return (by.attention_saved_operands(make_args(m, B, H, T, Dqk, Dv, 1.f)) + 1) / 2;
 }
 
 void qkv_in_scratch(const AttnContext& c, const std::string& kind, size_t n, float** q, float** k,

@@ -35,7 +35,8 @@ void rope_qkv_backward(const AttnContext& c, float* dproj, int W, int H, int D, 
 // dtype bf16 (AttentionVariant::save_bf16_operands): a kind that keeps the attention kernel's
 // bf16 copies of q, k, v (AttnArgs::saved) instead of its fp32 q, k, v. The floats the copies
 // take in its saved activations (two bf16 per float), as `by` sizes them for that shape:
-size_t saved_operand_floats(const Bf16Matmuls& by, AttnMath m, int B, int H, int T, int D);
+size_t saved_operand_floats(const Bf16Matmuls& by, AttnMath m, int B, int H, int T, int Dqk,
+                            int Dv);
 // Where its forward computes q, k, v (n floats each) instead: the start of c.scratch, the
 // backward's scratch, free until then (AttnContext::scratch; an error naming `kind` if unset).
 void qkv_in_scratch(const AttnContext& c, const std::string& kind, size_t n, float** q, float** k,

@@ -36,12 +36,17 @@ class DexAttention final : public AttentionVariant {
   }
   size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
   size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
+  bool save_bf16_operands(const Bf16Matmuls& b) override {
+    saved_by_ = &b;  // q, k, v kept as the kernel's bf16 copies (as qkv_attention.h)
+    return true;
+  }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    const Act s = carve(act_slots(c.B, c.T), act);
+    Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     const size_t n = size_t(c.B) * c.T * C_;
+    if (saved_by_) qkv_in_scratch(c, kind(), n, &s.q, &s.k, &s.v);
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     AttnArgs a = args(c, s);
     c.ops.attention_forward(a);
@@ -75,9 +80,17 @@ class DexAttention final : public AttentionVariant {
  private:
   struct Act {
     float *q, *k, *v, *o, *f, *stage, *lse, *lam;  // lam: {lambda(t), unused}
+    float* saved;  // q, k, v's bf16 copies instead (save_bf16_operands)
   };
   SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_;
+    if (saved_by_)
+      return {{&Act::o, n},
+              {&Act::f, n},
+              {&Act::stage, n},
+              {&Act::lse, size_t(B) * H_ * T},
+              {&Act::lam, 2},
+              {&Act::saved, saved_operand_floats(*saved_by_, math(), B, H_, T, D_, D_)}};
     return {{&Act::q, n},
             {&Act::k, n},
             {&Act::v, n},
@@ -112,9 +125,11 @@ class DexAttention final : public AttentionVariant {
     a.v = s.v;
     a.out = s.o;
     a.stats = s.lse;
+    a.saved = reinterpret_cast<uint16_t*>(s.saved);
     return a;
   }
   int C_, H_, D_, anneal_;
+  const Bf16Matmuls* saved_by_ = nullptr;
 };
 
 }  // namespace

@@ -58,11 +58,16 @@ class DiffAttention : public AttentionVariant {
   }
   size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
   size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
+  bool save_bf16_operands(const Bf16Matmuls& b) override {
+    saved_by_ = &b;  // q, k, v kept as the kernel's bf16 copies (as qkv_attention.h)
+    return true;
+  }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    const Act s = carve(act_slots(c.B, c.T), act);
+    Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
+    if (saved_by_) qkv_in_scratch(c, kind(), size_t(c.B) * c.T * C_, &s.q, &s.k, &s.v);
     // (B, 2H', T, d'): component 2h is view 1 of head h, 2h+1 view 2
     c.ops.rope_forward(s.q, proj, W, 0, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
     c.ops.rope_forward(s.k, proj, W, C_, c.cos, c.sin, c.B, c.T, 2 * Hp_, D_, c.pos0);
@@ -104,9 +109,17 @@ class DiffAttention : public AttentionVariant {
  private:
   struct Act {
     float *q, *k, *v, *o, *o2, *stats, *rstd, *lam;  // lam: {e1, e2, lambda} (diff_lambda)
+    float* saved;  // q, k, v's bf16 copies instead (save_bf16_operands)
   };
   SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_, nr = size_t(B) * Hp_ * T;
+    if (saved_by_)
+      return {{&Act::o, n},
+              {&Act::o2, n},
+              {&Act::stats, 2 * nr},
+              {&Act::rstd, nr},
+              {&Act::lam, 3},
+              {&Act::saved, saved_operand_floats(*saved_by_, math(), B, Hp_, T, D_, 2 * D_)}};
     return {{&Act::q, n},  {&Act::k, n},          {&Act::v, n},     {&Act::o, n},
             {&Act::o2, n}, {&Act::stats, 2 * nr}, {&Act::rstd, nr}, {&Act::lam, 3}};
   }
@@ -127,9 +140,11 @@ class DiffAttention : public AttentionVariant {
   AttnArgs args(const AttnContext& c, const Act& s) const {
     AttnArgs a = make_args(math(), c, Hp_, D_, 2 * D_, 1.0f / std::sqrt(float(D_)));
     a.q = s.q;
-    a.q2 = s.q + size_t(c.T) * D_;
     a.k = s.k;
-    a.k2 = s.k + size_t(c.T) * D_;
+    if (s.q) {  // null in the backward of a forward that saved the copies
+      a.q2 = s.q + size_t(c.T) * D_;
+      a.k2 = s.k + size_t(c.T) * D_;
+    }
     a.qk_bh_stride = 2 * size_t(c.T) * D_;  // head h = components 2h, 2h+1 of (B, 2H', T, d')
     a.v = s.v;
     a.out = s.o;
@@ -137,11 +152,13 @@ class DiffAttention : public AttentionVariant {
     a.stats = s.stats;
     a.power = 1;
     a.lambda = s.lam + 2;
+    a.saved = reinterpret_cast<uint16_t*>(s.saved);
     return a;
   }
   int C_, Hp_, D_;
   float eps_;
   bool relu_;
+  const Bf16Matmuls* saved_by_ = nullptr;
 };
 
 }  // namespace attn_diff

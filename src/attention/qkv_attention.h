@@ -87,7 +87,7 @@ class QkvAttention : public AttentionVariant {
   SlotTable<attn_util::QkvAct> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_, n_stats = size_t(attn_n_stats(math_)) * size_t(B) * H_ * T;
     if (!saved_by_) return attn_util::qkv_act_slots(n, n_stats);
-    const size_t copies = attn_util::saved_operand_floats(*saved_by_, math_, B, H_, T, D_);
+    const size_t copies = attn_util::saved_operand_floats(*saved_by_, math_, B, H_, T, D_, D_);
     return {{&attn_util::QkvAct::o, n},
             {&attn_util::QkvAct::stats, n_stats},
             {&attn_util::QkvAct::saved, copies}};

@@ -101,7 +101,7 @@ class RelaAttention final : public AttentionVariant {
               {&Act::u, n},
               {&Act::r, nt},
               {&Act::mu, nt},
-              {&Act::saved, saved_operand_floats(*saved_by_, math(), B, H_, T, D_)}};
+              {&Act::saved, saved_operand_floats(*saved_by_, math(), B, H_, T, D_, D_)}};
     return {{&Act::q, n}, {&Act::k, n},  {&Act::v, n},  {&Act::o, n},
             {&Act::u, n}, {&Act::r, nt}, {&Act::mu, nt}};
   }
