@@ -12,7 +12,10 @@ softmax.cpp and tda.cpp (glue), src/backend/cuda/cuda_ops.cu + gemm.cu (matmuls:
 without TF32 for --dtype fp32; for bf16 each fp32 activation operand is cast by its own kernel,
 the norm outputs, attention output and MLP activations and the residual and MLP gradients are
 stored in bf16, weights from one copy, cublasGemmEx fp32 out except c_fc's bf16
-pre-activation), kernels/*.cu (traffic per kernel).
+pre-activation), kernels/*.cu (traffic per kernel). The attention kernels read bf16 copies of
+q, k, v and dO, made by one cast pass per operand and call (kernels/attention_operands.cu);
+under bf16 the backward of softmax and entmax reuses the forward's (AttnArgs::saved), tda's
+casts its own.
 Bytes are compulsory: every tensor a call touches, read or written once (a read-modify-write
 counts twice). Attention rows also give the upper bound where every streamed 64-row K/V (or
 Q/dO) tile is re-read from DRAM per block, with no L2 reuse.
@@ -131,6 +134,14 @@ def micro_rows(a, dtype):
     gemm("lm_head dW", "bwd", ch, V, C, r, beta=1)
 
     # --- attention glue (softmax.cpp / common.cpp, tda.cpp) and kernels (attention_*.cu)
+    # The kernels' operands: one cast per fp32 operand and call (read 4 bytes, write 2): q, k, v
+    # (tda: q1, k1, q2, k2, v) in the forward; dO and, unless the forward's copies are kept
+    # (bf16, every kind but tda here), q, k, v again in the backward.
+    nops = 5 if tda else 3
+    add("cast attention operands to bf16 (q, k, v)", "fwd", nops * L, 0, NC * 6)
+    add("cast attention operands to bf16 (dO" + (")" if bf and not tda else ", q, k, v)"), "bwd",
+        (1 if bf and not tda else 1 + nops) * L, 0, NC * 6)
+    b2 = 2  # bf16 bytes: the kernels read those copies
     nqk = 4 if tda else 2
     add("rope_forward", "fwd", nqk * L, 3 * NC, (2 * NC + T * D) * f4)
     add("rope_backward", "bwd", nqk * L, 3 * NC, (2 * NC + T * D) * f4)
@@ -138,35 +149,38 @@ def micro_rows(a, dtype):
     add("merge_heads", "both", (3 if tda else 2) * L, 0, 2 * NC * f4)  # o, [o again], dv
     nb = -(-T // TILE)
     tpb = nb * (nb + 1) // 2  # (query block, key tile) pairs per (b, h) up to the diagonal
-    tiles, tile = B * H * tpb, TILE * D * f4  # one fp32 tile, rounded to bf16 in shared memory
+    tiles, tile = B * H * tpb, TILE * D * b2  # one bf16 tile of an operand copy
     pt = 2 * TILE * TILE * D  # FLOPs of one 64x64xD mma product (masked entries computed too)
     if a.kind == "entmax":
         live, it = 1.0 - a.skip, a.entmax_iters + 3  # pre-pass: row max, f(lo), iters, final
         # threshold pre-pass: S = QK^T recomputed on every pass; reads q, k; writes (tau, norm)
         add(f"attn entmax threshold ({it} passes)", "fwd", L, it * tiles * pt,
-            (2 * NC + 2 * nr) * f4, "bf16", ub=B * H * (nb + it * tpb) * tile + 2 * nr * f4)
+            2 * NC * b2 + 2 * nr * f4, "bf16", ub=B * H * (nb + it * tpb) * tile + 2 * nr * f4)
         # fwd: S, [O += PV]; reads q, k, v, stats; writes o
         add(f"attn fwd (entmax, skip {a.skip:g})", "fwd", L, (1 + live) * tiles * pt,
-            (4 * NC + 2 * nr) * f4, "bf16", ub=B * H * (nb + 2 * tpb) * tile + (NC + 2 * nr) * f4)
+            3 * NC * b2 + (NC + 2 * nr) * f4, "bf16",
+            ub=B * H * (nb + 2 * tpb) * tile + (NC + 2 * nr) * f4)
         # c pre-pass: S, [e = dO V^T]; reads q, g, k, v, stats; writes D (2/row)
         add(f"attn bwd entmax c (skip {a.skip:g})", "bwd", L, (1 + live) * tiles * pt,
-            (4 * NC + 4 * nr) * f4, "bf16", ub=B * H * (2 * nb + 2 * tpb) * tile + 4 * nr * f4)
+            4 * NC * b2 + 4 * nr * f4, "bf16", ub=B * H * (2 * nb + 2 * tpb) * tile + 4 * nr * f4)
         add(f"attn bwd dq (entmax, skip {a.skip:g})", "bwd", L, (1 + 2 * live) * tiles * pt,
-            (5 * NC + 4 * nr) * f4, "bf16",
+            4 * NC * b2 + (NC + 4 * nr) * f4, "bf16",
             ub=B * H * (2 * nb + 2 * tpb) * tile + (NC + 4 * nr) * f4)
         add(f"attn bwd dk/dv (entmax, skip {a.skip:g})", "bwd", L, (1 + 4 * live) * tiles * pt,
-            (6 * NC + 4 * nr) * f4, "bf16",
+            4 * NC * b2 + (2 * NC + 4 * nr) * f4, "bf16",
             ub=B * H * (2 * nb + 2 * tpb) * tile + (tiles * TILE * 3 + 2 * NC) * f4)
     elif not tda:
         # fwd: S = QK^T, O += PV (2 products/tile); reads q,k,v, writes o and the row LSE
-        add("attn fwd (softmax)", "fwd", L, 2 * tiles * pt, (4 * NC + nr) * f4, "bf16",
+        add("attn fwd (softmax)", "fwd", L, 2 * tiles * pt, 3 * NC * b2 + (NC + nr) * f4, "bf16",
             ub=B * H * (nb + 2 * tpb) * tile + (NC + nr) * f4)
         add("attn bwd rowdot D=g.o", "bwd", L, 2 * NC, (2 * NC + 2 * nr) * f4)
         # dq: S, e = dO V^T, dq += dS K (3); reads q, g, k, v, LSE, D (2/row); writes dq
-        add("attn bwd dq (softmax)", "bwd", L, 3 * tiles * pt, (5 * NC + 3 * nr) * f4, "bf16",
+        add("attn bwd dq (softmax)", "bwd", L, 3 * tiles * pt, 4 * NC * b2 + (NC + 3 * nr) * f4,
+            "bf16",
             ub=B * H * (2 * nb + 2 * tpb) * tile + (NC + 3 * nr) * f4)
         # dk/dv: S^T, dv += P^T dO, e, dk += dS^T Q (4); writes dk, dv
-        add("attn bwd dk/dv (softmax)", "bwd", L, 4 * tiles * pt, (6 * NC + 3 * nr) * f4, "bf16",
+        add("attn bwd dk/dv (softmax)", "bwd", L, 4 * tiles * pt,
+            4 * NC * b2 + (2 * NC + 3 * nr) * f4, "bf16",
             ub=B * H * (2 * nb + 2 * tpb) * tile + (tiles * TILE * 3 + 2 * NC) * f4)
     else:
         live = 1.0 - a.skip  # a skipped tile pays only its two score products in every kernel
@@ -183,14 +197,15 @@ def micro_rows(a, dtype):
         add("zero + gated axpby (dlambda)", "bwd", 2 * L, 2, 3 * f4)
         # fwd: S1, S2, [O += (A1 - lambda A2) V]; reads q1 q2 k1 k2 v, tau; writes o
         add(f"attn fwd (tda, skip {a.skip:g})", "fwd", L, (2 + live) * tiles * pt,
-            (6 * NC + T) * f4, "bf16", ub=B * H * (2 * nb + 3 * tpb) * tile + (NC + T) * f4)
+            5 * NC * b2 + (NC + T) * f4, "bf16",
+            ub=B * H * (2 * nb + 3 * tpb) * tile + (NC + T) * f4)
         # dq: S1, S2, [e, dq1, dq2]; writes dq1 dq2, drow_tau, drow_lambda (no rowdot kernel)
         add(f"attn bwd dq (tda, skip {a.skip:g})", "bwd", L, (2 + 3 * live) * tiles * pt,
-            (8 * NC + 2 * nr + T) * f4, "bf16",
+            6 * NC * b2 + (2 * NC + 2 * nr + T) * f4, "bf16",
             ub=B * H * (3 * nb + 3 * tpb) * tile + (2 * NC + 2 * nr + T) * f4)
         # dk/dv: liveness S1, S2, then [S1, S2 again, dv, e, dk1, dk2]
         add(f"attn bwd dk/dv (tda, skip {a.skip:g})", "bwd", L, (2 + 6 * live) * tiles * pt,
-            (9 * NC + T) * f4, "bf16",
+            6 * NC * b2 + (3 * NC + T) * f4, "bf16",
             ub=B * H * (3 * nb + 3 * tpb) * tile + (tiles * TILE + 3 * NC) * f4)
     return rows
 
