@@ -5,7 +5,7 @@
 # one source and the links), runs every test case of the files that iterate the registry
 # (attention_kinds(): gradients, kernels, options, dry runs, emulated CUDA vs CPU, diagnostics,
 # the HF export, KV-cache decoding, parameter layout; their [slow], [mpi], [gpu], [net] cases
-# aside) and the kind's own ctest entries (tiny training on the CPU and the emulated CUDA
+# aside; their loops over every kind on this kind alone) and the kind's own ctest entries (tiny training on the CPU and the emulated CUDA
 # backend), then puts build/ back as the README builds it.
 # Usage: scripts/check_demo_kind.sh [KIND_FILE]   (default tests/demo/relu2.cpp)
 set -uo pipefail
@@ -22,11 +22,13 @@ if ./build/tda kinds | grep -q "^$KIND "; then echo "[demo] $KIND is registered"
   echo "[demo] $KIND is not in 'tda kinds'"; rc=1; fi
 
 spec=""
-for f in $(grep -l "attention_kinds()" tests/*.cpp); do
+for f in $(grep -lE "attention_kinds\(\)|test_kinds\(\)" tests/*.cpp); do
   spec="$spec,[#$(basename "${f%.cpp}")]~[slow]~[mpi]~[gpu]~[net]"
 done
 echo "[demo] the suites that iterate the registry: $(./build/tda_tests -# "${spec#,}" --list-test-names-only | grep -c .) test cases"
-./build/tda_tests -# "${spec#,}" || rc=1
+# Their loops over every kind run the new kind alone (TDA_TEST_KINDS, tests/test_kinds.h): the
+# built-in kinds passed the same suites in the plain run.
+TDA_TEST_KINDS="$KIND" ./build/tda_tests -# "${spec#,}" || rc=1
 ctest --test-dir build --output-on-failure -j2 -R " $KIND config" -LE net || rc=1
 restore || rc=1
 exit $rc

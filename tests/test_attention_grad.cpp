@@ -17,6 +17,7 @@
 
 #include "backend/forwarding_ops.h"
 #include "test_attention_util.h"
+#include "test_kinds.h"
 #include "test_util.h"
 
 namespace tda {
@@ -230,7 +231,7 @@ TEST_CASE("attention: every registered kind declares the kernel math its forward
 }
 
 TEST_CASE("attention: finite-difference gradients of every variant", "[attention]") {
-  for (const auto& kind : attention_kinds())
+  for (const auto& kind : test_kinds())
     for (int T : {1, 17, 70}) {
       Config cfg = attn_test_config(kind);
       AttnHarness h(cfg, 2, T, 1234 + T);
@@ -329,7 +330,7 @@ TEST_CASE("attention: finite-difference gradients of alpha-entmax (alpha 1.25, 1
 }
 
 TEST_CASE("attention: outputs at or before i ignore proj rows after i (causality)", "[attention]") {
-  for (const auto& kind : attention_kinds()) {
+  for (const auto& kind : test_kinds()) {
     Config cfg = attn_test_config(kind);
     AttnHarness h(cfg, 2, 70, 4321);
     h.forward();

@@ -157,7 +157,7 @@ TEST_CASE("dry run: a d12 micro-step of every kind syncs with the host at most t
   // host (TDA's and the Diff kinds' lambda, dex's, ssmax's s and b are device scalars).
   DryRun dry;
   CudaOps gpu;
-  for (const std::string& kind : attention_kinds()) {
+  for (const std::string& kind : test_kinds()) {
     INFO(kind);
     const Config cfg = load_kind_config("gpt2_162m", kind);
     REQUIRE(cfg.model.n_layer == 12);

@@ -70,7 +70,7 @@ TEST_CASE("diag metrics match a hand-computed 3x3 map", "[diag]") {
 }
 
 TEST_CASE("diag maps are causal for every kind and softmax rows sum to one", "[diag]") {
-  for (const std::string& kind : attention_kinds()) {
+  for (const std::string& kind : test_kinds()) {
     INFO(kind);
     Probe p(kind);
     const int T = p.report["T"];

@@ -2,6 +2,7 @@
 // that change the math), a perturbed random tiny model is exported, python/tda_hf's plain
 // loader runs it in float64 (scripts/oracles/export_logits.py), and its per-token losses and
 // last-position logits must match tda's fp32 forward. Skips when the venv or torch is missing.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "eval/export_hf.h"
 #include "eval/loaded_model.h"
 #include "test_eval_util.h"
+#include "test_kinds.h"
 #include "train/sampler.h"
 
 namespace tda {
@@ -46,6 +48,12 @@ struct Case {
   std::string kind;
   std::vector<std::string> overrides;
 };
+// The cases of the kinds under test (test_kinds.h: all, or TDA_TEST_KINDS's).
+void keep_test_kinds(std::vector<Case>& cases) {
+  cases.erase(
+      std::remove_if(cases.begin(), cases.end(), [](const Case& c) { return !test_kind(c.kind); }),
+      cases.end());
+}
 
 // Writes a tiny perturbed checkpoint of every case and exports it to DIR/<i>_hf (distinct names:
 // transformers caches remote code per directory name); returns the export directories.
@@ -77,7 +85,7 @@ TEST_CASE("export: the HF export PyTorch model matches the tda forward for every
     TDA_SKIP(why);
   }
   std::vector<Case> cases;
-  for (const auto& kind : attention_kinds()) cases.push_back({kind, {}});  // every registered kind
+  for (const auto& kind : test_kinds()) cases.push_back({kind, {}});  // every registered kind
   const std::vector<Case> options = {
       {"softmax", {"model.rope_ntk_factor=2.0"}},
       {"gated_softmax", {"attention.gate_shape=headwise"}},
@@ -99,6 +107,7 @@ TEST_CASE("export: the HF export PyTorch model matches the tda forward for every
       {"tda", {"attention.tda_heads=halved"}},  // parameter-matched: H/2 heads, values of 2d
   };
   cases.insert(cases.end(), options.begin(), options.end());
+  keep_test_kinds(cases);
   const int T = 70;  // crosses the 64-wide attention tile
   const std::string py = source_dir() + "/.venv/bin/python";
   const std::string script = source_dir() + "/scripts/oracles/export_logits.py";
@@ -242,10 +251,11 @@ TEST_CASE("export: a left-padded batch with attention_mask gives each row its ba
     TDA_SKIP(why);
   }
   std::vector<Case> cases;
-  for (const auto& kind : attention_kinds()) cases.push_back({kind, {}});
+  for (const auto& kind : test_kinds()) cases.push_back({kind, {}});
   cases.push_back({"entmax", {"attention.entmax_solver=bisect"}});
   cases.push_back({"entmax", {"attention.entmax_solver=bisect", "attention.entmax_alpha=1.75"}});
   cases.push_back({"tda", {"attention.tda_heads=halved"}});
+  keep_test_kinds(cases);
   TempDir dir;
   std::vector<int32_t> toks(70);
   Rng rng(5);

@@ -1,7 +1,11 @@
 #include "test_kinds.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
+#include <sstream>
+#include <stdexcept>
 
 #include "attention/registry.h"
 #include "test_util.h"
@@ -48,6 +52,25 @@ std::string kind_config_args(const std::string& scale, const std::string& kind) 
   if (std::filesystem::exists(kind_file(scale, kind))) return "--config " + kind_file(scale, kind);
   return "--config " + source_dir() + "/configs/" + scale +
          "/base.json --set attention.kind=" + kind;
+}
+
+std::vector<std::string> test_kinds() {
+  const std::vector<std::string> all = attention_kinds();
+  const char* env = std::getenv("TDA_TEST_KINDS");
+  if (!env || !*env) return all;
+  std::vector<std::string> picked;
+  std::stringstream list(env);
+  for (std::string k; std::getline(list, k, ',');) {
+    if (std::find(all.begin(), all.end(), k) == all.end())
+      throw std::runtime_error("TDA_TEST_KINDS: \"" + k + "\" is not a registered kind");
+    picked.push_back(k);
+  }
+  return picked;
+}
+
+bool test_kind(const std::string& kind) {
+  const std::vector<std::string> kinds = test_kinds();
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
 RegisterPerKindTest::RegisterPerKindTest(const char* name, const char* tags, PerKindTest fn) {

@@ -22,6 +22,13 @@ Config load_kind_config(const std::string& scale, const std::string& kind,
 // The same as `tda` arguments: "--config FILE" or "--config BASE --set attention.kind=KIND".
 std::string kind_config_args(const std::string& scale, const std::string& kind);
 
+// The kinds the suites' "every kind" loops run: every registered kind (attention_kinds()), or the
+// registered ones named in TDA_TEST_KINDS (comma separated), as scripts/check_demo_kind.sh runs
+// those suites for its one new kind, the built-in ones being tested by the plain run. A name not
+// registered is an error. test_kind(k): k is one of them.
+std::vector<std::string> test_kinds();
+bool test_kind(const std::string& kind);
+
 using PerKindTest = std::function<void(const std::string& kind)>;
 struct RegisterPerKindTest {
   RegisterPerKindTest(const char* name, const char* tags, PerKindTest fn);

@@ -19,6 +19,7 @@
 #include "test_attention_util.h"
 #include "test_cuda_util.h"
 #include "test_eval_util.h"
+#include "test_kinds.h"
 
 namespace tda {
 namespace {
@@ -27,7 +28,7 @@ namespace {
 // (T = 150 spans three 64-row kernel tiles), and rows < q are zero.
 TEST_CASE("attention q_start rows equal the full forward for every mechanism", "[kv]") {
   const int T = 150;
-  for (const auto& kind : attention_kinds()) {  // every registered kind
+  for (const auto& kind : test_kinds()) {  // every registered kind
     DYNAMIC_SECTION(kind) {
       AttnHarness h(attn_test_config(kind, 32, 2), 1, T, 7);
       h.step = 300;
@@ -126,7 +127,7 @@ void check_kv_decoding(const std::string& kind, const std::vector<std::string>& 
 }
 
 TEST_CASE("KV-cache greedy decoding equals full recomputation for every mechanism", "[kv]") {
-  for (const auto& kind : attention_kinds()) {  // every registered kind
+  for (const auto& kind : test_kinds()) {  // every registered kind
     DYNAMIC_SECTION(kind) {
       check_kv_decoding(kind, kTinyShape);
     }
