@@ -128,7 +128,7 @@ void check_kind(const std::string& kind, int d_model, int n_head, int T,
 
 TEST_CASE("cuda variants: every kind's forward and all gradients match the CPU backend",
           "[cuda][emu]") {
-  for (const auto& kind : test_kinds())                      // every registered kind
+  for (const auto& kind : test_kinds())                      // every kind (test_kinds.h)
     for (int T : {1, 17, 130}) check_kind(kind, 128, 2, T);  // head dim 64, as every config
 }
 

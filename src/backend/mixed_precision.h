@@ -74,7 +74,8 @@ class Bf16Matmuls {
                                           const uint16_t* pre, int N, int C, int OC) = 0;
   // The bf16 elements AttnArgs::saved needs for a's shape: the attention kernels' operand copies
   // of q, k, v (q2, k2), which a kind may keep from its forward to its backward in place of its
-  // fp32 q, k, v (QkvAttention under dtype bf16); the backward then casts only dO.
+  // fp32 q, k, v (under dtype bf16, every kind whose backward reads q, k, v only through the
+  // kernel: AttentionVariant::save_bf16_operands); the backward then casts only dO.
   virtual size_t attention_saved_operands(const AttnArgs& a) const = 0;
 };
 
