@@ -107,10 +107,10 @@ __global__ void __launch_bounds__(kThreads)
   size_t bh;
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
-  const size_t bqk = bh * size_t(T) * in.ldqk, bv = bh * size_t(T) * in.ldv;
-  load_tile_async<kDk>(sq, in.q + bqk, i0, T, in.ldqk);
-  load_tile_async<kDv>(sg, in.g + bv, i0, T, in.ldv);
-  if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T, in.ldqk);
+  const size_t bqk = bh * size_t(T) * kDk, bv = bh * size_t(T) * kDv;
+  load_tile_async<kDk>(sq, in.q + bqk, i0, T);
+  load_tile_async<kDv>(sg, in.g + bv, i0, T);
+  if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T);
   cp_async_commit();  // waited for with the first K tile
   int row[2];
   float tau[2], st1[2], st2[2], D1[2], D2[2], dtau[2] = {}, dlam[2] = {};
@@ -144,10 +144,10 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // nobody reads the previous tiles any more
     // No row test before the diagonal tile (kAnyRow: its rows are all < i0 <= T). On it, K keeps
     // the test too: dq += ds K multiplies a masked key's ds = 0 by its row.
-    load_tile_async<kDk, true, !kDiag>(sk, in.k + bqk, j0, T, in.ldqk);
-    if (kTwo) load_tile_async<kDk, true, !kDiag>(sk2, in.k2 + bqk, j0, T, in.ldqk);
+    load_tile_async<kDk, !kDiag>(sk, in.k + bqk, j0, T);
+    if (kTwo) load_tile_async<kDk, !kDiag>(sk2, in.k2 + bqk, j0, T);
     cp_async_commit();
-    load_tile_async<kDv, true, !kDiag>(sv, in.v + bv, j0, T, in.ldv);
+    load_tile_async<kDv, !kDiag>(sv, in.v + bv, j0, T);
     cp_async_commit();
     cp_async_wait<1>();  // all but V(j)
     __syncthreads();
@@ -155,8 +155,9 @@ __global__ void __launch_bounds__(kThreads)
     mma_rows<kDk, 8, kCut>(s1, sq + 16 * warp * ld<kDk>(), sk, lane, Dk);
     if (kTwo) mma_rows<kDk, 8, kCut>(s2, sq2 + 16 * warp * ld<kDk>(), sk2, lane, Dk);
     bool alive = true;  // softmax keeps its scores raw (folds_scale) and skips no tile
+    constexpr bool kShift = shifts_scores<P>();  // then s1, s2 hold r = s - tau_i
     if constexpr (!folds_scale<P, kTwo>())
-      alive = scale_rows_alive<kTwo, kDiag>(s1, s2, a.score_scale, tau, row_ok, ok);
+      alive = scale_rows_alive<kTwo, kDiag, kShift>(s1, s2, a.score_scale, tau, row_ok, ok);
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
       cp_async_wait<0>();  // V(j) lands before its buffer is refilled
       return;
@@ -170,8 +171,8 @@ __global__ void __launch_bounds__(kThreads)
       const int h = c >> 1;
       float ds1 = 0.f, ds2 = 0.f;
       if (ok(nt, c))
-        grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], st1[h], st2[h], tau[h],
-                            D1[h], D2[h], &ds1, &ds2, &dtau[h], &dlam[h]);
+        grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], st1[h], st2[h],
+                            kShift ? 0.f : tau[h], D1[h], D2[h], &ds1, &ds2, &dtau[h], &dlam[h]);
       s1[nt][c] = ds1;
       if (kTwo) s2[nt][c] = ds2;
     }
@@ -218,6 +219,9 @@ template <class P, bool kTwo, int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads)
     fa_dkdv_kernel(BwdArgs a, AttnBf16Operands in, size_t sqk, const float* Dbuf) {
   constexpr int kNk = kDk / 8, kNv = kDv / 8, kHalf = kTile / 2, nst = n_stats<P, kTwo>();
+  // The threshold kinds' scores shifted to r = s - tau_i (shifts_scores), but at Dv 64 only: at
+  // 128 (diff_rela's bucket) the shift's registers made ptxas spill (24 bytes, sm_80 and sm_90).
+  constexpr bool kShift = shifts_scores<P>() && kDv == 64;
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sk = smem;
   uint16_t* sq = sk + tile_elems<kDk>();
@@ -232,12 +236,10 @@ __global__ void __launch_bounds__(kThreads)
   size_t bh;
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int j0 = int(blockIdx.x) * kTile;
-  const size_t bqk = bh * size_t(T) * in.ldqk, bv = bh * size_t(T) * in.ldv;
-  // the select form of the copies (load_tile_async) here and in the loop: the row-pointer form
-  // spills
-  load_tile_async<kDk, false>(sk, in.k + bqk, j0, T, in.ldqk);
-  load_tile_async<kDv, false>(sv, in.v + bv, j0, T, in.ldv);
-  if (kTwo) load_tile_async<kDk, false>(sk2, in.k2 + bqk, j0, T, in.ldqk);
+  const size_t bqk = bh * size_t(T) * kDk, bv = bh * size_t(T) * kDv;
+  load_tile_async<kDk>(sk, in.k + bqk, j0, T);
+  load_tile_async<kDv>(sv, in.v + bv, j0, T);
+  if (kTwo) load_tile_async<kDk>(sk2, in.k2 + bqk, j0, T);
   cp_async_commit();  // waited for with the first Q tile
   int key[2];         // this lane's two keys (accumulator rows g and g + 8)
   TDA_UNROLL
@@ -257,10 +259,10 @@ __global__ void __launch_bounds__(kThreads)
     constexpr bool kMasked = decltype(masked)::value;
     auto ok = [&](int h, int i) { return !kMasked || (key[h] <= i && i < T); };
     __syncthreads();  // nobody reads the previous tiles any more
-    load_tile_async<kDk, false>(sq, in.q + bqk, i0, T, in.ldqk);
-    if (kTwo) load_tile_async<kDk, false>(sq2, in.q2 + bqk, i0, T, in.ldqk);
+    load_tile_async<kDk>(sq, in.q + bqk, i0, T);
+    if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T);
     cp_async_commit();
-    load_tile_async<kDv, false>(sg, in.g + bv, i0, T, in.ldv);
+    load_tile_async<kDv>(sg, in.g + bv, i0, T);
     cp_async_commit();
     static_assert(kThreads >= kTile, "one row per thread");
     if (const int x = threadIdx.x; x < kTile) {
@@ -288,10 +290,13 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
         const int x = half * kHalf + acc_col(lane, nt, c), i = i0 + x;
-        // fmaxf and & rather than || and &&: no branch per score (scale_rows_alive)
-        float v = a.score_scale * s1[nt][c];
-        if constexpr (kTwo) v = fmaxf(v, a.score_scale * s2[nt][c]);
-        alive = alive | (ok(c >> 1, i) & (v > rowf[2 * kTile + x]));
+        // fmaxf and & rather than || and &&: no branch per score (scale_rows_alive); the
+        // threshold kinds test r = s - tau > 0, the r their weights read below
+        const float tau = rowf[2 * kTile + x], shift = kShift ? -tau : 0.f;
+        float v = kShift ? fmaf(s1[nt][c], a.score_scale, shift) : a.score_scale * s1[nt][c];
+        if constexpr (kTwo)
+          v = fmaxf(v, kShift ? fmaf(s2[nt][c], a.score_scale, shift) : a.score_scale * s2[nt][c]);
+        alive = alive | (ok(c >> 1, i) & (v > (kShift ? 0.f : tau)));
       }
     }
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
@@ -313,15 +318,23 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
         const int x = xh + acc_col(lane, nt, c), i = i0 + x;
-        if constexpr (!folds_scale<P, kTwo>()) s1[nt][c] *= a.score_scale;  // softmax: kept raw
-        if (kTwo) s2[nt][c] *= a.score_scale;
+        // softmax keeps its scores raw; the threshold kinds shift them: r = s - tau_i, tau 0
+        const float tau = kShift ? 0.f : rowf[2 * kTile + x];
+        if constexpr (kShift) {
+          const float shift = -rowf[2 * kTile + x];
+          s1[nt][c] = fmaf(s1[nt][c], a.score_scale, shift);
+          if (kTwo) s2[nt][c] = fmaf(s2[nt][c], a.score_scale, shift);
+        } else {
+          if constexpr (!folds_scale<P, kTwo>()) s1[nt][c] *= a.score_scale;
+          if (kTwo) s2[nt][c] *= a.score_scale;
+        }
         float a1 = 0.f, a2 = 0.f, f;
         if (ok(c >> 1, i)) {
           if constexpr (folds_scale<P, kTwo>())
             P::bwd_raw(s1[nt][c], a.score_scale, rowf[x], &a1, &f);
           else
-            P::bwd(s1[nt][c], rowf[x], rowf[2 * kTile + x], P::param(a), &a1, &f);
-          if (kTwo) P::bwd(s2[nt][c], rowf[kTile + x], rowf[2 * kTile + x], P::param(a), &a2, &f);
+            P::bwd(s1[nt][c], rowf[x], tau, P::param(a), &a1, &f);
+          if (kTwo) P::bwd(s2[nt][c], rowf[kTile + x], tau, P::param(a), &a2, &f);
         }
         w[nt][c] = a1 - (kTwo ? *a.lambda : 0.f) * a2;
       }
@@ -335,8 +348,8 @@ __global__ void __launch_bounds__(kThreads)
         float ds1 = 0.f, ds2 = 0.f, dtau = 0.f, dlam = 0.f;
         if (ok(c >> 1, i))
           grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], rowf[x],
-                              rowf[kTile + x], rowf[2 * kTile + x], rowf[3 * kTile + x],
-                              rowf[4 * kTile + x], &ds1, &ds2, &dtau, &dlam);
+                              rowf[kTile + x], kShift ? 0.f : rowf[2 * kTile + x],
+                              rowf[3 * kTile + x], rowf[4 * kTile + x], &ds1, &ds2, &dtau, &dlam);
         s1[nt][c] = ds1;
         if (kTwo) s2[nt][c] = ds2;
       }

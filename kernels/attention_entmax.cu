@@ -41,10 +41,10 @@ using attn::EntmaxPolicy;
 //   sum [u - t], |S|, sum u, sum u^2, min u over S, max u off S}
 // The caller merges the quads. Every thread of the block must call it (barriers).
 template <int kDk>
-__device__ inline void threshold_pass(const AttnArgs& a, const uint16_t* k, int ldk,
-                                      const uint16_t* sq, uint16_t* sk, int i1, const int row[2],
-                                      const float t[2], bool max_pass, float am1, float acc[2][7],
-                                      int warp, int lane) {
+__device__ inline void threshold_pass(const AttnArgs& a, const uint16_t* k, const uint16_t* sq,
+                                      uint16_t* sk, int i1, const int row[2], const float t[2],
+                                      bool max_pass, float am1, float acc[2][7], int warp,
+                                      int lane) {
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
     acc[h][0] = max_pass ? -INFINITY : 0.f;
@@ -54,7 +54,7 @@ __device__ inline void threshold_pass(const AttnArgs& a, const uint16_t* k, int 
   }
   for (int j0 = 0; j0 < i1; j0 += kTile) {
     __syncthreads();  // the previous tile is no longer read
-    load_tile_async<kDk>(sk, k, j0, a.T, ldk);
+    load_tile_async<kDk>(sk, k, j0, a.T);
     cp_async_commit();
     cp_async_wait<0>();  // with the Q tile, the first time
     __syncthreads();
@@ -97,16 +97,16 @@ __global__ void __launch_bounds__(kThreads)
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
   if (i0 + kTile <= a.q_start) return;  // KV-cache decoding: these rows' stats stay untouched
-  const uint16_t* k = in.k + bh * size_t(T) * in.ldqk;
+  const uint16_t* k = in.k + bh * size_t(T) * kDk;
   const float am1 = a.entmax_alpha - 1.f;
-  load_tile_async<kDk>(sq, in.q + bh * size_t(T) * in.ldqk, i0, T, in.ldqk);  // waited in pass 0
+  load_tile_async<kDk>(sq, in.q + bh * size_t(T) * kDk, i0, T);  // waited in pass 0
   int row[2];
   float t[2], tau[2], norm[2] = {1.f, 1.f}, acc[2][7];
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
   // Pass 0: the row max m. f(t) = sum [u - t]_+^(1/am1) - 1 falls from f(m - 1) >= 0 (the max
   // alone gives 1) to f(m - (1/n)^am1) <= 0.
-  threshold_pass<kDk>(a, k, in.ldqk, sq, sk, i1, row, t, true, am1, acc, warp, lane);
+  threshold_pass<kDk>(a, k, sq, sk, i1, row, t, true, am1, acc, warp, lane);
   float lo[2], hi[2];
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kThreads)
       const bool last = it == a.entmax_iters;
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) t[h] = it < 0 ? lo[h] : last ? tau[h] : 0.5f * (lo[h] + hi[h]);
-      threshold_pass<kDk>(a, k, in.ldqk, sq, sk, i1, row, t, false, am1, acc, warp, lane);
+      threshold_pass<kDk>(a, k, sq, sk, i1, row, t, false, am1, acc, warp, lane);
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) {
         const float f = quad_sum(acc[h][0]) - 1.f;
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int h = 0; h < 2; ++h) done[h] = row[h] >= T;
     for (int it = 0; it <= a.entmax_iters + 1 && __syncthreads_or(!done[0] || !done[1]);
          ++it, ++passes) {
-      threshold_pass<kDk>(a, k, in.ldqk, sq, sk, i1, row, t, false, am1, acc, warp, lane);
+      threshold_pass<kDk>(a, k, sq, sk, i1, row, t, false, am1, acc, warp, lane);
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) {  // every lane merges (full-warp shuffles), then decides
         const float F = quad_sum(acc[h][0]), G = quad_sum(acc[h][1]), cnt = quad_sum(acc[h][2]);
@@ -202,9 +202,9 @@ __global__ void __launch_bounds__(kThreads)
   size_t bh;
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
   const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile);
-  const size_t bqk = bh * size_t(T) * in.ldqk, bv = bh * size_t(T) * in.ldv;
-  load_tile_async<kDk>(sq, in.q + bqk, i0, T, in.ldqk);  // waited with the first key tile
-  load_tile_async<kDv>(sg, in.g + bv, i0, T, in.ldv);
+  const size_t bqk = bh * size_t(T) * kDk, bv = bh * size_t(T) * kDv;
+  load_tile_async<kDk>(sq, in.q + bqk, i0, T);  // waited with the first key tile
+  load_tile_async<kDv>(sg, in.g + bv, i0, T);
   int row[2];
   float t[2], norm[2], G[2] = {}, Ge[2] = {};
   TDA_UNROLL
@@ -215,8 +215,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int j0 = 0; j0 < i1; j0 += kTile) {
     __syncthreads();  // the previous tiles are no longer read
-    load_tile_async<kDk>(sk, in.k + bqk, j0, T, in.ldqk);
-    load_tile_async<kDv>(sv, in.v + bv, j0, T, in.ldv);
+    load_tile_async<kDk>(sk, in.k + bqk, j0, T);
+    load_tile_async<kDv>(sv, in.v + bv, j0, T);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();

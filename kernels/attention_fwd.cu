@@ -55,21 +55,17 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
   // the weights are computed, K(j + 1) while W V(j) is. One buffer per operand; each wait below
   // is for all of this thread's copies, and the barrier after it for everyone's, which is also
   // what frees the other operand's buffer for its refill.
-  // The row-pointer form of the copies (load_tile_async) for one view; two views' three row
-  // pointers over the key loop spill (threshold (64, 64): 68 bytes, sm_80), as the counting
-  // instance's do.
-  constexpr bool kRowPtr = !kTwo && !kCount;
-  const size_t bqk = bh * size_t(T) * in.ldqk, bv = bh * size_t(T) * in.ldv;
+  const size_t bqk = bh * size_t(T) * kDk, bv = bh * size_t(T) * kDv;
   // K is copied with no row test (kAnyRow): only the diagonal tile reaches past T, and there every
   // key past T is masked (ok() below), its score neither in a max nor weighed. V keeps the test on
   // the diagonal tile: a weight of 0 times an unfilled row could be 0 x NaN.
   auto load_k = [&](int j0) {
-    load_tile_async<kDk, kRowPtr, true>(sk, in.k + bqk, j0, T, in.ldqk);
-    if (kTwo) load_tile_async<kDk, kRowPtr, true>(sk2, in.k2 + bqk, j0, T, in.ldqk);
+    load_tile_async<kDk, true>(sk, in.k + bqk, j0, T);
+    if (kTwo) load_tile_async<kDk, true>(sk2, in.k2 + bqk, j0, T);
     cp_async_commit();
   };
-  load_tile_async<kDk, kRowPtr>(sq, in.q + bqk, i0, T, in.ldqk);
-  if (kTwo) load_tile_async<kDk, kRowPtr>(sq2, in.q2 + bqk, i0, T, in.ldqk);
+  load_tile_async<kDk>(sq, in.q + bqk, i0, T);
+  if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T);
   load_k(0);  // one group: Q (Q2) and the first K (K2)
 
   int row[2];  // this lane's two query rows (accumulator rows g and g + 8)
@@ -100,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
     const bool more = j0 + kTile < i1;
     cp_async_wait<0>();
     __syncthreads();  // K(j) has landed; nobody reads V(j - 1) any more
-    load_tile_async<kDv, kRowPtr, !kDiag>(sv, in.v + bv, j0, T, in.ldv);  // before the diagonal
+    load_tile_async<kDv, !kDiag>(sv, in.v + bv, j0, T);  // no row test before the diagonal
     cp_async_commit();
     // recomputed where needed (an 8x4 predicate array costs registers the two-accumulator kinds
     // do not have)
@@ -175,56 +171,60 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
     mma_rows<kDk, 8, kCount>(s1, sq + 16 * warp * LD, sk, lane, a.Dqk);
     if (kTwo) mma_rows<kDk, 8, kCount>(s2, sq2 + 16 * warp * LD, sk2, lane, a.Dqk);
     // softmax keeps its scores raw (folds_scale): no liveness either, as it skips no tile
-    constexpr bool kFold = folds_scale<P, kTwo>();
+    constexpr bool kFold = folds_scale<P, kTwo>(), kShift = shifts_scores<P>();
     static_assert(!kFold || !(kTwo || P::kSparse), "one view, no tile skip");
     bool alive = true;
     if constexpr (!kFold)
-      alive = scale_rows_alive<kTwo, kDiag>(s1, s2, a.score_scale, tau, row_ok, ok);
-    if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
-      ++n_skipped;                   // every weight of the tile is exactly 0: nothing to add
-      if (more) load_k(j0 + kTile);  // the barrier above: every S of K(j) is computed
-      return;
-    }
-    if (P::kOnlineMax) {
+      alive = scale_rows_alive<kTwo, kDiag, kShift>(s1, s2, a.score_scale, tau, row_ok, ok);
+    // A tile whose every weight is exactly 0 adds nothing (sparse policies). The next K is copied
+    // at one place for both outcomes: after a barrier that follows every S of K(j) (the vote's,
+    // or the one that waits for V(j)).
+    const bool live = !(P::kSparse && !a.no_skip && !__syncthreads_or(alive));
+    if (live) {
+      if (P::kOnlineMax) {
+        TDA_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          float mx1 = -INFINITY;
+          TDA_UNROLL
+          for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+          for (int c = 2 * h; c < 2 * h + 2; ++c)
+            if (ok(nt, c)) mx1 = fmaxf(mx1, s1[nt][c]);
+          const float c1 = P::rebase(st1[h], kFold ? quad_max(mx1) * a.score_scale : quad_max(mx1));
+          TDA_UNROLL
+          for (int n = 0; n < kN; ++n) acc1[n][2 * h] *= c1, acc1[n][2 * h + 1] *= c1;
+        }
+      }
       TDA_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        float mx1 = -INFINITY;
-        TDA_UNROLL
-        for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
-        for (int c = 2 * h; c < 2 * h + 2; ++c)
-          if (ok(nt, c)) mx1 = fmaxf(mx1, s1[nt][c]);
-        const float c1 = P::rebase(st1[h], kFold ? quad_max(mx1) * a.score_scale : quad_max(mx1));
-        TDA_UNROLL
-        for (int n = 0; n < kN; ++n) acc1[n][2 * h] *= c1, acc1[n][2 * h + 1] *= c1;
+      for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        const int h = c >> 1;
+        if (!ok(nt, c)) {
+          s1[nt][c] = 0.f;
+          continue;
+        }
+        const float t = kShift ? 0.f : tau[h];  // shifted scores: r = s - tau_i is in s1, s2
+        float w1;
+        if constexpr (kFold)
+          w1 = P::weight_raw(st1[h], s1[nt][c], a.score_scale);
+        else
+          w1 = P::weight(st1[h], s1[nt][c], t, P::param(a));
+        P::add(st1[h], w1);
+        if (kCount) surv[0][h] += (w1 != 0.f);
+        s1[nt][c] = w1;
+        if (kTwo) {  // un-normalised two-view kinds: one accumulator of Delta a = a1 - lambda a2
+          const float w2 = P::weight(st2[h], s2[nt][c], t, P::param(a));
+          P::add(st2[h], w2);
+          if (kCount) surv[1][h] += (w2 != 0.f), surv[2][h] += (w1 != 0.f && w2 != 0.f);
+          s1[nt][c] = w1 - *a.lambda * w2;  // a device scalar (ops.h), read where it is used
+        }
       }
+      cp_async_wait<0>();
+      __syncthreads();  // V(j) has landed; nobody reads K(j) any more
+    } else {
+      ++n_skipped;
     }
-    TDA_UNROLL
-    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
-    for (int c = 0; c < 4; ++c) {
-      const int h = c >> 1;
-      if (!ok(nt, c)) {
-        s1[nt][c] = 0.f;
-        continue;
-      }
-      float w1;
-      if constexpr (kFold)
-        w1 = P::weight_raw(st1[h], s1[nt][c], a.score_scale);
-      else
-        w1 = P::weight(st1[h], s1[nt][c], tau[h], P::param(a));
-      P::add(st1[h], w1);
-      if (kCount) surv[0][h] += (w1 != 0.f);
-      s1[nt][c] = w1;
-      if (kTwo) {  // un-normalised two-view kinds: one accumulator of Delta a = a1 - lambda a2
-        const float w2 = P::weight(st2[h], s2[nt][c], tau[h], P::param(a));
-        P::add(st2[h], w2);
-        if (kCount) surv[1][h] += (w2 != 0.f), surv[2][h] += (w1 != 0.f && w2 != 0.f);
-        s1[nt][c] = w1 - *a.lambda * w2;  // a device scalar (ops.h), read where it is used
-      }
-    }
-    cp_async_wait<0>();
-    __syncthreads();  // V(j) has landed; nobody reads K(j) any more
     if (more) load_k(j0 + kTile);
-    mma_acc<kDv, 8, kCount>(acc1, s1, sv, lane, Dv);
+    if (live) mma_acc<kDv, 8, kCount>(acc1, s1, sv, lane, Dv);
   };
   if constexpr (kTwoAcc) {  // diff softmax: a second copy of its tile spills at Dv = 128
     for (int j0 = 0; j0 < i1; j0 += kTile) tile(j0, std::true_type{});

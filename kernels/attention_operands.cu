@@ -14,10 +14,10 @@ namespace tda::cuda {
 namespace {
 constexpr int kCastThreads = 256;
 
-// y: rows of ld bf16 per (b, h), the columns past D zero; x: T rows of D floats per (b, h), the
-// (b, h) blocks bh_stride floats apart (q and k may be views into a wider buffer). With a row
-// scale f (the queries' AttnArgs::q_scale; H heads, f_h_stride floats apart) y = bf16(f x): one
-// fp32 product, rounded as a stored q' = f x would be.
+// y: rows of ld bf16 per (b, h) (the head-dim bucket's width), the columns past D zero; x: T
+// rows of D floats per (b, h), the (b, h) blocks bh_stride floats apart (q and k may be views
+// into a wider buffer). With a row scale f (the queries' AttnArgs::q_scale; H heads, f_h_stride
+// floats apart) y = bf16(f x): one fp32 product, rounded as a stored q' = f x would be.
 __global__ void operand_to_bf16_kernel(uint16_t* y, int ld, const float* x, size_t bh_stride, int T,
                                        int D, size_t n, const float* f, int f_h_stride, int H) {
   TDA_GRID_STRIDE(i, n) {
@@ -32,21 +32,20 @@ __global__ void operand_to_bf16_kernel(uint16_t* y, int ld, const float* x, size
 
 size_t attention_operands_scratch(const AttnArgs& a, bool with_dout) {
   const size_t rows = size_t(a.B) * a.H * a.T;
-  const size_t qk = (attn_two_views(a.math) ? 4 : 2) * size_t(fa::bf16_ld(a.Dqk));
+  const size_t qk = (attn_two_views(a.math) ? 4 : 2) * size_t(fa::bucket_dqk(a.Dqk));
+  const size_t ldv = size_t(fa::bucket_dv(a.Dqk, a.Dv));
   // + a tile of padding: load_tile_async's zero-filled copies still address up to kTile - 1 rows
-  // (and a bucket's columns) past the last matrix
-  const size_t pad = size_t(fa::kTile) * std::max(fa::bf16_ld(a.Dqk), fa::bf16_ld(a.Dv)) + 128;
-  const size_t ldv = size_t(fa::bf16_ld(a.Dv));
+  // past the last matrix
+  const size_t pad = size_t(fa::kTile) * std::max(size_t(fa::bucket_dqk(a.Dqk)), ldv) + 128;
   if (a.saved) return with_dout ? rows * ldv + pad : 0;  // q, k, v's copies live in a.saved
   return rows * (qk + (with_dout ? 2 : 1) * ldv) + pad;
 }
 
 fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratch, bool with_dout) {
   fa::AttnBf16Operands o;
-  o.ldqk = fa::bf16_ld(a.Dqk);
-  o.ldv = fa::bf16_ld(a.Dv);
+  const int ldqk = fa::bucket_dqk(a.Dqk), ldv = fa::bucket_dv(a.Dqk, a.Dv);
   // load_tile_async addresses a (b, h) matrix with 32-bit offsets, up to a tile past its end
-  TDA_CHECK((size_t(a.T) + fa::kTile) * size_t(std::max(o.ldqk, o.ldv)) < (size_t(1) << 31),
+  TDA_CHECK((size_t(a.T) + fa::kTile) * size_t(std::max(ldqk, ldv)) < (size_t(1) << 31),
             "cuda: attention: T = " + std::to_string(a.T) +
                 " is too long for the kernels' 32-bit row offsets (T x head dim < 2^31)");
   const size_t rows = size_t(a.B) * a.H * a.T;
@@ -67,16 +66,16 @@ fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratc
     return static_cast<const uint16_t*>(y);
   };
   const size_t sqk = fa::qk_stride(a), sv = size_t(a.T) * a.Dv;
-  o.q = take(cast_qkv, a.q, sqk, a.Dqk, o.ldqk, a.q_scale);
-  o.k = take(cast_qkv, a.k, sqk, a.Dqk, o.ldqk, nullptr);
-  o.v = take(cast_qkv, a.v, sv, a.Dv, o.ldv, nullptr);
+  o.q = take(cast_qkv, a.q, sqk, a.Dqk, ldqk, a.q_scale);
+  o.k = take(cast_qkv, a.k, sqk, a.Dqk, ldqk, nullptr);
+  o.v = take(cast_qkv, a.v, sv, a.Dv, ldv, nullptr);
   if (attn_two_views(a.math)) {
-    o.q2 = take(cast_qkv, a.q2, sqk, a.Dqk, o.ldqk, nullptr);
-    o.k2 = take(cast_qkv, a.k2, sqk, a.Dqk, o.ldqk, nullptr);
+    o.q2 = take(cast_qkv, a.q2, sqk, a.Dqk, ldqk, nullptr);
+    o.k2 = take(cast_qkv, a.k2, sqk, a.Dqk, ldqk, nullptr);
   }
   if (with_dout) {
     if (a.saved) next = scratch;  // dO's copy is the backward's own
-    o.g = take(true, a.dout, sv, a.Dv, o.ldv, nullptr);
+    o.g = take(true, a.dout, sv, a.Dv, ldv, nullptr);
   }
   return o;
 }

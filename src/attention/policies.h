@@ -171,14 +171,17 @@ struct ThresholdPolicy {
 template <int kPow>
 struct ThresholdPowPolicy : ThresholdPolicy {
   static_assert(kPow == 1 || kPow == 2, "other powers take ThresholdPolicy's loop");
+  // max(r, 0) in place of the test r > 0, the same values (r <= 0 and NaN give 0), one FMNMX
+  // where the test and its select were two instructions: the weight and, at p = 2, the slope f.
+  // bwd's a keeps the test: in that form too, ptxas spilled tda's dk/dv on sm_90 (24 bytes).
   TDA_HD static float weight(const Row&, float s, float tau, int) {
-    const float r = s - tau;
-    return r > 0.f ? (kPow == 2 ? r * r : r) : 0.f;
+    const float m = fmaxf(s - tau, 0.f);
+    return kPow == 2 ? m * m : m;
   }
   TDA_HD static void bwd(float s, float, float tau, int, float* a, float* f) {
     const float r = s - tau;
     *a = r > 0.f ? (kPow == 2 ? r * r : r) : 0.f;
-    *f = r > 0.f ? (kPow == 2 ? 2.f * r : 1.f) : 0.f;
+    *f = kPow == 2 ? 2.f * fmaxf(r, 0.f) : (r > 0.f ? 1.f : 0.f);
   }
 };
 

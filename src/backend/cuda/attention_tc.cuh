@@ -75,12 +75,11 @@ __device__ inline void frag_a_from_acc(uint32_t a[4], const float c0[4], const f
 }
 
 // The kernels' operands as bf16 copies made once per call (attention_operands.cu): per (b, h), T
-// rows of ld bf16, ld = D rounded up to 8 with the padding zero, so every row is whole 16-byte
-// chunks. g is dO (the backward's; ldv wide).
+// rows of the head-dim bucket's width (bucket_dqk, bucket_dv), zero past D. g is dO (the
+// backward's; as wide as v).
 struct AttnBf16Operands {
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *q2 = nullptr, *k2 = nullptr,
                  *g = nullptr;
-  int ldqk = 0, ldv = 0;
 };
 // Its pointers, for the emulator's strict mode (AttnArgs' list: backend/ops.h).
 template <class F>
@@ -92,44 +91,48 @@ void device_pointers(const AttnBf16Operands& o, F&& f) {
   f(o.k2, "k2");
   f(o.g, "g");
 }
-TDA_HD constexpr int bf16_ld(int D) {
-  return (D + 7) / 8 * 8;
+// The head-dim buckets the kernels are compiled for (kDk, kDv): (64, 64), (64, 128) and, one view
+// only, (128, 128); the launchers pick them by the same tests. They are also the operand copies'
+// row widths: a kernel knows its tiles' global row stride when compiled, so a thread's copies of a
+// tile are one row pointer and immediate offsets (load_tile_async). A head dim below its bucket
+// costs the padding in the copies (a tiny config's Dqk of 32 stores 64 columns); the configs'
+// head dims (64; Dv 128 for the Diff kinds) are bucket widths.
+TDA_HD constexpr int bucket_dqk(int Dqk) {
+  return Dqk <= 64 ? 64 : 128;
+}
+TDA_HD constexpr int bucket_dv(int Dqk, int Dv) {
+  return Dqk <= 64 && Dv <= 64 ? 64 : 128;
 }
 
-// Rows [r0, r0 + kTile) of a (rows x src_ld) bf16 matrix into a tile by cp.async, 16 bytes per
-// copy, zero-filled past `rows` and past src_ld (the bucket's columns beyond D). No conversion and
-// no register is spent here: the rounding was done once, by the cast. (Until 2026-11-27 each tile
-// was loaded from fp32 and rounded by every block that read it; the values are the same.) The
-// caller commits the group and waits for it (async_copy.h).
+// Rows [r0, r0 + kTile) of a (rows x kD) bf16 matrix (an operand copy, kD its bucket's width,
+// zero past D) into a tile by cp.async, 16 bytes per copy, zero-filled past `rows`. No conversion
+// and no register is spent here: the rounding was done once, by the cast. (Until 2026-11-27 each
+// tile was loaded from fp32 and rounded by every block that read it; the values are the same.)
+// The caller commits the group and waits for it (async_copy.h).
 // A zero-filled copy reads 0 bytes, yet its address is the row's all the same (r0 <= rows - 1,
 // so at most a tile past the matrix): the operand buffer ends in a tile of padding
 // (attention_operands_scratch), so every address is inside it, and no select per copy is needed.
-// The row offsets are 32-bit (attention_bf16_operands checks (T + kTile) ld < 2^31): one
-// IMAD.WIDE per copy from this thread's row pointer. With a select and a 64-bit product per copy,
-// the copies cost 132 more integer instructions per tile in the softmax forward (416 -> 284,
-// sm_80; dq 452 -> 180). kRowPointer = false keeps that form where ptxas would hold the row
-// pointers across the key loop and spill (the dk/dv kernels: tda's 56 bytes at Dv = 128).
+// The row stride is kD, a constant: one row pointer per thread (a 32-bit row offset, as
+// attention_bf16_operands checks (T + kTile) kD < 2^31, and one IMAD.WIDE), and each copy at an
+// immediate offset from it. With the stride a kernel argument, each copy cost an IMAD.WIDE from
+// that pointer, or, where ptxas would have held the pointers over the key loop and spilled (the
+// two-view kinds' forward, every dk/dv kernel), a 64-bit product, selects and adds (about 10
+// integer instructions per copy, 12 copies per thread and tile in tda's forward).
 // kAnyRow copies the rows past `rows` too, unfilled, with no row test (an ISETP and an IADD3 per
 // copy): for a tile the caller knows to be inside the matrix, or whose rows past it the caller
 // never reads (the forward's K on the diagonal tile: a key past T is past every row, so its score
 // is masked). Their addresses are the zero-filled copies' (inside the padding, as above).
-template <int kD, bool kRowPointer = true, bool kAnyRow = false>
-__device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r0, int rows,
-                                       int src_ld) {
+template <int kD, bool kAnyRow = false>
+__device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r0, int rows) {
   constexpr int kChunks = kD / 8, kRowsPerPass = kThreads / kChunks;
   static_assert(kTile % kRowsPerPass == 0, "every thread copies the same count");
   const int c = 8 * (int(threadIdx.x) % kChunks), rt = int(threadIdx.x) / kChunks;
-  const uint16_t* p = src + ((r0 + rt) * src_ld + c);
-  const bool col_in = c < src_ld;
+  const uint16_t* p = src + ((r0 + rt) * kD + c);
   TDA_UNROLL
   for (int it = 0; it < kTile / kRowsPerPass; ++it) {
     const int r = rt + it * kRowsPerPass;
-    const bool in = col_in && (kAnyRow || r0 + r < rows);
-    if constexpr (kRowPointer)
-      cp_async_16(dst + r * ld<kD>() + c, p + it * kRowsPerPass * src_ld, in ? 16 : 0);
-    else
-      cp_async_16(dst + r * ld<kD>() + c, src + (in ? size_t(r0 + r) * src_ld + c : 0),
-                  in ? 16 : 0);
+    const bool in = kAnyRow || r0 + r < rows;
+    cp_async_16(dst + r * ld<kD>() + c, p + it * kRowsPerPass * kD, in ? 16 : 0);
   }
 }
 
@@ -206,23 +209,30 @@ __device__ inline float quad_min(float v) {
 // per-score tests compiled to a branch per score pair (BSSY/BSYNC, 4 control instructions each;
 // tda's forward spent 440 of its 3,892 instructions per tile on them). fmaxf drops NaN, as
 // s > tau is false for it: the answer is the per-score tests', bit for bit.
-template <bool kTwo, bool kDiag, class Ok>
+// kShift (the threshold policies, shifts_scores): each score becomes r = s scale - tau_i, one
+// FFMA where the scale's FMUL and the weight's FADD were two, and the test is r > 0; the caller
+// then weighs r against a threshold of 0.
+template <bool kTwo, bool kDiag, bool kShift, class Ok>
 __device__ inline bool scale_rows_alive(float s1[8][4], float (*s2)[4], float scale,
                                         const float tau[2], const bool row_ok[2], Ok ok) {
   bool alive = false;
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
+    const float shift = kShift ? -tau[h] : 0.f;
     float mx = -INFINITY;
     TDA_UNROLL
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
     for (int c = 2 * h; c < 2 * h + 2; ++c) {
-      s1[nt][c] *= scale;
+      s1[nt][c] = kShift ? fmaf(s1[nt][c], scale, shift) : s1[nt][c] * scale;
       float v = s1[nt][c];
-      if constexpr (kTwo) v = fmaxf(v, s2[nt][c] *= scale);
+      if constexpr (kTwo) {
+        s2[nt][c] = kShift ? fmaf(s2[nt][c], scale, shift) : s2[nt][c] * scale;
+        v = fmaxf(v, s2[nt][c]);
+      }
       if constexpr (kDiag) v = ok(nt, c) ? v : -INFINITY;
       mx = fmaxf(mx, v);
     }
-    alive = alive | (row_ok[h] & (mx > tau[h]));
+    alive = alive | (row_ok[h] & (mx > (kShift ? 0.f : tau[h])));
   }
   return alive;
 }
@@ -310,6 +320,16 @@ struct SoftmaxExp2Policy : attn::SoftmaxPolicy {
 template <class P, bool kTwo>
 TDA_HD constexpr bool folds_scale() {
   return std::is_same<P, SoftmaxExp2Policy>::value && !kTwo;
+}
+
+// Whether the kernels shift a policy's scores by the row threshold as they scale them
+// (scale_rows_alive's kShift: r = fmaf(x, scale, -tau_i)) and weigh r with tau 0: the
+// rectifiers, whose weight and gradient read s only as s - tau. The same bits as the CPU's
+// (x scale) - tau: their kinds have scale 1 (tra, tda: cosine scores, x 1 is exact) or tau 0
+// (rela, diff_rela: x scale - 0 rounds once either way).
+template <class P>
+TDA_HD constexpr bool shifts_scores() {
+  return std::is_base_of<attn::ThresholdPolicy, P>::value;
 }
 
 // The factor a policy's scores carry beyond `scale`, and its saved statistic in that frame (the
