@@ -10,8 +10,9 @@
 #include "test_kinds.h"
 
 int main(int argc, char** argv) {
-  // As the tda binary does: ctest -j2 runs two OpenMP processes on the same cores.
-  tda::reexec_with_passive_omp_waits(argv);
+  // As the tda binary does (cpu_ops.h says why): ctest -j2 runs two OpenMP processes on the same
+  // cores, and OpenBLAS may not know this CPU.
+  tda::reexec_with_cpu_runtime_env(argv);
   if (::chdir(TDA_SOURCE_DIR) != 0) return 2;
   // Every emulated CUDA test runs in the emulator's strict mode (docs/emulator.md), and so does
   // every tda process a test starts; TDA_EMU_STRICT=0 in the environment turns it off.

@@ -315,3 +315,14 @@ TEST_CASE("bench train --profile accounts for the step by phase and op", "[cli][
 }
 
 }  // namespace tda
+
+TEST_CASE("cpu: OpenBLAS runs kernels for this CPU's instruction set, not a pre-AVX2 fallback",
+          "[ops][simd]") {
+  // tests/main.cpp re-executed this process with OPENBLAS_CORETYPE where OpenBLAS had fallen
+  // back (on an Emerald Rapids Xeon 0.3.21 picks Prescott's SSE3 kernels, 4x slower): the core
+  // it now runs must be one that blas_core_upgrade() leaves alone.
+  INFO("OpenBLAS core " << tda::blas_core_name() << ", OPENBLAS_CORETYPE="
+                        << (std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE")
+                                                             : ""));
+  CHECK(tda::blas_core_upgrade() == nullptr);
+}

@@ -13,6 +13,7 @@
 #include "attention/registry.h"
 #include "attention/variant.h"
 #include "backend/attention_tile_counts.h"
+#include "backend/cpu/cpu_ops.h"
 #include "backend/device.h"
 #include "backend/device_array.h"
 #include "backend/make_ops.h"
@@ -131,6 +132,7 @@ int bench_train(int argc, char** argv) {
     double blas = matmul_gflops(*backend, N, m.vocab_size, m.d_model, 3);
     out["sgemm_gflops"] = blas;
     out["sgemm_shape"] = {N, m.vocab_size, m.d_model};
+    out["sgemm_core"] = blas_core_name();  // OpenBLAS's kernel set (cpu_ops.h)
     out["ratio"] = gflops / blas;
   }
   if (ProfileOps* p = trainer.profile()) out["profile"] = profile_json(*p, steps);

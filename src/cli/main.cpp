@@ -59,7 +59,7 @@ static std::string one_line(const std::string& m) {
 }
 
 int main(int argc, char** argv) {
-  tda::reexec_with_passive_omp_waits(argv);  // backend/cpu/cpu_ops.h says why
+  tda::reexec_with_cpu_runtime_env(argv);  // backend/cpu/cpu_ops.h says why
   choose_log_colours();
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage();

@@ -11,11 +11,17 @@ void cpu_entmax_backward(const AttnArgs& a, bool drop_term);
 // The host threads of the backends (OpenMP's team, and OpenBLAS's for calls outside cpu_sgemm):
 // make_ops() sets them from train.threads (sgemm.cpp).
 void set_cpu_threads(int n);
-// OpenMP's default spin-waiting after each parallel region steals the cores from OpenBLAS's
-// threads between GEMMs, and from a second process on the same cores. libgomp reads
-// OMP_WAIT_POLICY when it loads, before main, so a main() calls this first: it sets "passive"
-// and re-executes the binary once. A user's explicit OMP_WAIT_POLICY is left alone (sgemm.cpp).
-void reexec_with_passive_omp_waits(char** argv);
+// Two settings the libraries read when they load, before main, so a main() calls this first: it
+// sets them and re-executes the binary once. OMP_WAIT_POLICY=passive: OpenMP's default
+// spin-waiting after each parallel region steals the cores from OpenBLAS's threads between
+// GEMMs, and from a second process on the same cores. OPENBLAS_CORETYPE, only where OpenBLAS
+// does not know the CPU and fell back to pre-AVX2 kernels: the AVX2 or AVX-512 kernels the CPU
+// runs. A user's own value of either is left alone (sgemm.cpp).
+void reexec_with_cpu_runtime_env(char** argv);
+// The OpenBLAS core reexec_with_cpu_runtime_env sets, or nullptr where OpenBLAS's choice stands.
+const char* blas_core_upgrade();
+// The kernel set OpenBLAS runs ("SkylakeX", "Haswell", ...): tda bench train prints it.
+const char* blas_core_name();
 // Row-major C(M,N) = alpha op(A) op(B) + beta C with cblas_sgemm's arguments, split over the
 // OpenMP team, one single-threaded OpenBLAS call per thread (sgemm.cpp says why).
 void cpu_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
