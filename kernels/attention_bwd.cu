@@ -409,7 +409,6 @@ void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf,
         "attention_backward dkdv");
 }
 
-// Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.
 template <class P, bool kTwo>
 void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, bool drop_term) {
   if constexpr (P::kStatTau) {
@@ -420,14 +419,9 @@ void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf,
                                          dim3(kThreads), 0, stream(), a, Dbuf, drop_term),
           "attention_backward rowdot");
   }
-  if (a.Dqk <= 64 && a.Dv <= 64)
-    launch_backward<P, kTwo, 64, 64>(a, in, Dbuf, drop_term);
-  else if (a.Dqk <= 64)
-    launch_backward<P, kTwo, 64, 128>(a, in, Dbuf, drop_term);
-  else if constexpr (!kTwo)
-    launch_backward<P, kTwo, 128, 128>(a, in, Dbuf, drop_term);
-  else
-    throw Error("cuda attention: two-view kinds need Dqk <= 64");
+  with_head_dim_bucket<kTwo>(a, [&](auto dk, auto dv) {
+    launch_backward<P, kTwo, decltype(dk)::value, decltype(dv)::value>(a, in, Dbuf, drop_term);
+  });
 }
 
 void backward_math(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, bool drop_term) {

@@ -284,21 +284,17 @@ void attention_entmax_threshold(const AttnArgs& a, const fa::AttnBf16Operands& i
       a.entmax_bisect || a.entmax_alpha == 1.5f,
       "attention_entmax_threshold: the exact solver is for alpha 1.5 only (bisect otherwise)");
   if (size_t(a.B) * a.H * a.T == 0) return;
-  if (a.Dqk <= 64)
-    launch_threshold<64>(a, in);
-  else
-    launch_threshold<128>(a, in);
+  with_head_dim_bucket<false>(a, [&](auto dk, auto) {
+    launch_threshold<decltype(dk)::value>(a, in);
+  });
 }
 
 void attention_entmax_rowc(const AttnArgs& a, const fa::AttnBf16Operands& in, float* Dbuf,
                            bool drop_term) {
   if (size_t(a.B) * a.H * a.T == 0) return;
-  if (a.Dqk <= 64 && a.Dv <= 64)
-    launch_rowc<64, 64>(a, in, Dbuf, drop_term);
-  else if (a.Dqk <= 64)
-    launch_rowc<64, 128>(a, in, Dbuf, drop_term);
-  else
-    launch_rowc<128, 128>(a, in, Dbuf, drop_term);
+  with_head_dim_bucket<false>(a, [&](auto dk, auto dv) {
+    launch_rowc<decltype(dk)::value, decltype(dv)::value>(a, in, Dbuf, drop_term);
+  });
 }
 
 }  // namespace tda::cuda

@@ -306,17 +306,11 @@ void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
     launch_forward<P, kTwo, kDk, kDv, false>(a, in);
 }
 
-// Head-dim buckets (attention_tc.cuh): (64, 64), (64, 128), and (128, 128) for one view.
 template <class P, bool kTwo>
 void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
-  if (a.Dqk <= 64 && a.Dv <= 64)
-    launch_forward<P, kTwo, 64, 64>(a, in);
-  else if (a.Dqk <= 64)
-    launch_forward<P, kTwo, 64, 128>(a, in);
-  else if constexpr (!kTwo)
-    launch_forward<P, kTwo, 128, 128>(a, in);
-  else
-    throw Error("cuda attention: two-view kinds need Dqk <= 64");
+  with_head_dim_bucket<kTwo>(a, [&](auto dk, auto dv) {
+    launch_forward<P, kTwo, decltype(dk)::value, decltype(dv)::value>(a, in);
+  });
 }
 
 void forward_math(const AttnArgs& a, const AttnBf16Operands& in) {

@@ -249,8 +249,14 @@ TEST_CASE("cuda attention: the rows of a prefix equal the full sequence's, bit f
   }
 }
 
-TEST_CASE("cuda attention: head dims above 128 are refused", "[cuda][emu]") {
+TEST_CASE("cuda attention: head dims above 128 are refused, and above 64 for two views",
+          "[cuda][emu]") {
   AttnProblem p = make(AttnMath::kSoftmax, 5, 136, 81);
   CudaOps gpu;
   CHECK_THROWS_AS(run_attention(gpu, p), Error);
+  // One view at 96 runs in the (128, 128) bucket; two views have no kernel there (three
+  // accumulators of 128 columns would not fit in registers).
+  CHECK_NOTHROW(run_attention(gpu, make(AttnMath::kSoftmax, 5, 96, 82)));
+  CHECK_THROWS_WITH(run_attention(gpu, make(AttnMath::kDiffThreshold, 5, 96, 83)),
+                    Catch::Contains("two-view kinds need Dqk <= 64"));
 }

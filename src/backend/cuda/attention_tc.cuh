@@ -20,6 +20,7 @@
 #include "backend/cuda/kernel_helpers.cuh"
 #include "backend/cuda/mma.h"
 #include "backend/ops.h"
+#include "core/error.h"
 
 namespace tda::cuda::fa {
 
@@ -92,11 +93,12 @@ void device_pointers(const AttnBf16Operands& o, F&& f) {
   f(o.g, "g");
 }
 // The head-dim buckets the kernels are compiled for (kDk, kDv): (64, 64), (64, 128) and, one view
-// only, (128, 128); the launchers pick them by the same tests. They are also the operand copies'
-// row widths: a kernel knows its tiles' global row stride when compiled, so a thread's copies of a
-// tile are one row pointer and immediate offsets (load_tile_async). A head dim below its bucket
-// costs the padding in the copies (a tiny config's Dqk of 32 stores 64 columns); the configs'
-// head dims (64; Dv 128 for the Diff kinds) are bucket widths.
+// only, (128, 128); every launcher picks its kernel through with_head_dim_bucket (below), which
+// reads these two functions. They are also the operand copies' row widths: a kernel knows its
+// tiles' global row stride when compiled, so a thread's copies of a tile are one row pointer and
+// immediate offsets (load_tile_async). A head dim below its bucket costs the padding in the
+// copies (a tiny config's Dqk of 32 stores 64 columns); the configs' head dims (64; Dv 128 for
+// the Diff kinds) are bucket widths.
 TDA_HD constexpr int bucket_dqk(int Dqk) {
   return Dqk <= 64 ? 64 : 128;
 }
@@ -400,6 +402,25 @@ inline void with_threshold_policy(int power, F&& f) {
 constexpr int kMaxHeadDim = 128, kMaxTwoViewDqk = 64;
 inline int max_head_dim(const AttnArgs& a) {
   return a.Dqk > a.Dv ? a.Dqk : a.Dv;
+}
+
+// The one dispatch from a's head dims to the kernel compiled for their bucket: calls
+// f(Dk, Dv) with integral constants, Dk = bucket_dqk(a.Dqk), Dv = bucket_dv(a.Dqk, a.Dv). The
+// operand copies' row stride is that bucket's width, so a launcher that picked its kernel by
+// its own test could read them at the wrong stride. kTwo: (128, 128) is not compiled.
+template <bool kTwo, class F>
+void with_head_dim_bucket(const AttnArgs& a, F&& f) {
+  using D64 = std::integral_constant<int, 64>;
+  using D128 = std::integral_constant<int, 128>;
+  const int dk = bucket_dqk(a.Dqk), dv = bucket_dv(a.Dqk, a.Dv);
+  if (dk == 64 && dv == 64)
+    f(D64{}, D64{});
+  else if (dk == 64)
+    f(D64{}, D128{});
+  else if constexpr (!kTwo)
+    f(D128{}, D128{});
+  else
+    throw Error("cuda attention: two-view kinds need Dqk <= " + std::to_string(kMaxTwoViewDqk));
 }
 
 inline size_t qk_stride(const AttnArgs& a) {
