@@ -90,11 +90,27 @@ __device__ inline float grad_entry(const BwdArgs& a, float s1, float s2, float e
   return a1 - (kTwo ? *a.lambda : 0.f) * a2;
 }
 
+// grad_entry for clips_scores<P>() (p = 2), from r = s - tau_i: f = 2 m (m = max(r, 0)), so
+// f e = 2 (m e), and the 2 rides in ds_f = 2 ds_scale and in dtau's final 2 dtau_scale. Doubling
+// is exact, so ds and dtau are grad_entry's bits (but where m e is subnormal, below 1.2e-38).
+template <class P, bool kTwo>
+__device__ inline void grad_entry_clipped(const BwdArgs& a, float r1, float r2, float e,
+                                          float ds_f, float* ds1, float* ds2, float* dtau,
+                                          float* dlam) {
+  const float m1 = fmaxf(r1, 0.f), m2 = kTwo ? fmaxf(r2, 0.f) : 0.f;
+  const float u1 = m1 * e, u2 = kTwo ? m2 * (-*a.lambda * e) : 0.f;  // f e / 2
+  *dtau -= u1 + u2;  // times 2 dtau_scale once per row
+  if (kTwo) *dlam -= e * P::weight_clipped(m2);
+  *ds1 = ds_f * u1;
+  *ds2 = ds_f * u2;
+}
+
 template <class P, bool kTwo, int kDk, int kDv>
 __global__ void __launch_bounds__(kThreads)
     fa_dq_kernel(BwdArgs a, AttnBf16Operands in, size_t sqk, const float* Dbuf) {
   constexpr int kN = kDk / 8, nst = n_stats<P, kTwo>();
   constexpr bool kCut = kTwo && P::kNormalized;  // diff softmax: mma_rows' kCutD
+  constexpr bool kClip = clips_scores<P>();       // grad_entry_clipped
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
   uint16_t* sk = sq + tile_elems<kDk>();
@@ -136,6 +152,7 @@ __global__ void __launch_bounds__(kThreads)
   // before it take every score, rows past T included (finite, never written), and test the row
   // only for the tile skip.
   const bool row_ok[2] = {row[0] < T, row[1] < T};
+  const float ds_f = clipped_slope<P>(a.ds_scale);  // grad_entry_clipped's
   auto tile = [&](const int j0, auto diagonal) {
     constexpr bool kDiag = decltype(diagonal)::value;
     auto ok = [&](int nt, int c) {
@@ -170,9 +187,14 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < 4; ++c) {
       const int h = c >> 1;
       float ds1 = 0.f, ds2 = 0.f;
-      if (ok(nt, c))
+      if constexpr (kClip) {
+        if (ok(nt, c))
+          grad_entry_clipped<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], ds_f, &ds1,
+                                      &ds2, &dtau[h], &dlam[h]);
+      } else if (ok(nt, c)) {
         grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], st1[h], st2[h],
                             kShift ? 0.f : tau[h], D1[h], D2[h], &ds1, &ds2, &dtau[h], &dlam[h]);
+      }
       s1[nt][c] = ds1;
       if (kTwo) s2[nt][c] = ds2;
     }
@@ -205,7 +227,7 @@ __global__ void __launch_bounds__(kThreads)
       if (kTwo) dq2r[d] = dq2[n][2 * h + c];
     }
     if ((lane & 3) == 0) {
-      if (a.drow_tau) a.drow_tau[r] = dtau[h] * a.dtau_scale;
+      if (a.drow_tau) a.drow_tau[r] = dtau[h] * clipped_slope<P>(a.dtau_scale);
       // diff softmax's drow_lambda comes from the rowdot kernel
       if (a.drow_lambda && !(kTwo && P::kNormalized)) a.drow_lambda[r] = dlam[h];
     }
@@ -222,6 +244,8 @@ __global__ void __launch_bounds__(kThreads)
   // The threshold kinds' scores shifted to r = s - tau_i (shifts_scores), but at Dv 64 only: at
   // 128 (diff_rela's bucket) the shift's registers made ptxas spill (24 bytes, sm_80 and sm_90).
   constexpr bool kShift = shifts_scores<P>() && kDv == 64;
+  // Then at p = 2 the weight pass leaves m = max(r, 0) in s1, s2 for the gradient pass.
+  constexpr bool kClip = kShift && clips_scores<P>();
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sk = smem;
   uint16_t* sq = sk + tile_elems<kDk>();
@@ -251,6 +275,8 @@ __global__ void __launch_bounds__(kThreads)
   TDA_UNROLL
   for (int n = 0; n < kNv; ++n) TDA_UNROLL
   for (int c = 0; c < 4; ++c) dv[n][c] = 0.f;
+
+  const float ds_f = clipped_slope<P>(a.ds_scale);  // the clipped gradient pass's
 
   // cp.async tiles: for the sparse kinds dO(i) is copied while the pair's liveness is computed.
   // Masked tiles: the diagonal one (i0 = j0, the first) and one reaching past T (the last); the
@@ -328,6 +354,14 @@ __global__ void __launch_bounds__(kThreads)
           if constexpr (!folds_scale<P, kTwo>()) s1[nt][c] *= a.score_scale;
           if (kTwo) s2[nt][c] *= a.score_scale;
         }
+        if constexpr (kClip) {  // masked: m = 0, hence a = 0 and, below, ds = 0
+          const bool on = ok(c >> 1, i);
+          s1[nt][c] = on ? fmaxf(s1[nt][c], 0.f) : 0.f;
+          if (kTwo) s2[nt][c] = on ? fmaxf(s2[nt][c], 0.f) : 0.f;
+          w[nt][c] = P::weight_clipped(s1[nt][c]) -
+                     (kTwo ? *a.lambda * P::weight_clipped(s2[nt][c]) : 0.f);
+          continue;
+        }
         float a1 = 0.f, a2 = 0.f, f;
         if (ok(c >> 1, i)) {
           if constexpr (folds_scale<P, kTwo>())
@@ -345,11 +379,18 @@ __global__ void __launch_bounds__(kThreads)
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
         const int x = xh + acc_col(lane, nt, c), i = i0 + x;
-        float ds1 = 0.f, ds2 = 0.f, dtau = 0.f, dlam = 0.f;
-        if (ok(c >> 1, i))
+        float ds1 = 0.f, ds2 = 0.f;
+        if constexpr (kClip) {  // grad_entry_clipped's ds, from m (dtau, dlam are dq's)
+          if (ok(c >> 1, i)) {
+            ds1 = ds_f * (s1[nt][c] * e[nt][c]);
+            if (kTwo) ds2 = ds_f * (s2[nt][c] * (-*a.lambda * e[nt][c]));
+          }
+        } else if (ok(c >> 1, i)) {
+          float dtau = 0.f, dlam = 0.f;  // dq's
           grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], rowf[x],
                               rowf[kTile + x], kShift ? 0.f : rowf[2 * kTile + x],
                               rowf[3 * kTile + x], rowf[4 * kTile + x], &ds1, &ds2, &dtau, &dlam);
+        }
         s1[nt][c] = ds1;
         if (kTwo) s2[nt][c] = ds2;
       }

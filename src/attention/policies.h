@@ -138,6 +138,7 @@ struct SoftplusPolicy {
 // No row statistic: the weight is final as soon as the score is known.
 struct ThresholdPolicy {
   static constexpr bool kNormalized = false, kOnlineMax = false, kSparse = true, kStatTau = false;
+  static constexpr bool kClipsScores = false;  // ThresholdPowPolicy<2>
   template <class Args>
   TDA_HD static int param(const Args& a) {
     return a.power;
@@ -172,17 +173,23 @@ template <int kPow>
 struct ThresholdPowPolicy : ThresholdPolicy {
   static_assert(kPow == 1 || kPow == 2, "other powers take ThresholdPolicy's loop");
   // max(r, 0) in place of the test r > 0, the same values (r <= 0 and NaN give 0), one FMNMX
-  // where the test and its select were two instructions: the weight and, at p = 2, the slope f.
-  // bwd's a keeps the test: in that form too, ptxas spilled tda's dk/dv on sm_90 (24 bytes).
+  // where the test and its select were two instructions: the weight and, at p = 2, bwd's a and f
+  // from one m. (At p = 1 bwd's a keeps the test: fmaxf's zero may be -0, and a is summed.)
   TDA_HD static float weight(const Row&, float s, float tau, int) {
     const float m = fmaxf(s - tau, 0.f);
     return kPow == 2 ? m * m : m;
   }
   TDA_HD static void bwd(float s, float, float tau, int, float* a, float* f) {
     const float r = s - tau;
-    *a = r > 0.f ? (kPow == 2 ? r * r : r) : 0.f;
-    *f = kPow == 2 ? 2.f * fmaxf(r, 0.f) : (r > 0.f ? 1.f : 0.f);
+    const float m = fmaxf(r, 0.f);
+    *a = kPow == 2 ? m * m : (r > 0.f ? r : 0.f);
+    *f = kPow == 2 ? slope_clipped(m) : (r > 0.f ? 1.f : 0.f);
   }
+  // p = 2 in m = max(r, 0), which the dk/dv kernel keeps in place of r between its weight pass
+  // and its gradient pass (kClipsScores): a = m^2, f = 2 m.
+  static constexpr bool kClipsScores = kPow == 2;
+  TDA_HD static float weight_clipped(float m) { return m * m; }
+  TDA_HD static float slope_clipped(float m) { return 2.f * m; }
 };
 
 // alpha-entmax (Peters et al. 2019; the entmax package's entmax_bisect convention), 1 < alpha <= 2,

@@ -333,6 +333,23 @@ template <class P>
 TDA_HD constexpr bool shifts_scores() {
   return std::is_base_of<attn::ThresholdPolicy, P>::value;
 }
+// Whether the dk/dv kernel keeps m = max(r, 0) of the shifted scores between its passes
+// (ThresholdPowPolicy<2>: a = m^2, f = 2 m; no second max or test in the gradient pass).
+template <class P>
+TDA_HD constexpr bool clips_scores() {
+  if constexpr (shifts_scores<P>())
+    return P::kClipsScores;
+  else
+    return false;
+}
+// x scaled as clips_scores<P>()'s slope scales m (f = 2 m: 2 x); x for the other policies.
+template <class P>
+TDA_HD float clipped_slope(float x) {
+  if constexpr (clips_scores<P>())
+    return P::slope_clipped(x);
+  else
+    return x;
+}
 
 // The factor a policy's scores carry beyond `scale`, and its saved statistic in that frame (the
 // identity for every policy but SoftmaxExp2Policy: x * 1.f is exact, the other kinds' results
