@@ -28,16 +28,16 @@ void set_cpu_threads(int n) {
   openblas_set_num_threads(n);
 }
 
-// OpenBLAS as Debian builds it (DYNAMIC_ARCH) picks its kernels by the CPU's family and model
-// when it loads. A model newer than the library falls back to a pre-AVX2 kernel set: 0.3.21
-// (Debian 12) runs Prescott's SSE3 kernels on an Emerald Rapids Xeon (family 6, model 207) with
-// AVX-512. The core whose kernels this CPU's instruction set runs, when OpenBLAS chose one
-// without AVX2; nullptr when its choice stands.
 const char* blas_core_name() {
   const char* n = openblas_get_corename();
   return n ? n : "unknown";
 }
 
+// OpenBLAS as Debian builds it (DYNAMIC_ARCH) picks its kernels by the CPU's family and model
+// when it loads. A model newer than the library falls back to a pre-AVX2 kernel set: 0.3.21
+// (Debian 12) runs Prescott's SSE3 kernels on an Emerald Rapids Xeon (family 6, model 207) with
+// AVX-512. The core whose kernels this CPU's instruction set runs, when OpenBLAS chose one
+// without AVX2; nullptr when its choice stands.
 const char* blas_core_upgrade() {
   static const char* const kPreAvx2[] = {
       "Prescott",   "Core2",       "Penryn",       "Dunnington", "Nehalem",   "Sandybridge",

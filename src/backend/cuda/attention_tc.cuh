@@ -333,8 +333,9 @@ template <class P>
 TDA_HD constexpr bool shifts_scores() {
   return std::is_base_of<attn::ThresholdPolicy, P>::value;
 }
-// Whether the dk/dv kernel keeps m = max(r, 0) of the shifted scores between its passes
-// (ThresholdPowPolicy<2>: a = m^2, f = 2 m; no second max or test in the gradient pass).
+// Whether the backward reads a policy's gradient from m = max(r, 0) of the shifted scores
+// (ThresholdPowPolicy<2>: a = m^2, f = 2 m): dq through grad_entry_clipped, dk/dv keeping m
+// between its weight and gradient passes (no second max or test).
 template <class P>
 TDA_HD constexpr bool clips_scores() {
   if constexpr (shifts_scores<P>())
