@@ -101,6 +101,11 @@ TEST_CASE("bad input: one-line errors and non-zero exit", "[training][badinput]"
   one_line_error("train --config " + cfg + " --set optim.lr='\"x\"'", "'optim.lr' must be number");
   one_line_error("train --config " + cfg + " --set data.train=" + dir.path + "/nope_*.bin",
                  "no file matches");
+  // Flags: cxxopts' own messages for what it cannot parse, ours for values out of range.
+  one_line_error("train --config " + cfg + " --steps abc", "failed to parse");
+  one_line_error("train --config " + cfg + " --stepz 3", "does not exist");
+  one_line_error("train --config " + cfg + " --steps=-3", "--steps must be >= 0, got -3");
+  one_line_error("train --config " + cfg + " --gpus -1", "--gpus must be >= 0");
 
   // Corrupt shards: bad magic, truncated, token id >= vocab.
   std::vector<uint16_t> toks(5000, 42);

@@ -102,10 +102,14 @@ int cmd_train(int argc, char** argv) {
   to.resume = r["resume"].as<std::string>();
   to.overwrite = r.count("overwrite") > 0;
   to.max_steps_override = r["steps"].as<int>();
+  // -1 (the default) stands for train.max_steps: a negative count given by hand is a mistake,
+  // not a request to train the whole schedule.
+  TDA_CHECK(!r.count("steps") || to.max_steps_override >= 0,
+            "--steps must be >= 0, got " + std::to_string(to.max_steps_override));
 
   const int procs = r["procs"].as<int>(), gpus = r["gpus"].as<int>();
   TDA_CHECK(procs >= 1, "--procs must be >= 1, got " + std::to_string(procs));
-  TDA_CHECK(gpus >= 0, "--gpus must be >= 1, got " + std::to_string(gpus));
+  TDA_CHECK(gpus >= 0, "--gpus must be >= 0 (0: no NCCL ranks), got " + std::to_string(gpus));
   TDA_CHECK(procs == 1 || gpus == 0, "--procs (CPU ranks) and --gpus (GPU ranks): pick one");
   if (procs > 1 || gpus > 1) {
     TDA_CHECK(!launch_env().launched,
