@@ -17,8 +17,8 @@ struct FdResult {
 };
 
 // f: evaluates the scalar loss (in double) at the current contents of x.
-inline FdResult fd_directional(float* x, size_t n, const float* grad, const std::function<double()>& f,
-                               uint64_t seed, double h = 1e-3) {
+inline FdResult fd_directional(float* x, size_t n, const float* grad,
+                               const std::function<double()>& f, uint64_t seed, double h = 1e-3) {
   Rng rng(seed);
   std::vector<float> u(n), x0(x, x + n);
   double analytic = 0.0;

@@ -58,10 +58,10 @@ TEST_CASE("cuda: host-access guard faults host reads of device memory only", "[c
     if (h != std::vector<float>{2.f, 4.f, 6.f}) _exit(3);
   }));
   // The model: its parameters are device memory, reachable through params_to_host() only.
-  const Config cfg = load_config(std::string(TDA_SOURCE_DIR) + "/configs/tiny/softmax.json",
-                                 {"model.n_layer=1", "model.d_model=32", "model.n_head=2",
-                                  "model.seq_len=8", "model.vocab_size=128",
-                                  "model.real_vocab_size=100"});
+  const Config cfg =
+      load_config(std::string(TDA_SOURCE_DIR) + "/configs/tiny/softmax.json",
+                  {"model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.seq_len=8",
+                   "model.vocab_size=128", "model.real_vocab_size=100"});
   auto model_probe = [&](bool host_deref) {
     return [&cfg, host_deref] {
       HostAccessGuard guard;

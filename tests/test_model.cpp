@@ -13,8 +13,12 @@ namespace {
 Config tiny_model_config(const std::string& kind) {
   // Small dims for speed; vocab 97 padded to 128 so the padding mask is exercised.
   json j = {{"model",
-             {{"n_layer", 2}, {"d_model", 32}, {"n_head", 2}, {"seq_len", 19},
-              {"vocab_size", 128}, {"real_vocab_size", 97}}},
+             {{"n_layer", 2},
+              {"d_model", 32},
+              {"n_head", 2},
+              {"seq_len", 19},
+              {"vocab_size", 128},
+              {"real_vocab_size", 97}}},
             {"attention", {{"kind", kind}}},
             {"train", {{"micro_batch", 3}, {"total_batch_tokens", 57}}}};
   return config_from_json(j, "test");
@@ -85,17 +89,20 @@ TEST_CASE("GPT-2 is causal: later tokens do not change earlier losses", "[model]
   CHECK(a == b);
 }
 
-TEST_CASE("init follows GPT-2 (std 0.02 and scaled residual projections and unit gains)", "[model]") {
-  Config cfg = config_from_json({{"model", {{"n_layer", 4}, {"d_model", 128}, {"n_head", 2}, {"seq_len", 16}}},
-                                 {"train", {{"micro_batch", 1}, {"total_batch_tokens", 16}}}},
-                                "test");
+TEST_CASE("init follows GPT-2 (std 0.02 and scaled residual projections and unit gains)",
+          "[model]") {
+  Config cfg = config_from_json(
+      {{"model", {{"n_layer", 4}, {"d_model", 128}, {"n_head", 2}, {"seq_len", 16}}},
+       {"train", {{"micro_batch", 1}, {"total_batch_tokens", 16}}}},
+      "test");
   CpuOps ops;
   GPT2 model(cfg.model, cfg.attention, ops);
   model.init_weights(1337);
   auto stdev = [&](const std::string& name) {
     const auto& t = model.tensor(name);
     double s = 0;
-    for (size_t i = 0; i < t.numel; ++i) s += double(model.params()[t.offset + i]) * model.params()[t.offset + i];
+    for (size_t i = 0; i < t.numel; ++i)
+      s += double(model.params()[t.offset + i]) * model.params()[t.offset + i];
     return std::sqrt(s / t.numel);
   };
   CHECK(stdev("transformer.h.0.attn.c_attn.weight") == Approx(0.02).epsilon(0.02));

@@ -94,7 +94,8 @@ TEST_CASE("rope backward is the transpose rotation and rope preserves norms", "[
       for (int h = 0; h < H; ++h) {
         double nx = 0, ny = 0;
         for (int d = 0; d < D; ++d) {
-          double xv = x[(b * T + t) * row + col0 + h * D + d], yv = y[((b * H + h) * T + t) * D + d];
+          double xv = x[(b * T + t) * row + col0 + h * D + d],
+                 yv = y[((b * H + h) * T + t) * D + d];
           nx += xv * xv;
           ny += yv * yv;
         }
@@ -132,7 +133,8 @@ TEST_CASE("fused LM head + cross-entropy loss and gradients exclude the padded v
   std::vector<int32_t> tgt = {0, 5, 18, 3, 3, 11};
   std::vector<float> losses(N), dx(N * C), dW(Vp * C, 0.f);
   // Reference loss by hand: log-softmax over the first Vr logits only.
-  ops.lm_head_loss(losses.data(), nullptr, nullptr, x.data(), W.data(), tgt.data(), N, C, Vp, Vr, 0.f);
+  ops.lm_head_loss(losses.data(), nullptr, nullptr, x.data(), W.data(), tgt.data(), N, C, Vp, Vr,
+                   0.f);
   for (int n = 0; n < N; ++n) {
     std::vector<double> l(Vr);
     double mx = -1e30;
@@ -146,13 +148,14 @@ TEST_CASE("fused LM head + cross-entropy loss and gradients exclude the padded v
     CHECK(losses[n] == Approx(mx + std::log(s) - l[tgt[n]]).epsilon(1e-5));
   }
   auto loss = [&] {
-    ops.lm_head_loss(losses.data(), nullptr, nullptr, x.data(), W.data(), tgt.data(), N, C, Vp, Vr, 0.f);
+    ops.lm_head_loss(losses.data(), nullptr, nullptr, x.data(), W.data(), tgt.data(), N, C, Vp, Vr,
+                     0.f);
     double s = 0;
     for (float v : losses) s += v;
     return s / N;
   };
-  ops.lm_head_loss(losses.data(), dx.data(), dW.data(), x.data(), W.data(), tgt.data(), N, C, Vp, Vr,
-                   1.0f / N);
+  ops.lm_head_loss(losses.data(), dx.data(), dW.data(), x.data(), W.data(), tgt.data(), N, C, Vp,
+                   Vr, 1.0f / N);
   CHECK(fd_directional(x.data(), x.size(), dx.data(), loss, 20).rel_err < kTol);
   CHECK(fd_directional(W.data(), W.size(), dW.data(), loss, 21).rel_err < kTol);
   for (int v = Vr; v < Vp; ++v)

@@ -1,7 +1,7 @@
 // Training composes: the tiny softmax config learns, resume is bit-exact, and bad input or a
 // diverging run ends with a one-line error and intact checkpoints.
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +20,9 @@
 using namespace tda;
 
 namespace {
-std::string tiny(const std::string& kind) { return source_dir() + "/configs/tiny/" + kind + ".json"; }
+std::string tiny(const std::string& kind) {
+  return source_dir() + "/configs/tiny/" + kind + ".json";
+}
 
 bool data_present() {
   return path_exists(source_dir() + "/data/tinyshakespeare/tiny_shakespeare_train.bin");
@@ -31,7 +33,8 @@ std::vector<float> params_of(Trainer& t) {
 }
 }  // namespace
 
-TEST_CASE("tiny softmax config: val loss below 7.0 at step 100 and 6.0 at 200", "[training][slow]") {
+TEST_CASE("tiny softmax config: val loss below 7.0 at step 100 and 6.0 at 200",
+          "[training][slow]") {
   REQUIRE(data_present());  // made by scripts/setup.sh
   TempDir dir;
   // 200 steps x 1024 tokens from ln(50257) = 10.8. A model that only learns unigram
@@ -97,7 +100,8 @@ TEST_CASE("bad input: one-line errors and non-zero exit", "[training][badinput]"
     CHECK(out.find("error:") != std::string::npos);
   };
   const std::string cfg = tiny("softmax");
-  one_line_error("train --config " + cfg + " --set model.n_layers=3", "unknown config key 'model.n_layers'");
+  one_line_error("train --config " + cfg + " --set model.n_layers=3",
+                 "unknown config key 'model.n_layers'");
   one_line_error("train --config " + cfg + " --set optim.lr='\"x\"'", "'optim.lr' must be number");
   one_line_error("train --config " + cfg + " --set data.train=" + dir.path + "/nope_*.bin",
                  "no file matches");
@@ -118,22 +122,27 @@ TEST_CASE("bad input: one-line errors and non-zero exit", "[training][badinput]"
   auto bad = bytes;
   bad[0] = 1;
   write_bytes(dir.path + "/magic.bin", bad);
-  one_line_error("train --config " + cfg + " --set data.train=" + dir.path + "/magic.bin", "bad magic");
+  one_line_error("train --config " + cfg + " --set data.train=" + dir.path + "/magic.bin",
+                 "bad magic");
   bad = bytes;
   bad.resize(bytes.size() - 10);
   write_bytes(dir.path + "/trunc.bin", bad);
-  one_line_error("train --config " + cfg + " --set data.train=" + dir.path + "/trunc.bin", "truncated");
+  one_line_error("train --config " + cfg + " --set data.train=" + dir.path + "/trunc.bin",
+                 "truncated");
   toks[4321] = 50300;  // in the padded range: not a real token
   write_shard(dir.path + "/vocab.bin", toks.data(), toks.size());
-  one_line_error("train --config " + cfg + " --out " + dir.path + "/r0 --set data.train=" + dir.path +
-                     "/vocab.bin --set data.shuffle=false --steps 1",
+  one_line_error("train --config " + cfg + " --out " + dir.path + "/r0 --set data.train=" +
+                     dir.path + "/vocab.bin --set data.shuffle=false --steps 1",
                  "offset " + std::to_string(1024 + 2 * 4321));
 
   // Checkpoints with a missing tensor or a wrong shape.
   Config c = load_config(cfg, {"train.max_steps=1", "train.val_every=0"});
   TrainOptions to;
   to.out_dir = dir.path + "/run";
-  { Trainer t(c, to); REQUIRE(t.run() == 0); }
+  {
+    Trainer t(c, to);
+    REQUIRE(t.run() == 0);
+  }
   std::string ck = latest_checkpoint(to.out_dir);
   REQUIRE(!ck.empty());
   SafetensorsFile f(ck + "/model.safetensors");
@@ -150,26 +159,32 @@ TEST_CASE("bad input: one-line errors and non-zero exit", "[training][badinput]"
     keep.push_back({n, shp, store.back().data()});
   }
   write_safetensors(ck + "/model.safetensors", keep);
-  one_line_error("sample --checkpoint " + ck + " --tokens 2", "has no tensor 'transformer.h.1.mlp.c_fc.weight'");
+  one_line_error("sample --checkpoint " + ck + " --tokens 2",
+                 "has no tensor 'transformer.h.1.mlp.c_fc.weight'");
   keep.push_back({"transformer.h.1.mlp.c_fc.weight", {7, 7}, store[0].data()});
   write_safetensors(ck + "/model.safetensors", keep);
-  one_line_error("sample --checkpoint " + ck + " --tokens 2", "has shape [7,7], expected [512,128]");
+  one_line_error("sample --checkpoint " + ck + " --tokens 2",
+                 "has shape [7,7], expected [512,128]");
 }
 
-TEST_CASE("NaN loss stops training with a clear error and earlier checkpoints stay intact", "[training][badinput]") {
+TEST_CASE("NaN loss stops training with a clear error and earlier checkpoints stay intact",
+          "[training][badinput]") {
   REQUIRE(data_present());
   TempDir dir;
   std::string out;
   const std::string cfg = tiny("softmax");
   // Two good steps with a checkpoint, then resume with an absurd learning rate.
-  REQUIRE(run_tda("train --config " + cfg + " --out " + dir.path + " --steps 2 --set train.val_every=0", &out) == 0);
+  REQUIRE(
+      run_tda("train --config " + cfg + " --out " + dir.path + " --steps 2 --set train.val_every=0",
+              &out) == 0);
   std::string ck = latest_checkpoint(dir.path);
   REQUIRE(!ck.empty());
   auto before = read_file_bytes(ck + "/model.safetensors");
-  int rc = run_tda("train --config " + cfg + " --out " + dir.path +
-                       " --resume auto --set train.val_every=0 --set optim.lr=1e38 --set optim.grad_clip=0"
-                       " --set optim.warmup_steps=0 --steps 8",
-                   &out);
+  int rc = run_tda(
+      "train --config " + cfg + " --out " + dir.path +
+          " --resume auto --set train.val_every=0 --set optim.lr=1e38 --set optim.grad_clip=0"
+          " --set optim.warmup_steps=0 --steps 8",
+      &out);
   INFO(out);
   CHECK(rc != 0);
   CHECK(out.find("training diverged") != std::string::npos);

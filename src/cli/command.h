@@ -16,7 +16,8 @@ struct Command {
 std::map<std::string, Command>& commands();
 
 struct RegisterCommand {
-  RegisterCommand(const std::string& name, const std::string& help, std::function<int(int, char**)> fn) {
+  RegisterCommand(const std::string& name, const std::string& help,
+                  std::function<int(int, char**)> fn) {
     commands()[name] = Command{help, std::move(fn)};
   }
 };

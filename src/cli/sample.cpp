@@ -17,12 +17,13 @@ int cmd_sample(int argc, char** argv) {
   opts.add_options()("checkpoint", "checkpoint directory", cxxopts::value<std::string>())(
       "prompt", "prompt text", cxxopts::value<std::string>()->default_value("\n"))(
       "tokens", "new tokens", cxxopts::value<int>()->default_value("100"))(
-      "temperature", "sampling temperature (0 = greedy)", cxxopts::value<double>()->default_value("1.0"))(
-      "top-k", "sample from the k most likely tokens (0 = all)", cxxopts::value<int>()->default_value("40"))(
-      "greedy", "greedy decoding")("seed", "RNG seed", cxxopts::value<uint64_t>()->default_value("1337"))(
+      "temperature", "sampling temperature (0 = greedy)",
+      cxxopts::value<double>()->default_value("1.0"))(
+      "top-k", "sample from the k most likely tokens (0 = all)",
+      cxxopts::value<int>()->default_value("40"))("greedy", "greedy decoding")(
+      "seed", "RNG seed", cxxopts::value<uint64_t>()->default_value("1337"))(
       "max-context", "KV-cache length in tokens, may exceed the trained length (0 = model's)",
-      cxxopts::value<int>()->default_value("0"))(
-      "h,help", "show help");
+      cxxopts::value<int>()->default_value("0"))("h,help", "show help");
   add_device_flags(opts);
   auto r = opts.parse(argc, argv);
   if (r.count("help") || !r.count("checkpoint")) {

@@ -11,8 +11,8 @@ struct Error : std::runtime_error {
 };
 
 // TDA_CHECK(cond, msg-expression): throws tda::Error(msg) when cond is false.
-#define TDA_CHECK(cond, msg)                      \
-  do {                                            \
+#define TDA_CHECK(cond, msg)                              \
+  do {                                                    \
     if (!(cond)) throw ::tda::Error(std::string() + msg); \
   } while (0)
 

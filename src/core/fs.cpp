@@ -43,7 +43,8 @@ void write_file_durable(const std::string& path, const std::string& contents) {
     ::unlink(tmp.c_str());
     throw Error(tmp + ": fsync/close failed: " + std::strerror(errno));
   }
-  TDA_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, path + ": rename failed: " + std::strerror(errno));
+  TDA_CHECK(::rename(tmp.c_str(), path.c_str()) == 0,
+            path + ": rename failed: " + std::strerror(errno));
 }
 
 void fsync_dir(const std::string& dir) {
@@ -64,7 +65,9 @@ std::vector<std::string> glob_paths(const std::string& pattern, const std::strin
   return out;  // glob(3) returns sorted paths
 }
 
-bool path_exists(const std::string& path) { return std::filesystem::exists(path); }
+bool path_exists(const std::string& path) {
+  return std::filesystem::exists(path);
+}
 
 void make_dirs(const std::string& path) {
   std::error_code ec;

@@ -55,7 +55,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
   uint64_t hlen = h.size();
   for (int i = 0; i < 8; ++i) out.push_back(char((hlen >> (8 * i)) & 0xff));
   out += h;
-  for (const auto& t : tensors) out.append(reinterpret_cast<const char*>(t.data), numel(t.shape) * 4);
+  for (const auto& t : tensors)
+    out.append(reinterpret_cast<const char*>(t.data), numel(t.shape) * 4);
   write_file_durable(path, out);
 }
 
@@ -88,7 +89,8 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, const std::string& pat
       if (it.key() == "__metadata__") {
         TDA_CHECK(it.value().is_object(), path + ": __metadata__ is not an object");
         for (auto m = it.value().begin(); m != it.value().end(); ++m) {
-          TDA_CHECK(m.value().is_string(), path + ": __metadata__ '" + m.key() + "' is not a string");
+          TDA_CHECK(m.value().is_string(),
+                    path + ": __metadata__ '" + m.key() + "' is not a string");
           metadata_[m.key()] = m.value().get<std::string>();
         }
         continue;
@@ -98,11 +100,12 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, const std::string& pat
       const json& e = it.value();
       TDA_CHECK(e.is_object(), where + ": entry is not an object");
       const json dtype = e.value("dtype", json());
-      TDA_CHECK(dtype == "F32",
-                where + " has dtype " +
-                    (dtype.is_string() ? dtype.get<std::string>()
-                                       : dtype.dump(-1, ' ', false, json::error_handler_t::replace)) +
-                    ", expected F32");
+      TDA_CHECK(
+          dtype == "F32",
+          where + " has dtype " +
+              (dtype.is_string() ? dtype.get<std::string>()
+                                 : dtype.dump(-1, ' ', false, json::error_handler_t::replace)) +
+              ", expected F32");
       const json shape = e.value("shape", json());
       const json off = e.value("data_offsets", json());
       TDA_CHECK(shape.is_array(), where + ": 'shape' is not a list");
@@ -112,9 +115,9 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, const std::string& pat
       Entry en;
       uint64_t n = 1;
       for (const auto& d : shape) {
-        TDA_CHECK(d.is_number_unsigned(), where + ": 'shape' holds " +
-                                              d.dump(-1, ' ', false, json::error_handler_t::replace) +
-                                              ", not a size");
+        TDA_CHECK(d.is_number_unsigned(),
+                  where + ": 'shape' holds " +
+                      d.dump(-1, ' ', false, json::error_handler_t::replace) + ", not a size");
         const uint64_t x = d.get<uint64_t>();
         TDA_CHECK(x <= uint64_t(INT64_MAX) && !__builtin_mul_overflow(n, x, &n),
                   where + ": 'shape' is too large");

@@ -34,7 +34,9 @@ int64_t DataLoader::samples_per_epoch() const {
   return std::accumulate(shard_samples_.begin(), shard_samples_.end(), int64_t(0));
 }
 
-void DataLoader::reset() { set_position(LoaderPosition{}); }
+void DataLoader::reset() {
+  set_position(LoaderPosition{});
+}
 
 void DataLoader::set_position(const LoaderPosition& p) {
   // A checkpoint's position indexes this file list: it must fit (data.train may have changed).

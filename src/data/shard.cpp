@@ -21,8 +21,9 @@ size_t check_header(const char* head, size_t head_bytes, size_t size, const std:
   std::memcpy(header, head, kShardHeaderBytes);
   TDA_CHECK(header[0] == kShardMagic, path + ": bad magic " + std::to_string(header[0]) +
                                           " at offset 0 (expected 20240520, an llm.c .bin shard)");
-  TDA_CHECK(header[1] == kShardVersion,
-            path + ": unsupported version " + std::to_string(header[1]) + " at offset 4 (expected 1)");
+  TDA_CHECK(
+      header[1] == kShardVersion,
+      path + ": unsupported version " + std::to_string(header[1]) + " at offset 4 (expected 1)");
   TDA_CHECK(header[2] >= 0, path + ": negative token count at offset 8");
   size_t n = size_t(header[2]);
   size_t want = kShardHeaderBytes + 2 * n;
