@@ -145,6 +145,8 @@ TEST_CASE("bad input: one-line errors and non-zero exit", "[training][badinput]"
   }
   std::string ck = latest_checkpoint(to.out_dir);
   REQUIRE(!ck.empty());
+  one_line_error("sample --checkpoint " + ck + " --tokens -5", "sample: --tokens must be >= 0");
+  one_line_error("sample --checkpoint " + ck + " --temperature -1", "--temperature must be >= 0");
   SafetensorsFile f(ck + "/model.safetensors");
   std::vector<TensorRef> keep;
   std::vector<std::vector<float>> store;

@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/device_flags.h"
+#include "core/error.h"
 #include "eval/loaded_model.h"
 #include "train/sampler.h"
 
@@ -30,6 +31,14 @@ int cmd_sample(int argc, char** argv) {
     std::cout << opts.help() << "\n";
     return r.count("help") ? 0 : 2;
   }
+  // Checked before the model loads: a negative value would otherwise be read as another mode
+  // (no tokens, greedy, the whole vocabulary, the model's context).
+  for (const char* flag : {"tokens", "top-k", "max-context"})
+    TDA_CHECK(r[flag].as<int>() >= 0, std::string("sample: --") + flag + " must be >= 0, got " +
+                                          std::to_string(r[flag].as<int>()));
+  TDA_CHECK(r["temperature"].as<double>() >= 0,
+            "sample: --temperature must be >= 0 (0: greedy), got " +
+                std::to_string(r["temperature"].as<double>()));
   // sets dex's step
   LoadedModel lm = load_model_for_eval(r["checkpoint"].as<std::string>(), device_flags(r));
   SampleOptions so;
