@@ -28,6 +28,17 @@ __global__ void operand_to_bf16_kernel(uint16_t* y, int ld, const float* x, size
     y[i] = c < D ? fa::bf16_bits(v) : uint16_t(0);
   }
 }
+
+// Where each copy starts, in bf16 elements from the first (a.saved, or the call's scratch): q, k,
+// v (q2, k2) in that order, rows of the head-dim bucket's width; kEnd: past the last.
+constexpr int kEnd = int(AttnOperand::kK2) + 1;
+size_t operand_offset(const AttnArgs& a, int which) {
+  const size_t rows = size_t(a.B) * a.H * a.T;
+  const size_t nqk = rows * size_t(fa::bucket_dqk(a.Dqk));
+  const size_t nv = rows * size_t(fa::bucket_dv(a.Dqk, a.Dv));
+  const size_t at[] = {0, nqk, 2 * nqk, 2 * nqk + nv, 3 * nqk + nv, 4 * nqk + nv};
+  return which == kEnd && !attn_two_views(a.math) ? at[int(AttnOperand::kQ2)] : at[which];
+}
 }  // namespace
 
 size_t attention_operands_scratch(const AttnArgs& a, bool with_dout) {
@@ -49,15 +60,13 @@ fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratc
             "cuda: attention: T = " + std::to_string(a.T) +
                 " is too long for the kernels' 32-bit row offsets (T x head dim < 2^31)");
   const size_t rows = size_t(a.B) * a.H * a.T;
-  // q, k, v (q2, k2) in that order, in a.saved when the kind keeps them (attention_saved_operands)
-  uint16_t* next = a.saved ? a.saved : scratch;
-  // The backward of a forward that saved them reads the forward's copies: the same bits a cast
-  // of the same q, k, v would give, with no pass.
+  // q, k, v (q2, k2), in a.saved when the kind keeps them (attention_saved_operands). The
+  // backward of a forward that saved them reads the forward's copies: the same bits a cast of
+  // the same q, k, v would give, with no pass.
   const bool cast_qkv = !(a.saved && with_dout);
-  auto take = [&](bool run, const float* x, size_t bh_stride, int D, int ld, const float* f) {
+  auto take = [&](bool run, uint16_t* y, const float* x, size_t bh_stride, int D, int ld,
+                  const float* f) {
     const size_t n = rows * size_t(ld);
-    uint16_t* y = next;
-    next += n;
     if (run)
       check(launch<operand_to_bf16_kernel>(dim3(grid_for(n, kCastThreads)), dim3(kCastThreads), 0,
                                            stream(), y, ld, x, bh_stride, a.T, D, n, f,
@@ -65,19 +74,31 @@ fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratc
             "attention operand cast to bf16");
     return static_cast<const uint16_t*>(y);
   };
+  uint16_t* base = a.saved ? a.saved : scratch;
+  auto at = [&](AttnOperand w) { return base + operand_offset(a, int(w)); };
   const size_t sqk = fa::qk_stride(a), sv = size_t(a.T) * a.Dv;
-  o.q = take(cast_qkv, a.q, sqk, a.Dqk, ldqk, a.q_scale);
-  o.k = take(cast_qkv, a.k, sqk, a.Dqk, ldqk, nullptr);
-  o.v = take(cast_qkv, a.v, sv, a.Dv, ldv, nullptr);
+  o.q = take(cast_qkv, at(AttnOperand::kQ), a.q, sqk, a.Dqk, ldqk, a.q_scale);
+  o.k = take(cast_qkv, at(AttnOperand::kK), a.k, sqk, a.Dqk, ldqk, nullptr);
+  o.v = take(cast_qkv, at(AttnOperand::kV), a.v, sv, a.Dv, ldv, nullptr);
   if (attn_two_views(a.math)) {
-    o.q2 = take(cast_qkv, a.q2, sqk, a.Dqk, ldqk, nullptr);
-    o.k2 = take(cast_qkv, a.k2, sqk, a.Dqk, ldqk, nullptr);
+    o.q2 = take(cast_qkv, at(AttnOperand::kQ2), a.q2, sqk, a.Dqk, ldqk, nullptr);
+    o.k2 = take(cast_qkv, at(AttnOperand::kK2), a.k2, sqk, a.Dqk, ldqk, nullptr);
   }
-  if (with_dout) {
-    if (a.saved) next = scratch;  // dO's copy is the backward's own
-    o.g = take(true, a.dout, sv, a.Dv, ldv, nullptr);
-  }
+  if (with_dout)  // dO's copy is the backward's own, in scratch, after q, k, v's when they are
+    o.g = take(true, a.saved ? scratch : scratch + operand_offset(a, kEnd), a.dout, sv, a.Dv, ldv,
+               nullptr);
   return o;
+}
+
+void attention_l2norm_backward_saved(float* dx, const AttnArgs& a, AttnOperand which,
+                                     const float* norm) {
+  TDA_CHECK(a.saved && which != AttnOperand::kV && (attn_two_views(a.math) || int(which) < 2),
+            "cuda: l2norm_backward_saved: no such copy of q or k in AttnArgs::saved");
+  TDA_CHECK(fa::qk_stride(a) == size_t(a.T) * a.Dqk,
+            "cuda: l2norm_backward_saved: q and k in the compact layout only");
+  const uint16_t* copy = a.saved + operand_offset(a, int(which));
+  const auto* xhat = reinterpret_cast<const __nv_bfloat16*>(copy);
+  l2norm_backward(dx, xhat, fa::bucket_dqk(a.Dqk), norm, size_t(a.B) * a.H * a.T, a.Dqk);
 }
 
 }  // namespace tda::cuda

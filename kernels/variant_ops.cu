@@ -2,7 +2,7 @@
 // src/backend/cpu/variant_ops.cpp; backend/ops.h documents each op. Row ops run one warp per
 // row; reductions over tokens run in a fixed order (warp butterflies, per-chunk partials summed
 // in order), never with float atomics, so results are deterministic.
-//   l2norm:       x~ = x / max(|x|, 1e-12);  dx = (dx~ - x~ (x~.dx~)) / |x|
+//   l2norm:       x~ = x / max(|x|, 1e-12);  dx = (dx~ - x~ (x~.dx~)) / |x|  (x~ fp32 or bf16)
 //   head_row_sum: dst[h] += scale sum_{b,t} w[t] x[(b H + h) T + t]   (double accumulation, two
 //                 passes over many blocks: fixed chunks of (b, t) items, then the chunks in order)
 //   threshold_tau: tau_i = max(beta, 0) c_i (or [beta > 0] c_i), c_i = sqrt(2 log+((i+1)/kappa)/d)
@@ -42,30 +42,41 @@ __global__ void l2norm_forward_kernel(float* x, float* norm, size_t N, int D) {
   if (lane == 0) norm[n] = nrm;
 }
 
-__global__ void l2norm_backward_kernel(float* dx, const float* xhat, const float* norm, size_t N,
-                                       int D) {
+__device__ inline float as_float(float x) {
+  return x;
+}
+__device__ inline float as_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+// x~ as X (float, or bf16: an attention operand copy), rows ld elements apart; dx rows of D.
+template <class X>
+__global__ void l2norm_backward_kernel(float* dx, const X* xhat, int ld, const float* norm,
+                                       size_t N, int D) {
   const int lane = threadIdx.x % kWarp;
   const size_t n = size_t(warp_row());
   if (n >= N) return;
   float* g = dx + n * D;
-  const float* xh = xhat + n * D;
+  const X* xh = xhat + n * ld;
   if (norm[n] > 1e-12f) {
     float p = 0.f;
-    for (int d = lane; d < D; d += kWarp) p += xh[d] * g[d];
+    for (int d = lane; d < D; d += kWarp) p += as_float(xh[d]) * g[d];
     p = warp_sum(p);  // every lane has it before any lane writes g
     const float inv = 1.f / norm[n];
-    for (int d = lane; d < D; d += kWarp) g[d] = (g[d] - xh[d] * p) * inv;
+    for (int d = lane; d < D; d += kWarp) g[d] = (g[d] - as_float(xh[d]) * p) * inv;
   } else {
     for (int d = lane; d < D; d += kWarp) g[d] *= 1e12f;  // the clamp is active: linear
   }
 }
 
-__global__ void row_dot_kernel(float* out, const float* a, const float* b, size_t N, int D) {
+// a as X (float, or bf16: ssmax's stored q), both N rows of D.
+template <class X>
+__global__ void row_dot_kernel(float* out, const X* a, const float* b, size_t N, int D) {
   const int lane = threadIdx.x % kWarp;
   const size_t n = size_t(warp_row());
   if (n >= N) return;
   float s = 0.f;
-  for (int d = lane; d < D; d += kWarp) s += a[n * D + d] * b[n * D + d];
+  for (int d = lane; d < D; d += kWarp) s += as_float(a[n * D + d]) * b[n * D + d];
   s = warp_sum(s);
   if (lane == 0) out[n] = s;
 }
@@ -260,6 +271,22 @@ __global__ void rela_norm_dparam_partial_kernel(float* partial, const float* dy,
 int chunks_of(int N, int chunk_rows) {
   return (N + chunk_rows - 1) / chunk_rows;
 }
+
+template <class X>
+void l2norm_backward_rows(float* dx, const X* xhat, int ld, const float* norm, size_t N, int D) {
+  if (N == 0) return;
+  check(launch<l2norm_backward_kernel<X>>(dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0,
+                                          stream(), dx, xhat, ld, norm, N, D),
+        "l2norm_backward");
+}
+
+template <class X>
+void row_dot_rows(float* out, const X* a, const float* b, size_t N, int D) {
+  if (N == 0) return;
+  check(launch<row_dot_kernel<X>>(dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0, stream(),
+                                  out, a, b, N, D),
+        "row_dot");
+}
 }  // namespace
 
 void l2norm_forward(float* x, float* norm, size_t N, int D) {
@@ -270,17 +297,20 @@ void l2norm_forward(float* x, float* norm, size_t N, int D) {
 }
 
 void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D) {
-  if (N == 0) return;
-  check(launch<l2norm_backward_kernel>(dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0,
-                                       stream(), dx, xhat, norm, N, D),
-        "l2norm_backward");
+  l2norm_backward_rows(dx, xhat, D, norm, N, D);
+}
+
+void l2norm_backward(float* dx, const __nv_bfloat16* xhat, int ld, const float* norm, size_t N,
+                     int D) {
+  l2norm_backward_rows(dx, xhat, ld, norm, N, D);
 }
 
 void row_dot(float* out, const float* a, const float* b, size_t N, int D) {
-  if (N == 0) return;
-  check(launch<row_dot_kernel>(dim3(row_blocks(N)), dim3(kRowsPerBlock * kWarp), 0, stream(), out,
-                               a, b, N, D),
-        "row_dot");
+  row_dot_rows(out, a, b, N, D);
+}
+
+void row_dot(float* out, const __nv_bfloat16* a, const float* b, size_t N, int D) {
+  row_dot_rows(out, a, b, N, D);
 }
 
 size_t head_row_sum_scratch(int B, int H, int T, int items_per_block) {

@@ -14,8 +14,8 @@ the norm outputs, attention output and MLP activations and the residual and MLP 
 stored in bf16, weights from one copy, cublasGemmEx fp32 out except c_fc's bf16
 pre-activation), kernels/*.cu (traffic per kernel). The attention kernels read bf16 copies of
 q, k, v and dO, made by one cast pass per operand and call (kernels/attention_operands.cu);
-under bf16 the backward of softmax and entmax reuses the forward's (AttnArgs::saved), tda's
-casts its own.
+under bf16 the backward reuses the forward's (AttnArgs::saved); tda's L2 norms' backward then
+reads x~ from those copies too (Bf16Matmuls::l2norm_backward_saved).
 Bytes are compulsory: every tensor a call touches, read or written once (a read-modify-write
 counts twice). Attention rows also give the upper bound where every streamed 64-row K/V (or
 Q/dO) tile is re-read from DRAM per block, with no L2 reuse.
@@ -136,11 +136,11 @@ def micro_rows(a, dtype):
     # --- attention glue (softmax.cpp / common.cpp, tda.cpp) and kernels (attention_*.cu)
     # The kernels' operands: one cast per fp32 operand and call (read 4 bytes, write 2): q, k, v
     # (tda: q1, k1, q2, k2, v) in the forward; dO and, unless the forward's copies are kept
-    # (bf16, every kind but tda here), q, k, v again in the backward.
+    # (bf16), q, k, v again in the backward.
     nops = 5 if tda else 3
     add("cast attention operands to bf16 (q, k, v)", "fwd", nops * L, 0, NC * 6)
-    add("cast attention operands to bf16 (dO" + (")" if bf and not tda else ", q, k, v)"), "bwd",
-        (1 if bf and not tda else 1 + nops) * L, 0, NC * 6)
+    add("cast attention operands to bf16 (dO" + (")" if bf else ", q, k, v)"), "bwd",
+        (1 if bf else 1 + nops) * L, 0, NC * 6)
     b2 = 2  # bf16 bytes: the kernels read those copies
     nqk = 4 if tda else 2
     add("rope_forward", "fwd", nqk * L, 3 * NC, (2 * NC + T * D) * f4)
@@ -185,7 +185,8 @@ def micro_rows(a, dtype):
     else:
         live = 1.0 - a.skip  # a skipped tile pays only its two score products in every kernel
         add("l2norm_forward (q1 k1 q2 k2)", "fwd", 4 * L, 3 * NC, (2 * NC + nr) * f4)
-        add("l2norm_backward", "bwd", 4 * L, 4 * NC, (3 * NC + nr) * f4)
+        # dx in place; x~ from the kernels' bf16 copies under bf16 (l2norm_backward_saved)
+        add("l2norm_backward", "bwd", 4 * L, 4 * NC, (2 * NC + nr) * f4 + NC * (2 if bf else f4))
         rms("(head, NH x D)", (L, L), nr, D)
         add("zero (dom)", "bwd", L, 0, NC * f4)
         # two passes (kernels/variant_ops.cu): chunks of >= 4096 rows, then the chunks in double

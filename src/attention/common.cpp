@@ -53,10 +53,20 @@ size_t saved_operand_floats(const Bf16Matmuls& by, AttnMath m, int B, int H, int
 
 void qkv_in_scratch(const AttnContext& c, const std::string& kind, size_t n, float** q, float** k,
                     float** v) {
-  TDA_CHECK(c.scratch, kind + ": the forward needs AttnContext::scratch (dtype bf16)");
-  *q = c.scratch;
+  *q = forward_scratch(c, kind);
   *k = *q + slot_padded(n);
   *v = *k + slot_padded(n);
+}
+
+float* forward_scratch(const AttnContext& c, const std::string& kind) {
+  TDA_CHECK(c.scratch, kind + ": the forward needs AttnContext::scratch (dtype bf16)");
+  return c.scratch;
+}
+
+Bf16Matmuls& saved_operands_of(const AttnContext& c, const std::string& kind) {
+  Bf16Matmuls* b = c.ops.bf16_matmuls();
+  TDA_CHECK(b, kind + ": its saved bf16 operand copies need a backend with bf16 matmuls");
+  return *b;
 }
 
 }  // namespace attn_util

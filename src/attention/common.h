@@ -41,6 +41,11 @@ size_t saved_operand_floats(const Bf16Matmuls& by, AttnMath m, int B, int H, int
 // backward's scratch, free until then (AttnContext::scratch; an error naming `kind` if unset).
 void qkv_in_scratch(const AttnContext& c, const std::string& kind, size_t n, float** q, float** k,
                     float** v);
+// That scratch itself, for a kind that carves its own operands there (tda).
+float* forward_scratch(const AttnContext& c, const std::string& kind);
+// The backend's capability, for a backward that reads the copies beyond the kernel (tra and tda's
+// L2 norms: Bf16Matmuls::l2norm_backward_saved); an error naming `kind` if it has none.
+Bf16Matmuls& saved_operands_of(const AttnContext& c, const std::string& kind);
 
 // HeadRMSNorm after the kernel (tra, tda, the Diff kinds): o (B, H, T, Dv) merged into y
 // (B*T, H Dv), each (token, head) row of Dv normalised in place with gamma (Dv); rstd (B*T*H)

@@ -9,6 +9,9 @@
 // dlambda = -sum_ij e_ij a2_ij passes only for 0 <= lambda <= 1 (torch.clamp semantics).
 // lambda_c and that gate are computed on the device (Ops::clamp_affine) and read by the kernels
 // there: no host read of lambda.
+// Under dtype bf16 (save_bf16_operands) the layer keeps the kernel's bf16 copies of q~1, k~1, q~2,
+// k~2 and v instead of fp32 ones, computed in the backward's scratch, and the L2 norms' backward
+// reads x~ from the copies (Bf16Matmuls::l2norm_backward_saved: x~ rounded, as the scores used it).
 //
 // attention.tda_heads "halved" is the parameter-matched variant, built as the Differential
 // Transformer matches softmax: H/2 heads, each with two q/k views of d (the threshold keeps its
@@ -19,6 +22,7 @@
 
 #include "attention/common.h"
 #include "attention/registry.h"
+#include "backend/mixed_precision.h"
 #include "core/error.h"
 
 namespace tda {
@@ -62,13 +66,23 @@ class TdaAttention final : public AttentionVariant {
     return p;
   }
   size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
-  size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
+  size_t scratch_floats(int B, int T) const override {
+    return std::max(slot_floats(grad_slots(B, T)), slot_floats(operand_slots(B, T)));
+  }
+  bool save_bf16_operands(const Bf16Matmuls& b) override {
+    saved_by_ = &b;
+    return true;
+  }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    const Act s = carve(act_slots(c.B, c.T), act);
+    Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     const size_t nr = size_t(c.B) * H_ * c.T;
+    if (saved_by_) {  // q, k, v for this call only: the kernel keeps their bf16 copies
+      const Act o = carve(operand_slots(c.B, c.T), forward_scratch(c, kind()));
+      s.q1 = o.q1, s.k1 = o.k1, s.q2 = o.q2, s.k2 = o.k2, s.v = o.v;
+    }
     float* qk[4] = {s.q1, s.k1, s.q2, s.k2};
     float* nrm[4] = {s.q1n, s.k1n, s.q2n, s.k2n};
     for (int t = 0; t < 4; ++t) {
@@ -111,8 +125,13 @@ class TdaAttention final : public AttentionVariant {
     }
     const float* qk[4] = {s.q1, s.k1, s.q2, s.k2};
     const float* nrm[4] = {s.q1n, s.k1n, s.q2n, s.k2n};
+    const AttnOperand copy[4] = {AttnOperand::kQ, AttnOperand::kK, AttnOperand::kQ2,
+                                 AttnOperand::kK2};
     for (int t = 0; t < 4; ++t) {
-      c.ops.l2norm_backward(dqk[t], qk[t], nrm[t], nr, D_);
+      if (saved_by_)  // x~ from the kernel's copy
+        saved_operands_of(c, kind()).l2norm_backward_saved(dqk[t], a, copy[t], nrm[t]);
+      else
+        c.ops.l2norm_backward(dqk[t], qk[t], nrm[t], nr, D_);
       c.ops.rope_backward(dproj, dqk[t], W, t * Cq_, c.cos, c.sin, c.B, c.T, H_, D_, c.pos0,
                           nullptr, 0);
     }
@@ -122,14 +141,30 @@ class TdaAttention final : public AttentionVariant {
  private:
   struct Act {
     float *q1, *k1, *q2, *k2, *v, *o, *q1n, *k1n, *q2n, *k2n, *rstd, *tau;
-    float* lam;  // {lambda_c, gate}
+    float* lam;    // {lambda_c, gate}
+    float* saved;  // q~1, k~1, q~2, k~2, v's bf16 copies instead (save_bf16_operands)
   };
   SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_, nq = size_t(B) * T * Cq_, nr = size_t(B) * H_ * T;
+    if (saved_by_)
+      return {{&Act::o, n},
+              {&Act::q1n, nr},
+              {&Act::k1n, nr},
+              {&Act::q2n, nr},
+              {&Act::k2n, nr},
+              {&Act::rstd, nr},
+              {&Act::tau, size_t(T)},
+              {&Act::lam, 2},
+              {&Act::saved, saved_operand_floats(*saved_by_, math(), B, H_, T, D_, Dv_)}};
     return {{&Act::q1, nq},  {&Act::k1, nq},  {&Act::q2, nq},   {&Act::k2, nq},
             {&Act::v, n},    {&Act::o, n},    {&Act::q1n, nr},  {&Act::k1n, nr},
             {&Act::q2n, nr}, {&Act::k2n, nr}, {&Act::rstd, nr}, {&Act::tau, size_t(T)},
             {&Act::lam, 2}};
+  }
+  // Where the forward computes q1, k1, q2, k2, v under save_bf16_operands (forward_scratch).
+  SlotTable<Act> operand_slots(int B, int T) const {
+    const size_t n = size_t(B) * T * C_, nq = size_t(B) * T * Cq_;
+    return {{&Act::q1, nq}, {&Act::k1, nq}, {&Act::q2, nq}, {&Act::k2, nq}, {&Act::v, n}};
   }
   struct Grads {
     float *om, *dom, *g, *dv, *dq, *dk, *dq2, *dk2, *dtau, *dlam, *cc, *dl_sum;
@@ -155,6 +190,7 @@ class TdaAttention final : public AttentionVariant {
     a.tau = s.tau;
     a.power = cfg_.power;
     a.lambda = s.lam;  // lambda_c = clamp(lambda, 0, 1), on the device
+    a.saved = reinterpret_cast<uint16_t*>(s.saved);
     return a;
   }
   int C_, H_, D_, Dv_, Cq_;  // H_ heads of q/k dim D_ and value dim Dv_; Cq_ = H_ D_ per q/k
@@ -163,6 +199,7 @@ class TdaAttention final : public AttentionVariant {
   }
   ThresholdOptions cfg_;
   double lambda_init_;
+  const Bf16Matmuls* saved_by_ = nullptr;  // set: q~, k~, v saved as the kernel's bf16 copies
 };
 
 // TRA's options, and the weight of view 2 and the head layout.

@@ -4,12 +4,16 @@
 //   a_ij = max(s_ij - tau_i, 0)^p;  o_i = sum_j a_ij v_j;  y_i = HeadRMSNorm_d(o_i; gamma, eps)
 // c_attn rows: [q (C) | k (C) | v (C)]. Parameters: beta (1, learnable unless learn_beta is
 // false; ASSUMED per layer), gamma (d, shared by the heads; ASSUMED).
-// Saved: q~, k~, v, o (B,H,T,D), |q|, |k| (B,H,T), the norm's rstd (B*T*H), tau (T).
+// Saved: q~, k~, v, o (B,H,T,D), |q|, |k| (B,H,T), the norm's rstd (B*T*H), tau (T). Under dtype
+// bf16 (save_bf16_operands) q~, k~, v are the kernel's bf16 copies instead, and the L2 norms'
+// backward reads x~ from them (Bf16Matmuls::l2norm_backward_saved): x~ rounded to bf16, the
+// operand the scores were computed from, where the fp32 path has x~ itself.
 #include <algorithm>
 #include <cmath>
 
 #include "attention/common.h"
 #include "attention/registry.h"
+#include "backend/mixed_precision.h"
 
 namespace tda {
 
@@ -38,12 +42,17 @@ class TraAttention final : public AttentionVariant {
   }
   size_t act_floats(int B, int T) const override { return slot_floats(act_slots(B, T)); }
   size_t scratch_floats(int B, int T) const override { return slot_floats(grad_slots(B, T)); }
+  bool save_bf16_operands(const Bf16Matmuls& b) override {
+    saved_by_ = &b;
+    return true;
+  }
 
   void forward(const AttnContext& c, const float* proj, float* y, float* act,
                const std::vector<float*>& extra) override {
-    const Act s = carve(act_slots(c.B, c.T), act);
+    Act s = carve(act_slots(c.B, c.T), act);
     const int W = proj_width();
     const size_t nr = size_t(c.B) * H_ * c.T;
+    if (saved_by_) qkv_in_scratch(c, kind(), size_t(c.B) * c.T * C_, &s.q, &s.k, &s.v);
     rope_qkv_forward(c, proj, W, H_, D_, s.q, s.k, s.v);
     c.ops.l2norm_forward(s.q, s.qn, nr, D_);  // RoPE preserves norms: normalise after it
     c.ops.l2norm_forward(s.k, s.kn, nr, D_);
@@ -70,17 +79,31 @@ class TraAttention final : public AttentionVariant {
       c.ops.threshold_tau(g.cc, beta(extra), 0.f, true, c.T, cfg_.kappa, D_);
       c.ops.head_row_sum(dextra[0], g.dtau, g.cc, 1.f, c.B * H_, 1, c.T);
     }
-    c.ops.l2norm_backward(g.dq, s.q, s.qn, nr, D_);
-    c.ops.l2norm_backward(g.dk, s.k, s.kn, nr, D_);
+    if (saved_by_) {  // x~ from the kernel's copies
+      Bf16Matmuls& b = saved_operands_of(c, kind());
+      b.l2norm_backward_saved(g.dq, a, AttnOperand::kQ, s.qn);
+      b.l2norm_backward_saved(g.dk, a, AttnOperand::kK, s.kn);
+    } else {
+      c.ops.l2norm_backward(g.dq, s.q, s.qn, nr, D_);
+      c.ops.l2norm_backward(g.dk, s.k, s.kn, nr, D_);
+    }
     rope_qkv_backward(c, dproj, W, H_, D_, g.dq, g.dk, g.dv);
   }
 
  private:
   struct Act {
     float *q, *k, *v, *o, *qn, *kn, *rstd, *tau;  // qn, kn: |q|, |k| per row; tau (T)
+    float* saved;  // q~, k~, v's bf16 copies instead (save_bf16_operands)
   };
   SlotTable<Act> act_slots(int B, int T) const {
     const size_t n = size_t(B) * T * C_, nr = size_t(B) * H_ * T;
+    if (saved_by_)
+      return {{&Act::o, n},
+              {&Act::qn, nr},
+              {&Act::kn, nr},
+              {&Act::rstd, nr},
+              {&Act::tau, size_t(T)},
+              {&Act::saved, saved_operand_floats(*saved_by_, math(), B, H_, T, D_, D_)}};
     return {{&Act::q, n},   {&Act::k, n},   {&Act::v, n},     {&Act::o, n},
             {&Act::qn, nr}, {&Act::kn, nr}, {&Act::rstd, nr}, {&Act::tau, size_t(T)}};
   }
@@ -107,10 +130,12 @@ class TraAttention final : public AttentionVariant {
     a.out = s.o;
     a.tau = s.tau;
     a.power = cfg_.power;
+    a.saved = reinterpret_cast<uint16_t*>(s.saved);
     return a;
   }
   int C_, H_, D_;
   ThresholdOptions cfg_;
+  const Bf16Matmuls* saved_by_ = nullptr;  // set: q~, k~, v saved as the kernel's bf16 copies
 };
 
 }  // namespace

@@ -32,6 +32,8 @@
 namespace tda {
 
 struct AttnArgs;
+// The attention kernels' bf16 operand copies, in their order in AttnArgs::saved.
+enum class AttnOperand { kQ, kK, kV, kQ2, kK2 };
 
 class Bf16Matmuls {
  public:
@@ -77,6 +79,15 @@ class Bf16Matmuls {
   // fp32 q, k, v (under dtype bf16, every kind whose backward reads q, k, v only through the
   // kernel: AttentionVariant::save_bf16_operands); the backward then casts only dO.
   virtual size_t attention_saved_operands(const AttnArgs& a) const = 0;
+  // Ops::l2norm_backward (dx = (dx~ - x~ (x~.dx~)) / |x|, in place, a.B a.H a.T rows of a.Dqk)
+  // with x~ read from its copy in a.saved (which: q, k, q2 or k2, as the forward of a cast
+  // them) instead of fp32: what lets tra and tda keep the copies alone. x~ is the rounded one,
+  // the operand the kernel's scores used (a relative 2^-9 per element against the fp32 x~).
+  virtual void l2norm_backward_saved(float* dx, const AttnArgs& a, AttnOperand which,
+                                     const float* norm) = 0;
+  // Ops::row_dot (out[n] = a_n . b_n, N rows of D) with a stored in bf16: ssmax's unscaled q,
+  // kept for its scalar gradients beside the kernel's copy of the scaled one.
+  virtual void row_dot_bf16(float* out, const uint16_t* a, const float* b, size_t N, int D) = 0;
 };
 
 }  // namespace tda

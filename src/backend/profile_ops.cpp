@@ -151,6 +151,15 @@ class ProfileOps::TimedBf16 final : public Bf16Matmuls {
   size_t attention_saved_operands(const AttnArgs& a) const override {
     return in_.attention_saved_operands(a);
   }
+  void l2norm_backward_saved(float* dx, const AttnArgs& a, AttnOperand which,
+                             const float* norm) override {
+    Timer timer(&owner_, "l2norm_backward_saved");
+    in_.l2norm_backward_saved(dx, a, which, norm);
+  }
+  void row_dot_bf16(float* out, const uint16_t* a, const float* b, size_t N, int D) override {
+    Timer timer(&owner_, "row_dot_bf16");
+    in_.row_dot_bf16(out, a, b, N, D);
+  }
 
  private:
   ProfileOps& owner_;

@@ -88,8 +88,8 @@ void CudaOps::matmul_backward_ep(float* dx, float* dW, const float* dy, const fl
   float* aux = const_cast<float*>(pre);
   if (bf16_) {
     const auto* xb = dW ? bf16(bf16_operand(x, size_t(N) * C, 2)) : nullptr;
-    backward_bf16(dx, dW, bf16(bf16_operand(dy, size_t(N) * OC, 0)), xb, W, N, C, OC,
-                  accumulate_dx, ep, aux);
+    backward_bf16(dx, dW, bf16(bf16_operand(dy, size_t(N) * OC, 0)), xb, W, N, C, OC, accumulate_dx,
+                  ep, aux);
     return;
   }
   if (dx) cuda::gemm(false, false, N, C, OC, 1.0f, dy, OC, W, C, beta_dx, dx, C, ep, aux, C);
@@ -97,9 +97,9 @@ void CudaOps::matmul_backward_ep(float* dx, float* dW, const float* dy, const fl
 }
 
 // The bf16 form of matmul_backward_ep, dy and x already in bf16.
-void CudaOps::backward_bf16(float* dx, float* dW, const __nv_bfloat16* dyb,
-                            const __nv_bfloat16* xb, const float* W, int N, int C, int OC,
-                            bool accumulate_dx, cuda::Epilogue ep, float* aux) {
+void CudaOps::backward_bf16(float* dx, float* dW, const __nv_bfloat16* dyb, const __nv_bfloat16* xb,
+                            const float* W, int N, int C, int OC, bool accumulate_dx,
+                            cuda::Epilogue ep, float* aux) {
   if (dx) {
     const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
     cuda::gemm(false, false, N, C, OC, 1.0f, dyb, OC, Wb, C, accumulate_dx ? 1.0f : 0.0f, dx, C, ep,
@@ -265,10 +265,10 @@ void CudaOps::lm_head_logits(float* logits, const float* x, const float* W, int 
 }
 
 void CudaOps::attention_forward(const AttnArgs& a) {
-  uint16_t* ops = a.saved ? nullptr  // the copies go to a.saved
-                          : cuda::scratch(hscratch_, hscratch_n_,
-                                          cuda::attention_operands_scratch(a, false),
-                                          "attention operands (bf16 q, k, v, dO)");
+  uint16_t* ops =
+      a.saved ? nullptr  // the copies go to a.saved
+              : cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, false),
+                              "attention operands (bf16 q, k, v, dO)");
   cuda::attention_forward(a, ops);
 }
 
@@ -276,6 +276,15 @@ size_t CudaOps::attention_saved_operands(const AttnArgs& a) const {
   AttnArgs unsaved = a;
   unsaved.saved = nullptr;
   return cuda::attention_operands_scratch(unsaved, false);
+}
+
+void CudaOps::l2norm_backward_saved(float* dx, const AttnArgs& a, AttnOperand which,
+                                    const float* norm) {
+  cuda::attention_l2norm_backward_saved(dx, a, which, norm);
+}
+
+void CudaOps::row_dot_bf16(float* out, const uint16_t* a, const float* b, size_t N, int D) {
+  cuda::row_dot(out, bf16_bits(a), b, N, D);
 }
 
 void CudaOps::attention_backward(const AttnArgs& a) {

@@ -66,7 +66,11 @@ void merge_heads(float* x, const float* in, int row, int col0, int B, int T, int
 // Attention variants' pre/post pieces (kernels/variant_ops.cu; ops.h documents them).
 void l2norm_forward(float* x, float* norm, size_t N, int D);
 void l2norm_backward(float* dx, const float* xhat, const float* norm, size_t N, int D);
+// The same with x~ in bf16, its rows ld elements apart (an attention operand copy).
+void l2norm_backward(float* dx, const __nv_bfloat16* xhat, int ld, const float* norm, size_t N,
+                     int D);
 void row_dot(float* out, const float* a, const float* b, size_t N, int D);
+void row_dot(float* out, const __nv_bfloat16* a, const float* b, size_t N, int D);
 // head_row_sum over many blocks: chunks of >= items_per_block (b, t) items per head, then the
 // chunks in order; scratch: head_row_sum_scratch() doubles. Tests pass a small items_per_block.
 constexpr int kHeadRowSumItems = 4096;
@@ -130,6 +134,9 @@ void column_sum(float* out, const float* in, int rows, int C, size_t ld, float* 
 // and the backward's scratch holds dO's alone. Backward `scratch`: attention_backward_scratch(a)
 // floats.
 size_t attention_operands_scratch(const AttnArgs& a, bool with_dout);
+// Bf16Matmuls::l2norm_backward_saved: l2norm_backward on the copy `which` in a.saved.
+void attention_l2norm_backward_saved(float* dx, const AttnArgs& a, AttnOperand which,
+                                     const float* norm);
 void attention_forward(const AttnArgs& a, uint16_t* operands);
 size_t attention_backward_scratch(const AttnArgs& a);
 // drop_term: the negative control of cpu_attention_backward (cpu_ops.h); tests only.
@@ -198,6 +205,9 @@ class CudaOps final : public Ops, public Bf16Matmuls {
                                   const uint16_t* x, const float* W, const uint16_t* pre, int N,
                                   int C, int OC) override;
   size_t attention_saved_operands(const AttnArgs& a) const override;
+  void l2norm_backward_saved(float* dx, const AttnArgs& a, AttnOperand which,
+                             const float* norm) override;
+  void row_dot_bf16(float* out, const uint16_t* a, const float* b, size_t N, int D) override;
 
  private:
   // A bf16 view of x (n floats): the master copy if x lies in the master buffer, else x cast
