@@ -208,6 +208,8 @@ TEST_CASE("cuda variants: saving bf16 operand copies leaves every result bit-ide
       if (check_saving(kind, 128, 2, T) && T == 130) saving.push_back(kind);
   // parameter-matched TDA: values of 2d, the (64, 128) bucket, so v's copy has wider rows
   if (test_kind("tda")) CHECK(check_saving("tda", 256, 4, 45, {{"tda_heads", "halved"}}));
+  if (test_kind("tda"))
+    CHECK(check_saving("tda", 128, 2, 45, {{"learn_beta", false}, {"power", 1}}));
   if (test_kind("ssmax")) CHECK(check_saving("ssmax", 128, 2, 45, {{"ssmax_bias", true}}));
   // every built-in kind does (a kind added in its own file may keep fp32 q, k, v: it opts in)
   INFO("saving: " << json(saving).dump());
