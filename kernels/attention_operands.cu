@@ -30,26 +30,29 @@ __global__ void operand_to_bf16_kernel(uint16_t* y, int ld, const float* x, size
 }
 
 // Where each copy starts, in bf16 elements from the first (a.saved, or the call's scratch): q, k,
-// v (q2, k2) in that order, rows of the head-dim bucket's width; kEnd: past the last.
-constexpr int kEnd = int(AttnOperand::kK2) + 1;
-size_t operand_offset(const AttnArgs& a, int which) {
+// v (q2, k2) in that order, rows of the head-dim bucket's width. operands_end: past the last.
+size_t operand_offset(const AttnArgs& a, AttnOperand which) {
   const size_t rows = size_t(a.B) * a.H * a.T;
   const size_t nqk = rows * size_t(fa::bucket_dqk(a.Dqk));
   const size_t nv = rows * size_t(fa::bucket_dv(a.Dqk, a.Dv));
-  const size_t at[] = {0, nqk, 2 * nqk, 2 * nqk + nv, 3 * nqk + nv, 4 * nqk + nv};
-  return which == kEnd && !attn_two_views(a.math) ? at[int(AttnOperand::kQ2)] : at[which];
+  const size_t at[] = {0, nqk, 2 * nqk, 2 * nqk + nv, 3 * nqk + nv};
+  return at[int(which)];
+}
+size_t operands_end(const AttnArgs& a) {
+  const size_t rows = size_t(a.B) * a.H * a.T;
+  const size_t views = attn_two_views(a.math) ? 2 : 1;
+  return rows * (2 * views * size_t(fa::bucket_dqk(a.Dqk)) + size_t(fa::bucket_dv(a.Dqk, a.Dv)));
 }
 }  // namespace
 
 size_t attention_operands_scratch(const AttnArgs& a, bool with_dout) {
-  const size_t rows = size_t(a.B) * a.H * a.T;
-  const size_t qk = (attn_two_views(a.math) ? 4 : 2) * size_t(fa::bucket_dqk(a.Dqk));
   const size_t ldv = size_t(fa::bucket_dv(a.Dqk, a.Dv));
+  const size_t dout = with_dout ? size_t(a.B) * a.H * a.T * ldv : 0;
   // + a tile of padding: load_tile_async's zero-filled copies still address up to kTile - 1 rows
   // past the last matrix
   const size_t pad = size_t(fa::kTile) * std::max(size_t(fa::bucket_dqk(a.Dqk)), ldv) + 128;
-  if (a.saved) return with_dout ? rows * ldv + pad : 0;  // q, k, v's copies live in a.saved
-  return rows * (qk + (with_dout ? 2 : 1) * ldv) + pad;
+  if (a.saved) return with_dout ? dout + pad : 0;  // q, k, v's copies live in a.saved
+  return operands_end(a) + dout + pad;
 }
 
 fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratch, bool with_dout) {
@@ -75,7 +78,7 @@ fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratc
     return static_cast<const uint16_t*>(y);
   };
   uint16_t* base = a.saved ? a.saved : scratch;
-  auto at = [&](AttnOperand w) { return base + operand_offset(a, int(w)); };
+  auto at = [&](AttnOperand w) { return base + operand_offset(a, w); };
   const size_t sqk = fa::qk_stride(a), sv = size_t(a.T) * a.Dv;
   o.q = take(cast_qkv, at(AttnOperand::kQ), a.q, sqk, a.Dqk, ldqk, a.q_scale);
   o.k = take(cast_qkv, at(AttnOperand::kK), a.k, sqk, a.Dqk, ldqk, nullptr);
@@ -85,7 +88,7 @@ fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratc
     o.k2 = take(cast_qkv, at(AttnOperand::kK2), a.k2, sqk, a.Dqk, ldqk, nullptr);
   }
   if (with_dout)  // dO's copy is the backward's own, in scratch, after q, k, v's when they are
-    o.g = take(true, a.saved ? scratch : scratch + operand_offset(a, kEnd), a.dout, sv, a.Dv, ldv,
+    o.g = take(true, a.saved ? scratch : scratch + operands_end(a), a.dout, sv, a.Dv, ldv,
                nullptr);
   return o;
 }
@@ -96,7 +99,7 @@ void attention_l2norm_backward_saved(float* dx, const AttnArgs& a, AttnOperand w
             "cuda: l2norm_backward_saved: no such copy of q or k in AttnArgs::saved");
   TDA_CHECK(fa::qk_stride(a) == size_t(a.T) * a.Dqk,
             "cuda: l2norm_backward_saved: q and k in the compact layout only");
-  const uint16_t* copy = a.saved + operand_offset(a, int(which));
+  const uint16_t* copy = a.saved + operand_offset(a, which);
   const auto* xhat = reinterpret_cast<const __nv_bfloat16*>(copy);
   l2norm_backward(dx, xhat, fa::bucket_dqk(a.Dqk), norm, size_t(a.B) * a.H * a.T, a.Dqk);
 }
