@@ -47,6 +47,7 @@ link_tda() {
   cmake --build "$BUILD_DIR/cmake" -j"${JOBS:-2}" --target tda >>"$BUILD_DIR/cmake.log" 2>&1 ||
     { tail -50 "$BUILD_DIR/cmake.log" >&2; exit 1; }
   cp "$BUILD_DIR/cmake/tda" "$BUILD_DIR/tda"
+  grep -h "tda: cuDNN attention" "$BUILD_DIR/cmake.log" | sed 's/^-- /[build_cuda] /' || true
   echo "[build_cuda] ok: $BUILD_DIR/tda (links $(ldd "$BUILD_DIR/tda" | grep -oE 'lib(cudart|cublas|nccl)[^ ]*' | sort -u | tr '\n' ' '))"
 }
 if [ "${LINK_ONLY:-0}" = 1 ]; then

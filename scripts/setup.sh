@@ -33,6 +33,10 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check 'tiktoken>=0.5' 'safetensors>=0.4' \
   'rouge-score==0.1.2' 'transformers>=4.40,<4.45'
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps 'entmax>=1.1'
+# cuDNN's header-only C++ frontend (include/cudnn_frontend*.h, ~12 MB), for the GPU build's cuDNN
+# attention (CMakeLists.txt finds it in .venv; docs/cuda.md). --no-deps: its Python side pulls
+# CUTLASS's DSL and TVM, which the headers do not need.
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps 'nvidia-cudnn-frontend>=1.13'
 # cuobjdump and the nvdisasm it runs (10 MB; the toolkit under /usr/local/cuda may lack them):
 # scripts/bench/sass_tiles.py reads the attention kernels' SASS with them (docs/perf.md).
 .venv/bin/python -m pip install -q --disable-pip-version-check 'nvidia-cuda-cuobjdump>=13.0' \

@@ -71,7 +71,7 @@ TEST_CASE("attention options: a kind reads exactly the options it declares", "[a
     }
     json others = json::object(), mine = json::object();
     for (auto it = defaults.begin(); it != defaults.end(); ++it) {
-      if (it.key() == "kind") continue;
+      if (it.key() == "kind" || it.key() == "impl") continue;  // not options of a kind
       const bool is_mine = std::find(declared.begin(), declared.end(), it.key()) != declared.end();
       (is_mine ? mine : others)[it.key()] = changed(it.key(), it.value());
     }
@@ -116,11 +116,12 @@ TEST_CASE("attention options: --set of an option the kind does not read names th
 
 namespace tda {
 
-// The attention defaults are exactly the declared options (plus the kind), so a kind's new option
-// needs no edit of the config code; their bounds are enforced with the config's messages.
+// The attention defaults are exactly the declared options (plus the kind and the implementation
+// that runs it), so a kind's new option needs no edit of the config code; their bounds are
+// enforced with the config's messages.
 TEST_CASE("attention options: the config's attention defaults and bounds are the declared ones",
           "[attention][config]") {
-  json want = {{"kind", "softmax"}};
+  json want = {{"kind", "softmax"}, {"impl", "auto"}};
   for (const auto& [name, kind] : attention_registry())
     for (const auto& o : kind.info.options) want[o.key] = o.def;
   CHECK(config_defaults().at("attention") == want);

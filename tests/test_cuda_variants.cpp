@@ -15,7 +15,8 @@
 //   with ~1 survivor per row one flip is a large share of a row's gradient: 0.2 for gradients
 //   (observed <= 0.11) and 5e-2 for y (the head RMSNorm rescales rows with tiny outputs;
 //   observed 2.5e-2). A lost or misplaced term in the variants' glue is an O(1) error.
-// - Scalar parameters (beta, lambda, dex_lambda): their gradient is one sum over every row of
+// - Scalar parameters (beta, lambda, dex_lambda, and the Diff kinds' lambda vectors, whose
+//   gradient is the scalar lambda's times a factor): their gradient is one sum over every row of
 //   signed terms that largely cancel (a few survivors per row carry it at small T), so the
 //   rounding of each term weighs far more against the total: 0.25 (observed <= 0.16, TRA's beta
 //   at T = 17). Dropped weights, a wrong sign or a missed clamp condition are O(1) errors.
@@ -29,6 +30,7 @@
 #include <memory>
 
 #include "backend/forwarding_ops.h"
+#include "sdpa_reference.h"
 #include "test_attention_util.h"
 #include "test_cuda_util.h"
 #include "test_kinds.h"
@@ -53,6 +55,7 @@ double rel_l2(const std::vector<float>& got, const std::vector<float>& ref) {
 struct Result {
   std::vector<float> y, dproj;
   std::vector<std::vector<float>> dparams;
+  long long vendor_calls = 0, own_calls = 0;  // attention calls on each implementation
 };
 
 // Negative control: a backend that loses the variants' parameter-gradient reductions.
@@ -64,10 +67,16 @@ struct DropRowSums final : ForwardingOps {
 // The harness's variant, inputs and parameters on CudaOps (device copies of every buffer).
 // save_bf16: a fresh variant of the kind told to keep the kernel's bf16 operand copies, as GPT2
 // tells it under dtype bf16 (AttentionVariant::save_bf16_operands); an empty Result when the kind
-// does not.
-Result run_cuda(AttnHarness& h, bool drop_row_sums = false, bool save_bf16 = false) {
+// does not. vendor: attention.impl cudnn with this primitive in cuDNN's place (sdpa.h).
+Result run_cuda(AttnHarness& h, bool drop_row_sums = false, bool save_bf16 = false,
+                cuda::SdpaPrimitive* vendor = nullptr) {
   emu_test::HostAccessGuard guard;
   CudaOps cuda;
+  std::unique_ptr<cuda::ScopedVendorSdpa> scoped;
+  if (vendor) {
+    scoped = std::make_unique<cuda::ScopedVendorSdpa>(vendor);
+    cuda.set_attention_impl({"cudnn", /*strict=*/true, h.var->kind(), h.var->math()});
+  }
   DropRowSums dropping(cuda);
   Ops& gpu = drop_row_sums ? static_cast<Ops&>(dropping) : cuda;
   std::unique_ptr<AttentionVariant> saving;
@@ -93,20 +102,27 @@ Result run_cuda(AttnHarness& h, bool drop_row_sums = false, bool save_bf16 = fal
   var.backward(c, proj.get(), R.get(), dproj.get(), act.get(), p, dp, scratch.get());
   Result r{y.to_host(), dproj.to_host(), {}};
   for (const auto& d : dparams) r.dparams.push_back(d->to_host());
+  r.vendor_calls = cuda.attention_impl().vendor_calls();
+  r.own_calls = cuda.attention_impl().own_calls();
   return r;
 }
 
 void check_kind(const std::string& kind, int d_model, int n_head, int T,
-                const json& options = json::object()) {
-  INFO(kind << " " << options.dump() << " d_model " << d_model << " heads " << n_head << " T "
-            << T);
+                const json& options = json::object(), cuda::SdpaPrimitive* vendor = nullptr,
+                bool save_bf16 = false) {
+  INFO(kind << " " << options.dump() << " d_model " << d_model << " heads " << n_head << " T " << T
+            << (vendor ? " on the vendor path" : ""));
   AttnHarness h(attn_test_config(kind, d_model, n_head, options), 2, T, 1234 + T);
   h.step = 300;  // dex: inside its lambda anneal (715 steps), both lambda terms active
   Rng rng(99);
   for (auto& p : h.params)  // off the init, so that zero-initialised tensors (dex_W) matter
     for (auto& x : p) x += 0.05f * rng.normal();
   h.grads();
-  const Result got = run_cuda(h);
+  const Result got = run_cuda(h, false, save_bf16, vendor);
+  if (vendor) {  // every call (forward and backward) took the vendor
+    CHECK(got.vendor_calls == 2);
+    CHECK(got.own_calls == 0);
+  }
   const AttentionTraits tol = h.var->traits();  // the kind's bounds, from its own file
   const double ey = rel_l2(got.y, h.y);
   double worst = rel_l2(got.dproj, h.dproj);
@@ -117,11 +133,15 @@ void check_kind(const std::string& kind, int d_model, int n_head, int T,
     if (T == 1 && name.rfind("lambda", 0) == 0) continue;  // identically 0 (header)
     INFO("parameter " << name);
     const double e = rel_l2(got.dparams[i], h.dparams[i]);
-    CHECK(e < (h.params[i].size() == 1 ? kScalarTol : tol.cuda_grad));
+    // The Diff kinds' lambda vectors get their gradient through the one scalar lambda
+    // (d/dlq1 = dL/dlambda exp(lq1.lk1) lk1, ...): its relative error is that scalar's.
+    const bool via_scalar = h.params[i].size() == 1 || name.rfind("lambda_", 0) == 0;
+    CHECK(e < (via_scalar ? kScalarTol : tol.cuda_grad));
     worst = std::max(worst, e);
   }
-  std::printf("cuda variant %-13s %-28s D %2d T %3d: y %.2e, worst gradient %.2e\n", kind.c_str(),
-              options.dump().c_str(), d_model / n_head, T, ey, worst);
+  std::printf("cuda variant %-13s %-28s D %2d T %3d%s: y %.2e, worst gradient %.2e\n", kind.c_str(),
+              options.dump().c_str(), d_model / n_head, T,
+              vendor ? (save_bf16 ? " vendor bf16" : " vendor") : "", ey, worst);
 }
 
 }  // namespace
@@ -130,6 +150,47 @@ TEST_CASE("cuda variants: every kind's forward and all gradients match the CPU b
           "[cuda][emu]") {
   for (const auto& kind : test_kinds())                      // every kind (test_kinds.h)
     for (int T : {1, 17, 130}) check_kind(kind, 128, 2, T);  // head dim 64, as every config
+}
+
+// attention.impl cudnn: the kinds whose kernel math is softmax attention, on a stand-in for cuDNN's
+// SDPA (tests/sdpa_reference.h: the contract in fp64 loops, outputs rounded to bf16 as cuDNN's),
+// as the model drives them, against the CPU backend within each kind's own CUDA bounds: the glue
+// of kernels/attention_vendor.cu (the operand copies, the row scale in q's, the two views and
+// their combination, lambda's row terms, the fp32 widening into views) for every such kind, with
+// and without the bf16 copies kept from the forward. The other kinds must refuse it by name.
+TEST_CASE("cuda variants: the softmax-family kinds on a vendor's SDPA match the CPU backend",
+          "[cuda][emu]") {
+  cuda_test::ReferenceSdpa ref;
+  std::vector<std::string> ran, refused;
+  for (const auto& kind : test_kinds()) {
+    const Config cfg = attn_test_config(kind, 128, 2);
+    const AttnMath math = make_attention(cfg.model, cfg.attention)->math();
+    if (!cuda::vendor_math_refusal(math).empty()) {
+      CudaOps cuda;
+      cuda::ScopedVendorSdpa scoped(&ref);
+      try {
+        cuda.set_attention_impl({"cudnn", false, kind, math});
+        FAIL("attention.impl cudnn was accepted for " << kind);
+      } catch (const Error& e) {
+        CHECK(std::string(e.what()).find("kind " + kind + " cannot run on cuDNN") !=
+              std::string::npos);
+      }
+      refused.push_back(kind);
+      continue;
+    }
+    for (int T : {17, 130}) check_kind(kind, 128, 2, T, json::object(), &ref);
+    check_kind(kind, 128, 2, 45, json::object(), &ref, /*save_bf16=*/true);
+    ran.push_back(kind);
+  }
+  if (test_kind("ssmax")) check_kind("ssmax", 128, 2, 45, {{"ssmax_bias", true}}, &ref);
+  if (test_kind("gated_softmax"))
+    check_kind("gated_softmax", 128, 2, 45, {{"gate_shape", "headwise"}}, &ref);
+  if (test_kind("softmax")) check_kind("softmax", 64, 2, 45, json::object(), &ref);  // head dim 32
+  INFO("vendor: " << json(ran).dump() << ", refused: " << json(refused).dump());
+  for (const char* kind : {"softmax", "gated_softmax", "ssmax", "dex", "diff_softmax"})
+    if (test_kind(kind)) CHECK(std::find(ran.begin(), ran.end(), kind) != ran.end());
+  for (const char* kind : {"entmax", "lssa", "rela", "diff_rela", "tra", "tda"})
+    if (test_kind(kind)) CHECK(std::find(refused.begin(), refused.end(), kind) != refused.end());
 }
 
 TEST_CASE("cuda variants: head dim 32 and the variants' options match the CPU backend",

@@ -34,6 +34,12 @@ namespace tda {
 
 namespace {
 
+std::string fmt2(double x) {  // as report.py's fmt() writes a number
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", x);
+  return b;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path);
   std::stringstream ss;
@@ -265,6 +271,22 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   CHECK(tr[1].at("mfu").get<double>() == Approx(796.0e6 * 400000.0 / 989e12));
   CHECK(has(md, "| tda softmax (bf16) | 16 x 1024 | 81.9 | 200000 | 16.1% |"));
 
+  // A profiled run (tda bench train --profile): its ops summed by class beside the roofline
+  // model's bound and calibrated prediction for the same configuration; not a row of the table
+  // above (its steps are slowed by the per-op timers).
+  const json& prof = r.at("profile");
+  REQUIRE(prof.size() == 1);
+  CHECK(prof[0].at("impl") == "cudnn");
+  CHECK(prof[0].at("measured").at("attention").get<double>() == Approx(10.0));
+  CHECK(prof[0].at("measured").at("matmul").get<double>() == Approx(5.0));
+  CHECK(prof[0].at("measured").at("optimizer").get<double>() == Approx(3.0));
+  CHECK(prof[0].at("outside_ops").get<double>() == Approx(1.0));
+  const double bound = prof[0].at("bound").at("attention").get<double>();
+  CHECK(bound > 0);
+  CHECK(prof[0].at("calibrated").is_null());  // calibrated on an H200 alone
+  CHECK(has(md, "### softmax, attention.impl cudnn, B 16 x T 1024: 30.0 ms/step"));
+  CHECK(has(md, "| attention | 10.00 | " + fmt2(bound) + " | - | " + fmt2(10.0 / bound) + " |"));
+
   // The same files with an unknown GPU: no MFU, and the report says why.
   const std::string work = dir.path + "/work";
   std::filesystem::copy(fixture, work, std::filesystem::copy_options::recursive);
@@ -286,7 +308,7 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   size_t n = 0;
   for (size_t p = none.find("not run"); p != std::string::npos; p = none.find("not run", p + 1))
     ++n;
-  CHECK(n == 4);
+  CHECK(n == 5);
 }
 
 // sanitize.sh with a stand-in compute-sanitizer (prints what the real one prints; finds an error

@@ -13,8 +13,8 @@
 # has the packages in /usr) also ignores /usr for find_package and pkg-config and uses the kit's
 # own pkgconf, so a configure that succeeds found everything in the prefix.
 #
-# Writes build-kit/env.sh (LD_LIBRARY_PATH for the kit's libraries and NCCL): source it before
-# running the binaries. NCCL: NCCL_HOME, the toolkit, /usr, else the python3 package nvidia-nccl
+# Writes build-kit/env.sh (LD_LIBRARY_PATH for the kit's libraries and NCCL, TDA_CUDNN_LIBRARY for
+# cuDNN attention, found by find_cudnn below): source it before running the binaries. NCCL: NCCL_HOME, the toolkit, /usr, else the python3 package nvidia-nccl
 # (PyTorch's wheel: libnccl.so.2 without the libnccl.so link CMake looks for, so one is made in
 # build-kit/nccl).
 #
@@ -123,6 +123,39 @@ find_nccl() {
   echo "$INTO/nccl"
 }
 
+# cuDNN attention (docs/cuda.md): cudnn.h and libcudnn.so.9 from CUDNN_HOME, the toolkit, or the
+# node's PyTorch wheel (python3's nvidia.cudnn); the frontend headers from CUDNN_FRONTEND_HOME,
+# the node's pip package, or the kit's cudnn-frontend.tar.gz (unpacked into INTO). Sets
+# CUDNN_CMAKE_ARGS and CUDNN_LIB (the library, for TDA_CUDNN_LIBRARY in env.sh); without them the
+# build goes without cuDNN attention and says so in its configure line.
+CUDNN_CMAKE_ARGS=""
+CUDNN_LIB=""
+find_cudnn() {
+  local cuda inc="" lib="" fe="" py
+  cuda=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+  for d in "${CUDNN_HOME:-/nonexistent}" "$cuda" /usr; do
+    if [ -f "$d/include/cudnn.h" ]; then inc=$d/include; break; fi
+  done
+  py=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null) || py=""
+  [ -z "$inc" ] && [ -n "$py" ] && [ -f "$py/include/cudnn.h" ] && inc=$py/include
+  for l in "${CUDNN_HOME:-/nonexistent}"/lib*/libcudnn.so.9 "$cuda"/lib*/libcudnn.so.9 \
+    /usr/lib/x86_64-linux-gnu/libcudnn.so.9 "$py"/lib/libcudnn.so.9; do
+    if [ -e "$l" ]; then lib=$l; break; fi
+  done
+  py=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null) || py=""
+  for d in "${CUDNN_FRONTEND_HOME:-/nonexistent}/include" "$py/include"; do
+    if [ -f "$d/cudnn_frontend.h" ]; then fe=$d; break; fi
+  done
+  if [ -z "$fe" ] && [ -f "$KIT/cudnn-frontend.tar.gz" ]; then
+    rm -rf "$INTO/cudnn-frontend" && mkdir -p "$INTO/cudnn-frontend"
+    tar xzf "$KIT/cudnn-frontend.tar.gz" -C "$INTO/cudnn-frontend" && fe=$INTO/cudnn-frontend/include
+  fi
+  say "cuDNN: cudnn.h ${inc:-not found}; libcudnn.so.9 ${lib:-not found}; frontend ${fe:-not found}"
+  [ -n "$inc" ] && CUDNN_CMAKE_ARGS="-DCUDNN_INCLUDE_DIR=$inc"
+  [ -n "$fe" ] && CUDNN_CMAKE_ARGS="$CUDNN_CMAKE_ARGS -DCUDNN_FRONTEND_INCLUDE_DIR=$fe"
+  CUDNN_LIB=$lib
+}
+
 CMAKE_KIT_ARGS=()
 kit_cmake_args() {
   CMAKE_KIT_ARGS=(-DCMAKE_PREFIX_PATH="$PREFIX/usr")
@@ -135,6 +168,7 @@ kit_cmake_args() {
 
 write_env() {  # $1: kit used (1/0), $2: NCCL_HOME or ""
   {
+    [ -n "$CUDNN_LIB" ] && echo "export TDA_CUDNN_LIBRARY=\"$CUDNN_LIB\""
     echo "# written by scripts/gpu/build.sh: source before running build/tda or build-cuda/tda"
     local dirs=""
     if [ "$1" = 1 ]; then
@@ -184,6 +218,7 @@ else
   say "kit unpacked into $PREFIX ($(du -sh "$PREFIX" | cut -f1))"
 fi
 NCCL=$(find_nccl)
+find_cudnn
 write_env "$used_kit" "$NCCL"
 # shellcheck disable=SC1091
 . "$INTO/env.sh"
@@ -211,7 +246,7 @@ if [ "$WHAT" != cuda ]; then
 fi
 if [ "$WHAT" != cpu ]; then
   (LINK_ONLY=1 JOBS=$JOBS BUILD_DIR=$CUDA_BUILD_DIR NCCL_HOME=$NCCL \
-    CMAKE_ARGS="-DTDA_WERROR=$WERROR -DTDA_CUDA_ARCHS=$ARCHS ${CMAKE_KIT_ARGS[*]}" \
+    CMAKE_ARGS="-DTDA_WERROR=$WERROR -DTDA_CUDA_ARCHS=$ARCHS ${CMAKE_KIT_ARGS[*]} $CUDNN_CMAKE_ARGS" \
     bash scripts/build_cuda.sh >"$LOG_DIR/build-cuda.log" 2>&1) &
   pids+=("cuda:$!")
 fi

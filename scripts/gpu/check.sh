@@ -10,7 +10,8 @@
 #   d. compute-sanitizer memcheck, racecheck, synccheck, initcheck: every kind, fp32 and bf16,
 #      tiny config, 2 steps (runs that do not fit the budget are listed as not run)
 #   e. timings: tda bench attention --mode time (every kind, T 512..16384) and tda bench train
-#      (d12, B 16, T 1024, bf16: softmax and tda); last, PyTorch's step under torch.compile
+#      (d12, B 16, T 1024, bf16: softmax on our kernels and on cuDNN, tda; each also profiled op
+#      by op: scripts/gpu/bench_train.sh); last, PyTorch's step under torch.compile
 #   f. report: OUT/report.md, OUT/report.json, OUT/logs.tar.gz (3 files: the device tool brings
 #      back at most 8)
 # Usage: scripts/gpu/check.sh [--out DIR] [--quick] [--budget SECONDS] [--kit DIR] [--no-build]
@@ -201,13 +202,9 @@ if [ -x build-cuda/tda ]; then
   stage tda-attention 90 "every kind, T $LENGTHS, 16 heads, 16k tokens" bash -c "rc=0
     for k in $KINDS; do build-cuda/tda bench attention --device cuda --mode time --kind \$k \
       --T $LENGTHS >> $WORK/tda_attention.jsonl || { echo \"failed: \$k\"; rc=1; }; done; exit \$rc"
-  stage tda-train 90 "d12 B 16 T 1024 bf16, $STEPS steps" bash -c "rc=0; for k in softmax tda; do
-    build-cuda/tda bench train -c configs/gpt2_162m/\$k.json --steps $STEPS \
-      --set data.train=data/tinyshakespeare/tiny_shakespeare_train.bin \
-      --set data.val=data/tinyshakespeare/tiny_shakespeare_val.bin --set train.dtype=bf16 \
-      --set train.device=cuda --set train.micro_batch=16 --set train.total_batch_tokens=16384 \
-      --set dist.zero_stage=0 >> $WORK/tda_train.jsonl || { echo \"failed: \$k\"; rc=1; }
-    done; exit \$rc"
+  # softmax on our kernels and on cuDNN, tda on ours; each timed, then profiled op by op
+  stage tda-train 150 "d12 B 16 T 1024 bf16: softmax own/cudnn, tda; $STEPS steps + 3 profiled" \
+    bash scripts/gpu/bench_train.sh "$WORK" "$STEPS"
 fi
 STAGES_AFTER=0
 if [ "$QUICK" = 0 ]; then

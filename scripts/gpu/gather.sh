@@ -8,6 +8,7 @@
 #   debs/       the .deb files (apt-get download: this machine's apt sources and versions)
 #   data/       data/tinyshakespeare/*.bin (git-ignored, so they do not travel with the tree;
 #               the tiny configs and the gpu tests read them)
+#   cudnn-frontend.tar.gz  cuDNN's header-only C++ frontend (from .venv), for cuDNN attention
 #   MANIFEST    one line per file: name, bytes, sha256
 #
 # Not gathered: MPI (libopenmpi-dev pulls in gfortran, hwloc, fabric, ucx...: far over the
@@ -71,8 +72,20 @@ if [ ${#bins[@]} -eq 0 ]; then
   exit 1
 fi
 cp "${bins[@]}" "$OUT/data/"
+# cuDNN's C++ frontend headers (0.4 MB packed), for the GPU build's cuDNN attention on a node whose
+# Python has no nvidia-cudnn-frontend: from .venv (scripts/setup.sh). cuDNN itself (libcudnn,
+# cudnn.h) is not carried: PyTorch's wheel brings it (scripts/gpu/build.sh finds it there).
+fe=$(ls -d .venv/lib/python3*/site-packages/include 2>/dev/null | head -1)
+rm -f "$OUT/cudnn-frontend.tar.gz"
+if [ -n "$fe" ] && [ -f "$fe/cudnn_frontend.h" ]; then
+  tar czf "$OUT/cudnn-frontend.tar.gz" -C "$(dirname "$fe")" include
+else
+  echo "gather: no cudnn-frontend in .venv (run scripts/setup.sh): the kit's GPU build goes" \
+    "without cuDNN attention unless the node has the frontend" >&2
+fi
 
-(cd "$OUT" && for f in debs/*.deb data/*; do
+(cd "$OUT" && for f in debs/*.deb data/* cudnn-frontend.tar.gz; do
+  [ -e "$f" ] || continue
   printf '%s %s %s\n' "$f" "$(stat -c %s "$f")" "$(sha256sum "$f" | cut -d' ' -f1)"
 done) >"$OUT/MANIFEST"
 

@@ -23,7 +23,11 @@ import argparse
 import json
 import os
 import re
+import sys
 import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import d12_roofline  # noqa: E402  (the roofline model, its op classes and its calibration)
 
 # Dense bf16 tensor-core peaks (TFLOP/s), the vendor's figures without sparsity. First match wins.
 PEAK_TFLOPS = [
@@ -169,7 +173,12 @@ def attention_rows(work):
 def train_rows(work, peak):
     rows = []
     for r in read_jsonl(os.path.join(work, "tda_train.jsonl")):
-        rows.append({"what": "tda %s (%s)" % (r["attention"], r["dtype"]), "B": r["B"],
+        if "profile" in r:  # a profiled run: its per-op times go to profile_rows, not here
+            continue
+        impl = r.get("attention_impl")
+        rows.append({"what": "tda %s (%s%s)" % (r["attention"], r["dtype"],
+                                               ", attention.impl " + impl if impl else ""),
+                     "impl_line": r.get("attention_impl_line"), "B": r["B"],
                      "T": r["T"], "ms": r["ms_per_step_median"],
                      "tokens_per_s": r["tokens_per_s_median"],
                      "flops_per_token": r["flops_per_token"], "params": r["params"],
@@ -188,6 +197,55 @@ def train_rows(work, peak):
     return rows
 
 
+def gpu_key(name):
+    """The roofline model's GPU (d12_roofline.GPUS) for this GPU's name, or None."""
+    for key in ("H200", "H100", "A100"):
+        if key in (name or ""):
+            return key
+    return None
+
+
+def op_class(op):
+    """The class of a ProfileOps label (d12_roofline.OP_CLASSES)."""
+    if op.startswith("attention_"):
+        return "attention"
+    if op.startswith("lm_head"):
+        return "lm_head"
+    if op.startswith(("matmul", "store_bf16")):
+        return "matmul"
+    if op.startswith(("rmsnorm", "l2norm", "rela_norm")):
+        return "norms"
+    return "other"
+
+
+def profile_rows(work, gpu):
+    """Per profiled run: measured ms per op class (tda bench train --profile, device timers)
+    beside the roofline bound and the calibrated prediction of the same configuration."""
+    out = []
+    key = gpu_key(gpu)
+    for r in read_jsonl(os.path.join(work, "tda_train.jsonl")):
+        if "profile" not in r:
+            continue
+        measured = dict.fromkeys(d12_roofline.OP_CLASSES, 0.0)
+        outside = 0.0
+        for o in r["profile"]:
+            if o["op"] == "(outside ops)":
+                outside += o["ms"]
+            else:
+                cls = "optimizer" if o["phase"] == "optimizer" else op_class(o["op"])
+                measured[cls] += o["ms"]
+        kind, B, T = r["attention"], r["B"], r["T"]
+        bound = calib = None
+        if key and kind in ("softmax", "tda") and r["dtype"] == "bf16":
+            bound = d12_roofline.class_bounds(kind, "bf16", key, B, T)
+            calib = d12_roofline.calibrated(kind, "bf16", key, B, T)
+        out.append({"kind": kind, "impl": r.get("attention_impl"), "B": B, "T": T,
+                    "ms_step": r["ms_per_step_median"], "measured": measured,
+                    "outside_ops": outside, "bound": bound, "calibrated": calib,
+                    "ops": r["profile"]})
+    return out
+
+
 def build(work):
     env = read_env(work)
     peak = peak_tflops(env.get("gpu"))
@@ -202,6 +260,7 @@ def build(work):
         "attention": att,
         "sdpa": sdpa,
         "train": train_rows(work, peak),
+        "profile": profile_rows(work, env.get("gpu")),
     }
 
 
@@ -318,6 +377,35 @@ def markdown(rep):
                       fmt(r["flops_per_token"] / 1e6, "%.1f"), fmt(r["params"] / 1e6, "%.1f"),
                       "%s (%s)" % (fmt(r["mem_mb"], "%.0f"), r["mem_what"])) for r in tr])
         md += [""]
+    else:
+        md += ["not run", ""]
+
+    prof = rep.get("profile") or []
+    md += ["## Where a d12 step's time goes (tda bench train --profile, op by op)", ""]
+    if prof:
+        md += ["Each op's device time (CUDA events around every Ops call, 3 steps, ms per step) "
+               "summed by class, beside the roofline bound (scripts/bench/d12_roofline.py: the "
+               "least time) and its calibrated prediction (bound x measured/bound of %s: a "
+               "prediction for that run's code). The profiled steps are slower than the timed "
+               "ones above (an event pair per op)." % d12_roofline.CALIBRATION_SOURCE, ""]
+        for p in prof:
+            md += ["### %s, attention.impl %s, B %d x T %d: %.1f ms/step" % (
+                p["kind"], p["impl"] or "?", p["B"], p["T"], p["ms_step"]), ""]
+            rows = []
+            for c in d12_roofline.OP_CLASSES:
+                b = p["bound"][c] if p["bound"] else None
+                k = p["calibrated"][c] if p["calibrated"] else None
+                rows.append((c, fmt(p["measured"][c]), fmt(b), fmt(k),
+                             fmt(p["measured"][c] / b if b else None)))
+            rows.append(("(outside ops)", fmt(p["outside_ops"]), "-", "-", "-"))
+            md += table(["op class", "measured ms", "roofline bound ms", "calibrated ms",
+                         "measured / bound"], rows) + [""]
+            top = sorted((o for o in p["ops"] if o["op"] != "(outside ops)"),
+                         key=lambda o: -o["ms"])[:12]
+            md += ["Largest ops:", ""]
+            md += table(["phase", "op", "calls", "ms/step"],
+                        [(o["phase"], o["op"], "%.0f" % o["calls"], fmt(o["ms"])) for o in top])
+            md += [""]
     else:
         md += ["not run", ""]
 

@@ -43,6 +43,9 @@ class ForwardingOps : public Ops {
   Device& device() override {
     return in_.device();
   }
+  std::string set_attention_impl(const AttentionImplRequest& r) override {
+    return in_.set_attention_impl(r);
+  }
 
  protected:
   Ops& in_;

@@ -67,6 +67,9 @@ class Bf16Matmuls {
   // of the stored (rounded) pre-activation.
   virtual void matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_t* x,
                                         const float* W, int N, int C, int OC) = 0;
+  // y = bf16(gelu(pre)) over n elements: matmul_gelu_forward_bf16's GELU alone, the same bits
+  // (train.recompute: the backward recomputes the GELU from the stored pre-activation).
+  virtual void gelu_forward_bf16(uint16_t* y, const uint16_t* pre, size_t n) = 0;
   // dpre16(N,C) = bf16((dy(N,OC) W(OC,C)) * gelu'(pre)); dW(OC,C) += dy^T x (skipped when dW
   // is null); x = gelu(pre) and pre as matmul_gelu_forward_bf16 stored them, dy in bf16. `prod`
   // (N,C) fp32 is scratch for the product dy W. dpre is the dy of c_fc's backward GEMMs

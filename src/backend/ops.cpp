@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/device.h"
+#include "core/config.h"
 #include "core/error.h"
 
 namespace tda {
@@ -56,6 +57,14 @@ void Ops::copy(void* dst, const void* src, size_t bytes) {
 
 Device& Ops::device() {
   return host_device();
+}
+
+std::string Ops::set_attention_impl(const AttentionImplRequest& r) {
+  check_attention_impl(r.impl);
+  TDA_CHECK(r.impl != "cudnn", "attention.impl \"cudnn\": the " + std::string(name()) +
+                                   " backend has no cuDNN attention (it needs --device cuda on a "
+                                   "GPU build that found cuDNN: docs/cuda.md)");
+  return "attention: our kernels (" + std::string(name()) + " backend)";
 }
 
 }  // namespace tda

@@ -178,6 +178,20 @@ void device_pointers(const AttnArgs& a, F&& f) {
   f(a.drow_lambda, "drow_lambda");
 }
 
+// attention.impl (core/config.h): which implementation the attention calls take.
+//   "own"    our kernels, every kind
+//   "cudnn"  a vendor's fused softmax attention (cuDNN) for every call its math allows, held to
+//            our kernels by a self-check at its first use (backend/cuda/attention_vendor.h);
+//            refused at start-up where this backend or build has none, or the kind's math is not
+//            softmax attention
+//   "auto"   "cudnn" where it can run, else "own"
+struct AttentionImplRequest {
+  std::string impl = "auto";
+  bool strict = false;  // a failed self-check stops the run (tda::Error) instead of falling back
+  std::string kind;     // the attention kind, for messages
+  AttnMath math = AttnMath::kSoftmax;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -213,6 +227,10 @@ class Ops {
   // The machine these ops run on, for measurements (backend/device.h): the host by default. A
   // process-wide object: it outlives every Ops.
   virtual Device& device();
+  // Chooses the attention implementation (AttentionImplRequest above) and returns the start-up
+  // line that says which runs; throws tda::Error when the request cannot be honoured. The
+  // default (CPU): our kernels, "cudnn" refused.
+  virtual std::string set_attention_impl(const AttentionImplRequest& r);
 };
 
 }  // namespace tda

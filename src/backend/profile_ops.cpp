@@ -20,8 +20,11 @@ bool ProfileOps::composes_gelu() const {
   return std::string(in_.name()) == "cpu";
 }
 
-void TimedOps::record(const std::string& op, Clock::time_point t0) {
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+TimedOps::TimedOps(Ops& inner)
+    : ForwardingOps(inner), device_timing_(!inner.host_memory() && inner.device().timed()) {}
+
+void TimedOps::record(const std::string& op, Clock::time_point t0,
+                      std::unique_ptr<DeviceTimer> dev) {
   auto key = std::make_pair(phase_, op);
   auto it = index_.find(key);
   if (it == index_.end()) {
@@ -29,33 +32,63 @@ void TimedOps::record(const std::string& op, Clock::time_point t0) {
     ops_.push_back(OpTime{phase_, op, 0, 0.0});
   }
   ops_[it->second].calls += 1;
-  ops_[it->second].ms += ms;
+  if (dev) {
+    dev->stop();
+    pending_ops_.emplace_back(it->second, std::move(dev));
+  } else {
+    ops_[it->second].ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
 }
 
 void TimedOps::set_phase(const std::string& phase) {
   const auto now = Clock::now();
   if (!phase_.empty()) {
-    const double ms = std::chrono::duration<double, std::milli>(now - phase_t0_).count();
     auto it = phase_ms_.begin();
     while (it != phase_ms_.end() && it->first != phase_) ++it;
-    if (it == phase_ms_.end())
-      phase_ms_.emplace_back(phase_, ms);
-    else
-      it->second += ms;
+    if (it == phase_ms_.end()) it = phase_ms_.emplace(phase_ms_.end(), phase_, 0.0);
+    if (phase_dev_) {
+      phase_dev_->stop();
+      pending_phases_.emplace_back(size_t(it - phase_ms_.begin()), std::move(phase_dev_));
+    } else {
+      it->second += std::chrono::duration<double, std::milli>(now - phase_t0_).count();
+    }
   }
   phase_ = phase;
   phase_t0_ = now;
+  phase_dev_.reset();
+  if (device_timing_ && !phase_.empty()) {
+    phase_dev_ = in_.device().timer();
+    phase_dev_->start();
+  }
+}
+
+void TimedOps::settle() const {
+  for (auto& [i, t] : pending_ops_) ops_[i].ms += t->ms();
+  for (auto& [i, t] : pending_phases_) phase_ms_[i].second += t->ms();
+  pending_ops_.clear();
+  pending_phases_.clear();
+}
+
+std::vector<TimedOps::OpTime> TimedOps::ops() const {
+  settle();
+  return ops_;
 }
 
 std::vector<std::pair<std::string, double>> TimedOps::phases() const {
+  settle();
   return phase_ms_;
 }
 
 void TimedOps::reset() {
+  settle();
   ops_.clear();
   index_.clear();
   phase_ms_.clear();
   phase_t0_ = Clock::now();
+  if (phase_dev_) {  // the current phase restarts now
+    phase_dev_ = in_.device().timer();
+    phase_dev_->start();
+  }
 }
 
 // Times `call` under `label`, bypassing TimedOps's own timer (which would book it twice).
@@ -141,6 +174,10 @@ class ProfileOps::TimedBf16 final : public Bf16Matmuls {
                                 int N, int C, int OC) override {
     Timer timer(&owner_, owner_.matmul_label("matmul_gelu_forward_bf16", N, C, OC));
     in_.matmul_gelu_forward_bf16(y, pre, x, W, N, C, OC);
+  }
+  void gelu_forward_bf16(uint16_t* y, const uint16_t* pre, size_t n) override {
+    Timer timer(&owner_, "gelu_forward_bf16");
+    in_.gelu_forward_bf16(y, pre, n);
   }
   void matmul_backward_dgelu_bf16(uint16_t* dpre16, float* prod, float* dW, const uint16_t* dy,
                                   const uint16_t* x, const float* W, const uint16_t* pre, int N,

@@ -1,10 +1,11 @@
-// ProfileOps: an Ops decorator that times every call on the host clock, by phase (named by the
-// caller: the trainer says "forward", "backward", "optimizer", ...) and by op (its name, plus
-// the shape for matmuls and the LM head), for `tda bench train --profile`. On the CPU backend an
-// op's return is its end, so the times are the ops' times; on a device backend they are launch
-// times (the CUDA backend has its own event timing). Each phase's wall time is kept as well:
-// what it spent outside every op (data loading, host loops, thread wake-ups between ops) is the
-// difference.
+// ProfileOps: an Ops decorator that times every call, by phase (named by the caller: the trainer
+// says "forward", "backward", "optimizer", ...) and by op (its name, plus the shape for matmuls
+// and the LM head), for `tda bench train --profile`. On the CPU backend an op's return is its
+// end: the host clock times it. On a GPU (a backend whose Device::timed()) each call is
+// bracketed by the device's own timer (CUDA events on its stream), read only when the times are
+// asked for, so the profile holds the ops' device times without a sync per op. Each phase's wall
+// time is kept as well: what it spent outside every op (data loading, host loops, thread wake-ups,
+// a GPU waiting for its host) is the difference.
 #pragma once
 #include <chrono>
 #include <map>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/device.h"
 #include "backend/forwarding_ops.h"
 #include "backend/mixed_precision.h"
 
@@ -20,7 +22,7 @@ namespace tda {
 // Times every op of backend/ops.def under its name.
 class TimedOps : public ForwardingOps {
  public:
-  explicit TimedOps(Ops& inner) : ForwardingOps(inner) {}
+  explicit TimedOps(Ops& inner);
 
   // Everything timed from here on belongs to `phase` (until the next call); "" stops the
   // phase clock (time between steps is nobody's).
@@ -32,18 +34,25 @@ class TimedOps : public ForwardingOps {
     long calls = 0;
     double ms = 0;
   };
-  // In first-seen order.
-  std::vector<OpTime> ops() const { return ops_; }
+  // In first-seen order (waits for the device timers still running).
+  std::vector<OpTime> ops() const;
   // Wall time of each phase, in first-seen order.
   std::vector<std::pair<std::string, double>> phases() const;
+  // Whether the times are the device's (its timer) rather than the host clock's.
+  bool device_timed() const { return device_timing_; }
 
  protected:
   using Clock = std::chrono::steady_clock;
   // Books one call, from construction to destruction, under the current phase.
   class Timer {
    public:
-    Timer(TimedOps* owner, std::string op) : owner_(owner), op_(std::move(op)), t0_(Clock::now()) {}
-    ~Timer() { owner_->record(op_, t0_); }
+    Timer(TimedOps* owner, std::string op) : owner_(owner), op_(std::move(op)), t0_(Clock::now()) {
+      if (owner_->device_timing_) {
+        dev_ = owner_->in_.device().timer();
+        dev_->start();
+      }
+    }
+    ~Timer() { owner_->record(op_, t0_, std::move(dev_)); }
     Timer(const Timer&) = delete;
     Timer& operator=(const Timer&) = delete;
 
@@ -51,6 +60,7 @@ class TimedOps : public ForwardingOps {
     TimedOps* owner_;
     std::string op_;
     Clock::time_point t0_;
+    std::unique_ptr<DeviceTimer> dev_;
   };
 
  public:
@@ -62,13 +72,19 @@ class TimedOps : public ForwardingOps {
 #include "backend/ops.def"
 
  private:
-  void record(const std::string& op, Clock::time_point t0);
+  void record(const std::string& op, Clock::time_point t0, std::unique_ptr<DeviceTimer> dev);
+  void settle() const;  // adds the stopped device timers' times, then drops them
 
+  bool device_timing_ = false;
   std::string phase_;
   Clock::time_point phase_t0_{};
-  std::vector<OpTime> ops_;
+  std::unique_ptr<DeviceTimer> phase_dev_;  // the current phase's, when device-timed
+  // Times are read from device timers lazily (settle), so these change under const readers.
+  mutable std::vector<OpTime> ops_;
   std::map<std::pair<std::string, std::string>, size_t> index_;  // (phase, op) -> ops_ entry
-  std::vector<std::pair<std::string, double>> phase_ms_;
+  mutable std::vector<std::pair<std::string, double>> phase_ms_;
+  mutable std::vector<std::pair<size_t, std::unique_ptr<DeviceTimer>>> pending_ops_;
+  mutable std::vector<std::pair<size_t, std::unique_ptr<DeviceTimer>>> pending_phases_;
 };
 
 // The profiler: TimedOps with the shapes of the matmuls and the LM head, and the mechanism of

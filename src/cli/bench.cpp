@@ -106,6 +106,8 @@ int bench_train(int argc, char** argv) {
   double gflops = flops_per_token * tokens / s / 1e9;
   json out = {{"bench", "train"},
               {"attention", cfg.attention.kind},
+              {"attention_impl", cfg.attention.impl},
+              {"attention_impl_line", trainer.attention_impl_line()},
               {"device", cfg.train.device},
               {"dtype", cfg.train.dtype},
               {"params", trainer.model().param_count()},

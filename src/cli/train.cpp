@@ -1,5 +1,5 @@
 // tda train --config FILE [--out DIR] [--resume auto|DIR | --overwrite] [--set key=value ...]
-//           [--procs N] [--gpus N]
+//           [--procs N] [--gpus N] [--strict]
 //
 // Data parallel: `--procs N` starts N CPU ranks itself (under the system mpirun), `--gpus N`
 // forks N NCCL workers itself (no mpirun; distributed/launch.h); a process started by a user-typed
@@ -74,6 +74,9 @@ int cmd_train(int argc, char** argv) {
       "resume", "'auto' (newest checkpoint in --out) or a checkpoint directory",
       cxxopts::value<std::string>()->default_value(""))(
       "overwrite", "replace the run already in --out (its metrics, config and checkpoints)")(
+      "strict",
+      "stop when a vendor attention (attention.impl) fails its start-up self-check, instead of "
+      "running those calls on our kernels")(
       "set", "override a config key: --set optim.lr=3e-4 (repeatable)",
       cxxopts::value<std::vector<std::string>>())(
       "steps", "stop after this many steps (default: train.max_steps)",
@@ -101,6 +104,7 @@ int cmd_train(int argc, char** argv) {
       r.count("out") ? r["out"].as<std::string>() : default_run_dir(r["config"].as<std::string>());
   to.resume = r["resume"].as<std::string>();
   to.overwrite = r.count("overwrite") > 0;
+  to.strict = r.count("strict") > 0;
   to.max_steps_override = r["steps"].as<int>();
   // -1 (the default) stands for train.max_steps: a negative count given by hand is a mistake,
   // not a request to train the whole schedule.

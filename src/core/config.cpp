@@ -60,19 +60,24 @@ void declare_attention_check(const std::string& kind, AttentionCheck check) {
   attention_checks().emplace_back(kind, check);
 }
 
+void check_attention_impl(const std::string& impl) {
+  TDA_CHECK(impl == "auto" || impl == "own" || impl == "cudnn",
+            "config: attention.impl \"" + impl + "\" must be auto, own or cudnn");
+}
+
 const json& config_defaults() {
   static const json d = [] {
     json j = json::parse(R"({
     "model": {"n_layer": 12, "d_model": 768, "n_head": 12, "seq_len": 1024,
               "vocab_size": 50304, "real_vocab_size": 50257,
               "rope_theta": 10000.0, "rope_ntk_factor": 1.0, "norm_eps": 1e-5},
-    "attention": {"kind": "softmax"},
+    "attention": {"kind": "softmax", "impl": "auto"},
     "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
              "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true},
     "train": {"total_batch_tokens": 524288, "micro_batch": 16, "max_steps": 19073,
               "val_every": 250, "val_batches": 20, "checkpoint_every": 5000,
               "keep_checkpoints": 3, "sample_every": 0, "sample_tokens": 64, "log_every": 1,
-              "threads": 0, "seed": 1337, "dtype": "fp32", "device": "cpu",
+              "threads": 0, "recompute": 0, "seed": 1337, "dtype": "fp32", "device": "cpu",
               "init_from": ""},
     "optim": {"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 715, "weight_decay": 0.1,
               "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "grad_clip": 1.0},
@@ -228,8 +233,11 @@ Config config_from_json(const json& user, const std::string& origin) {
   m.norm_eps = get<double>(r, "model", "norm_eps");
   auto& a = c.attention;
   a.kind = get<std::string>(r, "attention", "kind");
+  a.impl = get<std::string>(r, "attention", "impl");
+  check_attention_impl(a.impl);
   a.options = r["attention"];
   a.options.erase("kind");
+  a.options.erase("impl");
   c.data.train = get<std::string>(r, "data", "train");
   c.data.val = get<std::string>(r, "data", "val");
   c.data.shuffle = get<bool>(r, "data", "shuffle");
@@ -245,6 +253,7 @@ Config config_from_json(const json& user, const std::string& origin) {
   t.sample_tokens = get<int>(r, "train", "sample_tokens");
   t.log_every = get<int>(r, "train", "log_every");
   t.threads = get<int>(r, "train", "threads");
+  t.recompute = get<int>(r, "train", "recompute");
   t.seed = get<unsigned long long>(r, "train", "seed");
   t.dtype = get<std::string>(r, "train", "dtype");
   t.device = get<std::string>(r, "train", "device");
@@ -296,6 +305,8 @@ Config config_from_json(const json& user, const std::string& origin) {
       {"train.sample_tokens", double(t.sample_tokens), 1, inf, true, false, ""},
       {"train.log_every", double(t.log_every), 1, inf, true, false, ""},
       {"train.threads", double(t.threads), 0, inf, true, false, " (0: all cores)"},
+      {"train.recompute", double(t.recompute), 0, 2, true, true,
+       " (0: none, 1: the MLP's GELU, 2: also the RMSNorm outputs)"},
       {"optim.lr", o.lr, 0, inf, false, false, ""},
       {"optim.min_lr", o.min_lr, 0, o.lr, true, true, " (and <= optim.lr)"},
       {"optim.warmup_steps", double(o.warmup_steps), 0, inf, true, false, ""},

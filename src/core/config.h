@@ -44,12 +44,17 @@ struct AttentionConfig;
 // Shortest round-trip text of a number (1e-05, 0.95, 12), as config messages print values.
 std::string fmt_num(double v);
 using AttentionCheck = std::string (*)(const AttentionConfig&);
+// Throws tda::Error naming attention.impl unless it is auto, own or cudnn.
+void check_attention_impl(const std::string& impl);
 void declare_attention_check(const std::string& kind, AttentionCheck check);
 
 // The attention options: the kind, and every declared attention.<key> with its value, which the
 // kind's file reads by key (option<T>("beta")). No per-kind field: the kinds declare their options.
 struct AttentionConfig {
   std::string kind;
+  // Which implementation runs the kind's attention: "auto", "own" or "cudnn" (backend/ops.h,
+  // AttentionImplRequest). A choice of this run, not of the model: a resume may change it.
+  std::string impl = "auto";
   json options;  // every declared attention.<key> -> its value
   template <class T>
   T option(const std::string& key) const {
@@ -69,6 +74,11 @@ struct TrainConfig {
   long total_batch_tokens;
   int micro_batch, max_steps, val_every, val_batches, checkpoint_every, keep_checkpoints;
   int sample_every, sample_tokens, log_every, threads;
+  // Activation recomputation (llm.c's -r): 0 keeps every layer's activations for the backward;
+  // 1 keeps the MLP's pre-activation but not its GELU, which the backward recomputes; 2 also
+  // recomputes the two RMSNorm outputs from the residual stream. Results are the same bits on
+  // the CPU and under bf16 (the same kernels recompute them); memory: docs/cuda.md.
+  int recompute;
   unsigned long long seed;
   std::string dtype, device;
   // Start from another run's weights (fine-tuning, context extension): a checkpoint directory or

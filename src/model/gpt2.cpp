@@ -129,6 +129,13 @@ void GPT2::params_written() {
   if (bf16_) bf16_->weights_changed();
 }
 
+void GPT2::set_recompute(int level) {
+  TDA_CHECK(level >= 0 && level <= 2,
+            "model: train.recompute must be 0, 1 or 2, got " + std::to_string(level));
+  if (level != recompute_) B_ = T_ = 0;  // the next set_batch lays the arena out again
+  recompute_ = level;
+}
+
 void GPT2::set_batch(int B, int T) {
   TDA_CHECK(T <= rope_trained_context(m_),
             "model: sequence length " + std::to_string(T) + " exceeds the RoPE table");
@@ -139,19 +146,22 @@ void GPT2::set_batch(int B, int T) {
   // dtype bf16: dproj_'s memory also holds the MLP's dpre in bf16, before the attention's
   // backward writes dproj (backward()).
   const size_t dproj_floats = bf16_ ? std::max(N * W, stored_floats(N * 4 * C)) : N * W;
+  // Layers that keep their own norm outputs and GELU: all, or one buffer that every layer
+  // overwrites in the forward and the backward refills (train.recompute).
+  const size_t Lnorm = recompute_ >= 2 ? 1 : L, Lgelu = recompute_ >= 1 ? 1 : L;
   // The arena's slot table (backend/slots.h: each buffer 256-byte aligned, as cudaMalloc's).
   const SlotTable<GPT2> slots = {{&GPT2::resid_, (L + 1) * N * C},
-                                 {&GPT2::ln1_, L * stored_floats(N * C)},
+                                 {&GPT2::ln1_, Lnorm * stored_floats(N * C)},
                                  {&GPT2::rstd1_, L * N},
                                  {&GPT2::proj_, proj_layers() * N * W},
                                  {&GPT2::attn_act_, L * attn_->act_floats(B, T)},
                                  {&GPT2::atty_, L * stored_floats(N * C)},
                                  {&GPT2::attn_y_, bf16_ ? N * C : 0},
                                  {&GPT2::xmid_, L * N * C},
-                                 {&GPT2::ln2_, L * stored_floats(N * C)},
+                                 {&GPT2::ln2_, Lnorm * stored_floats(N * C)},
                                  {&GPT2::rstd2_, L * N},
                                  {&GPT2::fc_, L * stored_floats(N * 4 * C)},
-                                 {&GPT2::fcg_, L * stored_floats(N * 4 * C)},
+                                 {&GPT2::fcg_, Lgelu * stored_floats(N * 4 * C)},
                                  {&GPT2::lnf_out_, N * C},
                                  {&GPT2::rstdf_, N},
                                  {&GPT2::losses_, N},
@@ -190,18 +200,19 @@ std::vector<float*> GPT2::extras(float* base, const Layer& L) {
 
 GPT2::Acts GPT2::acts(int l) const {
   const size_t N = size_t(B_) * T_, NC = N * size_t(m_.d_model), L = size_t(l);
+  const size_t Lnorm = recompute_ >= 2 ? 0 : L, Lgelu = recompute_ >= 1 ? 0 : L;
   return Acts{resid_ + L * NC,
-              ln1_ + L * stored_floats(NC),
+              ln1_ + Lnorm * stored_floats(NC),
               rstd1_ + L * N,
               proj_ + (proj_layers() == 1 ? 0 : L) * N * size_t(attn_->proj_width()),
               attn_act_ + L * attn_->act_floats(B_, T_),
               bf16_ ? attn_y_ : atty_ + L * NC,
               atty_ + L * stored_floats(NC),
               xmid_ + L * NC,
-              ln2_ + L * stored_floats(NC),
+              ln2_ + Lnorm * stored_floats(NC),
               rstd2_ + L * N,
               fc_ + L * stored_floats(4 * NC),
-              fcg_ + L * stored_floats(4 * NC)};
+              fcg_ + Lgelu * stored_floats(4 * NC)};
 }
 
 void GPT2::check_tokens(const int32_t* tokens, int limit, const char* what) const {
@@ -342,6 +353,15 @@ void GPT2::backward() {
   for (int l = m_.n_layer - 1; l >= 0; --l) {
     const Layer& L = layers_[size_t(l)];
     const Acts a = acts(l);
+    // train.recompute: this layer's GELU and norm outputs again, by the forward's own kernels
+    // (the same bits; rstd is rewritten with its own value).
+    if (recompute_ >= 1) {
+      if (bf16_)
+        bf16_->gelu_forward_bf16(bf16_elements(a.fcg), bf16_elements(a.fc), 4 * NC);
+      else
+        ops_.gelu_forward(a.fcg, a.fc, 4 * NC);
+    }
+    if (recompute_ >= 2) norm_forward(a.ln2, a.rstd2, a.xmid, P + L.ln2, N);
     // x_out = xmid + gelu(ln2 Wfc^T) Wp^T: dres is d x_out and also (residual) part of d xmid.
     if (bf16_) {
       // d pre in bf16, c_fc's dy, in dproj_'s memory: free until the attention's backward below.
@@ -364,6 +384,7 @@ void GPT2::backward() {
       ops_.matmul_backward(dbuf_, G + L.c_proj, dres, a.atty, P + L.c_proj, N, C, C, false);
     AttnContext ctx{ops_, B_, T_, l, m_.n_layer, step_, rope_cos_.data(), rope_sin_.data(), 0};
     attn_->backward(ctx, a.proj, dbuf_, dproj_, a.attn, extras(P, L), extras(G, L), attn_scratch_);
+    if (recompute_ >= 2) norm_forward(a.ln1, a.rstd1, a.x, P + L.ln1, N);
     stored_matmul_backward(dbuf_, G + L.c_attn, dproj_, a.ln1, P + L.c_attn, N, C, W);
     residual_norm_backward(G + L.ln1, dbuf_, a.x, P + L.ln1, a.rstd1);
   }

@@ -64,6 +64,12 @@ class GPT2 {
   // Sizes activations for micro-batches of B x T (T <= seq_len). Allocates once; no allocation
   // happens in forward/backward afterwards.
   void set_batch(int B, int T);
+  // train.recompute (0, 1, 2; core/config.h): which activations the backward recomputes instead
+  // of keeping one per layer. Takes effect at the next set_batch.
+  void set_recompute(int level);
+  int recompute() const { return recompute_; }
+  // Bytes of the activation arena (set_batch's one allocation).
+  size_t activation_bytes() const { return arena_.size() * sizeof(float); }
 
   // Mean loss over the B*T targets. With `train`, also computes the LM head's gradients with
   // d(loss)/d(logit) scaled by grad_scale (so micro-batches accumulate to a mean), leaving the
@@ -180,6 +186,7 @@ class GPT2 {
   float *dlnf_ = nullptr, *dres_ = nullptr, *dproj_ = nullptr, *dbuf_ = nullptr;
   float *dfc_ = nullptr, *attn_scratch_ = nullptr, *logits_ = nullptr;
   float* attn_y_ = nullptr;  // dtype bf16: the current layer's fp32 attention output (Acts::y)
+  int recompute_ = 0;  // train.recompute: 1 one GELU buffer for all layers, 2 also one per norm
   float* dres16_ = nullptr;  // dtype bf16: dres_ in bf16 elements (residual_norm_backward)
   std::vector<float> losses_host_;
 };

@@ -108,7 +108,12 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
             "train.dtype \"bf16\": the " + std::string(ops_->name()) +
                 " backend has no bf16 path (bf16 needs --device cuda)");
   model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_, t.dtype);
+  // attention.impl: which code computes the kind's attention, said once at start-up.
+  attention_impl_line_ = ops_->set_attention_impl(
+      {cfg_.attention.impl, opt_.strict, cfg_.attention.kind, model_->attention().math()});
+  if (comm_->rank() == 0) spdlog::info("{}", attention_impl_line_);
   if (opt_.init_weights) model_->init_weights(t.seed);
+  model_->set_recompute(t.recompute);
   model_->set_batch(t.micro_batch, m.seq_len);
   const size_t P = model_->flat_size();
   optimizer_ = make_data_parallel_optimizer(make_optimizer(cfg_.optim), *model_, *ops_, *comm_,

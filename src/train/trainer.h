@@ -37,6 +37,9 @@ struct TrainOptions {
   Communicator* comm = nullptr;  // null: single process
   // Wrap the backend in ProfileOps and name the step's phases (tda bench train --profile).
   bool profile = false;
+  // --strict: a vendor attention (attention.impl) that fails its self-check against our kernels
+  // stops the run instead of leaving those calls to our kernels.
+  bool strict = false;
 };
 
 struct StepMetrics {
@@ -59,6 +62,9 @@ class Trainer {
   double evaluate();  // mean validation loss over val_batches
   GPT2& model() { return *model_; }
   int grad_accum_steps() const { return accum_; }
+  // The start-up line of attention.impl: which code computes the attention
+  // (Ops::set_attention_impl).
+  const std::string& attention_impl_line() const { return attention_impl_line_; }
   int step() const { return state_.step; }
   const std::vector<double>& val_history() const { return val_history_; }
   ProfileOps* profile() { return profile_; }  // null unless TrainOptions::profile
@@ -96,6 +102,7 @@ class Trainer {
   std::vector<int32_t> inputs_, targets_;
   TrainState state_;
   int accum_ = 1;
+  std::string attention_impl_line_;
   int saved_step_ = -1;  // step of the last checkpoint this process wrote
   // The optimizer zeroed the gradients in its pass (adamw_clip_zero): the next step needs no
   // zeroing pass of its own.

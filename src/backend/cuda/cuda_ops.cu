@@ -150,6 +150,10 @@ void CudaOps::matmul_gelu_forward_bf16(uint16_t* y, uint16_t* pre, const uint16_
   cuda::gelu_forward(bf16_bits(y), bf16_bits(pre), size_t(N) * OC);
 }
 
+void CudaOps::gelu_forward_bf16(uint16_t* y, const uint16_t* pre, size_t n) {
+  cuda::gelu_forward(bf16_bits(y), bf16_bits(pre), n);  // matmul_gelu_forward_bf16's kernel
+}
+
 void CudaOps::matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
                                   int OC) {
   TDA_CHECK(bf16_, "cuda: matmul_forward_bf16 without enable_bf16_matmuls()");
@@ -265,6 +269,14 @@ void CudaOps::lm_head_logits(float* logits, const float* x, const float* W, int 
 }
 
 void CudaOps::attention_forward(const AttnArgs& a) {
+  if (cuda::SdpaPrimitive* p = attention_impl_.vendor_for(a)) {
+    uint16_t* h = cuda::scratch(hscratch_, hscratch_n_, cuda::vendor_scratch_halves(a, false),
+                                "attention operands and cuDNN outputs (bf16)");
+    float* f = cuda::scratch(fscratch_, fscratch_n_, cuda::vendor_scratch_floats(a),
+                             "cuDNN attention lse rows");
+    cuda::vendor_attention_forward(*p, a, h, f);
+    return;
+  }
   uint16_t* ops =
       a.saved ? nullptr  // the copies go to a.saved
               : cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, false),
@@ -288,6 +300,14 @@ void CudaOps::row_dot_bf16(float* out, const uint16_t* a, const float* b, size_t
 }
 
 void CudaOps::attention_backward(const AttnArgs& a) {
+  if (cuda::SdpaPrimitive* p = attention_impl_.vendor_for(a)) {
+    uint16_t* h = cuda::scratch(hscratch_, hscratch_n_, cuda::vendor_scratch_halves(a, true),
+                                "attention operands and cuDNN outputs (bf16)");
+    float* f = cuda::scratch(fscratch_, fscratch_n_, cuda::vendor_scratch_floats(a),
+                             "cuDNN attention lse rows");
+    cuda::vendor_attention_backward(*p, a, h, f);
+    return;
+  }
   float* s = cuda::scratch(fscratch_, fscratch_n_, cuda::attention_backward_scratch(a),
                            "backward scratch (attention D_i)");
   uint16_t* ops = cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, true),

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/attention_vendor.h"
 #include "backend/mixed_precision.h"
 #include "backend/ops.h"
 
@@ -175,6 +176,13 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   Device& device() override;  // the GPU (timing.h)
+  // attention.impl: our kernels, or cuDNN's where the kind allows (attention_vendor.h).
+  std::string set_attention_impl(const AttentionImplRequest& r) override {
+    return attention_impl_.set(r);
+  }
+  const cuda::AttentionImpl& attention_impl() const {
+    return attention_impl_;
+  }
 
   // bf16 matmuls: cast kernels (kernels/cast.cu) into bf16 buffers, then the bf16 gemm
   // (cuBLASLt, bf16 in, fp32 accumulate and out). Weights come from one bf16 copy of the master
@@ -204,6 +212,7 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void matmul_backward_dgelu_bf16(uint16_t* dpre16, float* prod, float* dW, const uint16_t* dy,
                                   const uint16_t* x, const float* W, const uint16_t* pre, int N,
                                   int C, int OC) override;
+  void gelu_forward_bf16(uint16_t* y, const uint16_t* pre, size_t n) override;
   size_t attention_saved_operands(const AttnArgs& a) const override;
   void l2norm_backward_saved(float* dx, const AttnArgs& a, AttnOperand which,
                              const float* norm) override;
@@ -233,6 +242,7 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void* abf16_[3] = {nullptr, nullptr, nullptr};  // __nv_bfloat16 activation casts
   size_t abf16_n_[3] = {0, 0, 0};
 
+  cuda::AttentionImpl attention_impl_;
   // Device scratch, grown on demand (never inside a kernel).
   float* fscratch_ = nullptr;
   size_t fscratch_n_ = 0;
