@@ -4,7 +4,12 @@
 //   m = max_{v<V_real} l_v;  S = sum_{v<V_real} exp(l_v - m);  loss = m + log S - l_target
 //   dlogits_v = grad_scale (exp(l_v - m)/S - [v == target]),  0 for padded v >= V_real
 //   dx = dlogits W;  dW += dlogits^T x                (tda::cuda::gemm, fp32 accumulation)
-// One block per row; the max and the sum are block reductions in a fixed order. The bf16 path
+// One block per row, two passes over it (llm.c's fused classifier): the first finds m and S at
+// once, each thread keeping a running max and a sum rescaled when the max moves (online
+// softmax), merged over the block as (M, sum_t S_t exp(m_t - M)); the second writes dlogits.
+// The row is 201 KB at the d12 vocabulary, so each pass is a DRAM read (a chunk of 1024 rows is
+// 206 MB): a separate max pass, as before, read every row three times. The reductions run in a
+// fixed order. The bf16 path
 // (Bf16Operands) feeds the three GEMMs bf16 x, W and dlogits (the softmax kernel writes the
 // bf16 dlogits itself, no extra pass); logits, the loss and dx/dW stay fp32. Chunks of 1024
 // rows keep W's re-reads (one per chunk and GEMM) small next to the GEMMs at N = 16k.
@@ -24,12 +29,20 @@ __global__ void softmax_xent_kernel(float* logits, __nv_bfloat16* dlogits_bf16, 
   float* l = logits + size_t(blockIdx.x) * V_padded;
   const int tgt = targets[blockIdx.x];
   const float target_logit = l[tgt];  // read before any thread overwrites the row
-  float mx = -INFINITY;
-  for (int v = threadIdx.x; v < V_real; v += blockDim.x) mx = fmaxf(mx, l[v]);
-  mx = block_max(mx, smem);
-  float sum = 0.0f;
-  for (int v = threadIdx.x; v < V_real; v += blockDim.x) sum += expf(l[v] - mx);
-  sum = block_sum(sum, smem);  // ends with a barrier: every thread has read target_logit
+  float tmx = -INFINITY, tsum = 0.0f;  // this thread's running max and sum of exp(l - tmx)
+  for (int v = threadIdx.x; v < V_real; v += blockDim.x) {
+    const float x = l[v];
+    if (x > tmx) {
+      tsum = tsum * expf(tmx - x) + 1.0f;  // exp(-inf) = 0 before the first element
+      tmx = x;
+    } else {
+      tsum += expf(x - tmx);
+    }
+  }
+  const float mx = block_max(tmx, smem);
+  // a thread that saw no element has tsum = 0 (and tmx = -inf: exp(-inf) = 0)
+  const float sum = block_sum(tsum > 0.0f ? tsum * expf(tmx - mx) : 0.0f, smem);
+  // block_sum ends with a barrier: every thread has read target_logit
   if (threadIdx.x == 0) losses[blockIdx.x] = mx + logf(sum) - target_logit;
   if (!grad) return;
   const float k = grad_scale / sum;

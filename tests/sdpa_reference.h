@@ -21,7 +21,7 @@ class ReferenceSdpa final : public cuda::SdpaPrimitive {
   enum class Mode { kCorrect, kNoCausalMask, kScale125, kRefuse };
   explicit ReferenceSdpa(Mode m = Mode::kCorrect) : mode_(m) {}
   std::string name() const override { return "reference SDPA (test)"; }
-  std::string prepare(const cuda::SdpaShape&) override {
+  std::string prepare(const cuda::SdpaShape&, bool) override {
     ++prepared;
     return mode_ == Mode::kRefuse ? "the test's primitive refuses every shape" : "";
   }

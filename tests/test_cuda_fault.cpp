@@ -64,14 +64,14 @@ TEST_CASE("cuda fault: tda train stops with one line naming the op and the kerne
   std::string out;
   int rc = 0;
   {
-    ScopedEnv fault("TDA_EMU_FAULT", "adamw_kernel");
+    ScopedEnv fault("TDA_EMU_FAULT", "adamw_clip_zero_kernel");
     rc = run_tda(train_args(dir.path), &out);
   }
   INFO(out);
   CHECK(rc == 1);
   CHECK(count(out, "error:") == 1);
-  CHECK(out.find("error: cuda: adamw: cudaErrorLaunchFailure: unspecified launch failure (kernel "
-                 "tda::cuda::(anonymous namespace)::adamw_kernel") != std::string::npos);
+  CHECK(out.find("error: cuda: adamw_clip_zero: cudaErrorLaunchFailure: unspecified launch failure (kernel "
+                 "tda::cuda::(anonymous namespace)::adamw_clip_zero_kernel") != std::string::npos);
   CHECK(out.find("terminate") == std::string::npos);
 }
 
@@ -84,7 +84,7 @@ TEST_CASE("cuda fault: under tda train --gpus 2 a faulting worker stops the othe
   {
     // The second worker (CUDA_VISIBLE_DEVICES=1) faults in its first optimizer step; the first
     // goes on to the next step's all-reduce, where it would wait for ever.
-    ScopedEnv fault("TDA_EMU_FAULT", "adamw_kernel");
+    ScopedEnv fault("TDA_EMU_FAULT", "adamw_clip_zero_kernel");
     ScopedEnv gpu("TDA_EMU_FAULT_GPU", "1");
     rc = run_tda(train_args(dir.path) +
                      " --set train.total_batch_tokens=64 --set train.max_steps=50 --gpus 2",
@@ -95,8 +95,8 @@ TEST_CASE("cuda fault: under tda train --gpus 2 a faulting worker stops the othe
   INFO(out);
   CHECK(rc == 1);
   CHECK(count(out, "error:") == 1);
-  CHECK(out.find("error: rank 1: cuda: adamw: cudaErrorLaunchFailure") != std::string::npos);
-  CHECK(out.find("adamw_kernel") != std::string::npos);
+  CHECK(out.find("error: rank 1: cuda: adamw_clip_zero: cudaErrorLaunchFailure") != std::string::npos);
+  CHECK(out.find("adamw_clip_zero_kernel") != std::string::npos);
   CHECK(out.find("all 2 workers were stopped") != std::string::npos);
   CHECK(out.find("terminate") == std::string::npos);
   CHECK(seconds < 60);  // not the 50 steps, not a collective timeout

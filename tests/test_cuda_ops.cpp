@@ -267,3 +267,34 @@ TEST_CASE("cuda: adamw matches the CPU backend", "[cuda][emu]") {
   CHECK(rel_err(gm.to_host(), m) < 1e-6);
   CHECK(rel_err(gv.to_host(), v) < 1e-6);
 }
+
+// The optimizer's pass (clip, AdamW, g = 0) in one kernel: the same bits as the three kernels it
+// replaces (Ops' composition: scale, adamw, zero), and the CPU's one pass within a few ulps.
+TEST_CASE("cuda: the fused adamw_clip_zero equals scale + adamw + zero bit for bit",
+          "[cuda][emu]") {
+  CpuOps cpu;
+  CudaOps gpu;
+  const size_t n = 1037;
+  for (const float s : {1.0f, 0.37f}) {
+    INFO("grad_scale " << s);
+    auto p = rnd(n, 81), m = rnd(n, 83, -0.1f, 0.1f), v = rnd(n, 84, 0.f, 0.01f);
+    DeviceBuffer<float> fp(p), fm(m), fv(v), cp(p), cm(m), cv(v);
+    for (int t = 1; t <= 3; ++t) {
+      auto g = rnd(n, 82 + t);
+      DeviceBuffer<float> fg(g), cg(g);
+      gpu.adamw_clip_zero(fp.get(), fg.get(), fm.get(), fv.get(), n, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                          0.1f, t, s);
+      gpu.Ops::adamw_clip_zero(cp.get(), cg.get(), cm.get(), cv.get(), n, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                               0.1f, t, s);
+      cpu.adamw_clip_zero(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                          0.1f, t, s);
+      CHECK(same_bits(fg.to_host(), std::vector<float>(n, 0.f)));
+      CHECK(same_bits(fg.to_host(), cg.to_host()));
+    }
+    CHECK(same_bits(fp.to_host(), cp.to_host()));
+    CHECK(same_bits(fm.to_host(), cm.to_host()));
+    CHECK(same_bits(fv.to_host(), cv.to_host()));
+    CHECK(rel_err(fp.to_host(), p) < 1e-6);
+    CHECK(rel_err(fv.to_host(), v) < 1e-6);
+  }
+}

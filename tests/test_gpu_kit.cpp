@@ -519,6 +519,15 @@ TEST_CASE("bench attention --device cuda: counts tiles by default here, --mode t
   CHECK(has(out, "--heads must be even"));
   CHECK(run_tda("bench attention --device cuda --mode fast --T 64", &out) != 0);
   CHECK(has(out, "--mode must be time or count"));
+  // --impl: our kernels by default (named in each line); cuDNN, which the emulated build has
+  // not, is one line saying so; an implementation that does not exist is a config error
+  CHECK(lines[0].at("attention_impl") == "own");
+  CHECK(run_tda("bench attention --device cuda --mode time --impl cudnn --kind softmax --T 64 "
+                "--tokens 64 --heads 2 --reps 1 --warmup 1",
+                &out) != 0);
+  CHECK(has(out, "attention.impl \"cudnn\": this build has no cuDNN attention"));
+  CHECK(run_tda("bench attention --device cuda --mode time --impl flash --T 64", &out) != 0);
+  CHECK(has(out, "attention.impl \"flash\" must be auto, own or cudnn"));
 }
 
 TEST_CASE("bench train on the CUDA backend times steps with events and reports device memory",

@@ -130,7 +130,7 @@ def micro_rows(a, dtype):
     gemm("lm_head logits", "fwd", ch, r, V, C)
     dl = 2 if bf else f4  # bytes per written dlogit
     add("softmax_xent (chunk)", "fwd", ch, 7 * r * VR, r * V * (f4 + dl) + 2 * r * f4,
-        ub=r * V * (3 * f4 + dl) + 2 * r * f4)  # max, sum-exp, grad passes read the row 3 times
+        ub=r * V * (2 * f4 + dl) + 2 * r * f4)  # online max/sum-exp, then grad: 2 reads a row
     gemm("lm_head dx", "bwd", ch, r, C, V)
     gemm("lm_head dW", "bwd", ch, V, C, r, beta=1)
 

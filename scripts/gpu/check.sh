@@ -57,6 +57,7 @@ else
   LENGTHS=512,1024,2048,4096,8192,16384; TOOLS="memcheck racecheck synccheck initcheck"
   DTYPES="bf16 fp32"; STEPS=10
 fi
+VENDOR_KINDS=""  # the kinds cuDNN attention can run (their math), once the build is there
 KINDS=""  # every registered kind (`tda kinds`), once the build is there: the baseline and the
           # paper's two first (a stage cut by its budget leaves out the others), then its order
 
@@ -151,6 +152,9 @@ if [ -x build-cuda/tda ]; then
   KINDS=$(build-cuda/tda kinds --names |
     awk 'BEGIN { p["softmax"] = 1; p["tda"] = 2; p["tra"] = 3 } { print (p[$0] ? p[$0] : 9), NR, $0 }' |
     sort -n -k1,1 -k2,2 | cut -d' ' -f3 | tr '\n' ' ')
+  # the kinds cuDNN can run: kernel math softmax or diff_softmax (`tda kinds --json`)
+  VENDOR_KINDS=$(build-cuda/tda kinds --json | "$PY" -c 'import json, sys
+print(" ".join(r["name"] for r in json.load(sys.stdin) if r["math"] in ("softmax", "diff_softmax")))')
   start=$(build-cuda/tda bench attention --device cuda --mode time --kind softmax --T 64 \
     --tokens 64 --heads 2 --reps 1 --warmup 1 2>&1 | grep -m1 '^cuda:\|error')
   echo "tda start-up: $start" >>"$WORK/env.txt"
@@ -199,9 +203,15 @@ if [ -n "$busy" ]; then
 fi
 if [ -x build-cuda/tda ]; then
   # One process per kind: a kind that fails leaves the others' lines (the failure is in the log).
-  stage tda-attention 90 "every kind, T $LENGTHS, 16 heads, 16k tokens" bash -c "rc=0
+  # every kind on our kernels, then the softmax family on cuDNN's (a node without cuDNN: those
+  # runs fail, saying why, and the stage with them; the other lines stay)
+  stage tda-attention 120 "every kind, T $LENGTHS, 16 heads, 16k tokens; softmax family on cuDNN" \
+    bash -c "rc=0
     for k in $KINDS; do build-cuda/tda bench attention --device cuda --mode time --kind \$k \
-      --T $LENGTHS >> $WORK/tda_attention.jsonl || { echo \"failed: \$k\"; rc=1; }; done; exit \$rc"
+      --T $LENGTHS >> $WORK/tda_attention.jsonl || { echo \"failed: \$k\"; rc=1; }; done
+    for k in $VENDOR_KINDS; do build-cuda/tda bench attention \
+      --device cuda --mode time --impl cudnn --kind \$k --T $LENGTHS \
+      >> $WORK/tda_attention.jsonl || { echo \"failed: \$k (cudnn)\"; rc=1; }; done; exit \$rc"
   # softmax on our kernels and on cuDNN, tda on ours; each timed, then profiled op by op
   stage tda-train 150 "d12 B 16 T 1024 bf16: softmax own/cudnn, tda; $STEPS steps + 3 profiled" \
     bash scripts/gpu/bench_train.sh "$WORK" "$STEPS"

@@ -156,7 +156,10 @@ def attention_rows(work):
             continue
         s = sdpa.get(r["T"])
         k = r["kernel_fwd_ms"] + r["kernel_bwd_ms"]
-        row = {"kind": r["kind"], "T": r["T"], "B": r["B"], "heads": r["heads"],
+        # a kind timed on cuDNN (bench attention --impl cudnn) is its own row
+        impl = r.get("attention_impl") or "own"
+        kind = r["kind"] if impl == "own" else "%s (%s)" % (r["kind"], impl)
+        row = {"kind": kind, "impl": impl, "T": r["T"], "B": r["B"], "heads": r["heads"],
                "kernel_ms": k, "kernel_fwd_ms": r["kernel_fwd_ms"],
                "kernel_bwd_ms": r["kernel_bwd_ms"],
                "layer_ms": r["layer_fwd_ms"] + r["layer_bwd_ms"],

@@ -204,6 +204,10 @@ int bench_attention(int argc, char** argv) {
                                      cxxopts::value<std::string>()->default_value(
                                          "data/tinyshakespeare/tiny_shakespeare_val.bin"))(
       "warmup", "cuda time: untimed repetitions first", cxxopts::value<int>()->default_value("2"))(
+      "impl",
+      "cuda time: attention.impl of the timed calls: own (our kernels), cudnn or auto "
+      "(docs/cuda.md)",
+      cxxopts::value<std::string>()->default_value("own"))(
       "h,help", "help");
   alias_flag(argc, argv, "--T", "--lengths");
   auto r = opts.parse(argc, argv);
@@ -228,6 +232,8 @@ int bench_attention(int argc, char** argv) {
     o.tokens = r["tokens"].as<int>();
     if (r.count("heads")) o.heads = r["heads"].as<int>();
     o.warmup = r["warmup"].as<int>();
+    o.impl = r["impl"].as<std::string>();
+    check_attention_impl(o.impl);
     if (r.count("reps")) o.reps = r["reps"].as<int>();
     return bench_attention_gpu(*backend, kinds, Ts, o);
   }

@@ -12,6 +12,9 @@ struct GpuAttnBench {
   int heads = 16;      // of dimension 64
   int reps = 5;        // timed repetitions (the median is reported)
   int warmup = 2;      // untimed repetitions first
+  // attention.impl of the timed calls: "own" (our kernels), "cudnn" or "auto" (Ops::
+  // set_attention_impl); a kind cuDNN cannot run is an error under "cudnn".
+  std::string impl = "own";
 };
 
 // One JSON line per (kind, T): layer and kernel forward/backward medians (bench_gpu.cpp).

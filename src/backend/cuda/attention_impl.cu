@@ -81,8 +81,13 @@ SdpaPrimitive* vendor_sdpa(std::string* why) {
   if (!v.tried) {
     v.tried = true;
     if (!v.make)
+#if defined(TDA_CUDA_EMU)
+      v.why = "this build has no cuDNN attention (the CPU's SIMT emulator runs our kernels "
+              "alone; scripts/build_cuda.sh builds the GPU binary with it)";
+#else
       v.why = "this build has no cuDNN attention (its configure found no cuDNN or no "
               "cudnn-frontend headers: docs/cuda.md, \"cuDNN attention\")";
+#endif
     else
       v.made = v.make(&v.why);
   }
@@ -176,7 +181,7 @@ VendorCheck vendor_self_check(SdpaPrimitive& p, const AttnArgs& like) {
     }
   };
   Side own(nqk, nv, nst, rows, two), ven(nqk, nv, nst, rows, two);
-  const std::string shape_why = p.prepare(vendor_shape(a));
+  const std::string shape_why = p.prepare(vendor_shape(a), /*backward=*/true);
   if (!shape_why.empty()) {
     r.where = shape_why;
     return r;
@@ -238,7 +243,7 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
          "; each shape is checked against our kernels at its first call)";
 }
 
-SdpaPrimitive* AttentionImpl::vendor_for(const AttnArgs& a) {
+SdpaPrimitive* AttentionImpl::vendor_for(const AttnArgs& a, bool backward) {
   if (!vendor_ || !vendor_call_refusal(a).empty()) {
     ++own_calls_;
     return nullptr;
@@ -271,9 +276,9 @@ SdpaPrimitive* AttentionImpl::vendor_for(const AttnArgs& a) {
   if (it->second) {
     // The call's own shape (B, T) may still be one the library refuses: then it takes ours.
     const SdpaShape s = vendor_shape(a);
-    auto sh = shapes_.find(s);
+    auto sh = shapes_.find({s, backward});
     if (sh == shapes_.end()) {
-      const std::string why = vendor_->prepare(s);
+      const std::string why = vendor_->prepare(s, backward);
       if (!why.empty()) {
         const std::string line = "cuda: attention: " + vendor_->name() + " cannot run kind " +
                                  kind + " at B " + std::to_string(a.B) + ", T " +
@@ -281,7 +286,7 @@ SdpaPrimitive* AttentionImpl::vendor_for(const AttnArgs& a) {
         if (req_.strict) throw Error(line + "; --strict: stopping");
         report(line + "; this shape runs on our kernels");
       }
-      sh = shapes_.emplace(s, why.empty()).first;
+      sh = shapes_.emplace(std::make_pair(s, backward), why.empty()).first;
     }
     if (sh->second) {
       ++vendor_calls_;

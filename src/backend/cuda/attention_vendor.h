@@ -54,7 +54,7 @@ VendorCheck vendor_self_check(SdpaPrimitive& p, const AttnArgs& like);
 class AttentionImpl {
  public:
   std::string set(const AttentionImplRequest& r);
-  SdpaPrimitive* vendor_for(const AttnArgs& a);
+  SdpaPrimitive* vendor_for(const AttnArgs& a, bool backward);
   // Calls taken by the vendor and by our kernels so far, and the lines the checks printed (bench
   // and tests read them).
   long long vendor_calls() const { return vendor_calls_; }
@@ -67,7 +67,7 @@ class AttentionImpl {
   SdpaPrimitive* vendor_ = nullptr;  // null: own kernels only
   using Key = std::tuple<int, int, int, int, int, float>;
   std::map<Key, bool> checked_;       // per (math, H, head dims, row scale, scale): check passed
-  std::map<SdpaShape, bool> shapes_;  // per call shape: the vendor prepared it
+  std::map<std::pair<SdpaShape, bool>, bool> shapes_;  // per call shape and pass: prepared
   long long vendor_calls_ = 0, own_calls_ = 0;
   std::vector<std::string> lines_;
 };

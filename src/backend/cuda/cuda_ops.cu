@@ -269,7 +269,7 @@ void CudaOps::lm_head_logits(float* logits, const float* x, const float* W, int 
 }
 
 void CudaOps::attention_forward(const AttnArgs& a) {
-  if (cuda::SdpaPrimitive* p = attention_impl_.vendor_for(a)) {
+  if (cuda::SdpaPrimitive* p = attention_impl_.vendor_for(a, /*backward=*/false)) {
     uint16_t* h = cuda::scratch(hscratch_, hscratch_n_, cuda::vendor_scratch_halves(a, false),
                                 "attention operands and cuDNN outputs (bf16)");
     float* f = cuda::scratch(fscratch_, fscratch_n_, cuda::vendor_scratch_floats(a),
@@ -300,7 +300,7 @@ void CudaOps::row_dot_bf16(float* out, const uint16_t* a, const float* b, size_t
 }
 
 void CudaOps::attention_backward(const AttnArgs& a) {
-  if (cuda::SdpaPrimitive* p = attention_impl_.vendor_for(a)) {
+  if (cuda::SdpaPrimitive* p = attention_impl_.vendor_for(a, /*backward=*/true)) {
     uint16_t* h = cuda::scratch(hscratch_, hscratch_n_, cuda::vendor_scratch_halves(a, true),
                                 "attention operands and cuDNN outputs (bf16)");
     float* f = cuda::scratch(fscratch_, fscratch_n_, cuda::vendor_scratch_floats(a),
@@ -328,6 +328,12 @@ void CudaOps::scale(float* x, size_t n, float s) {
 void CudaOps::adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
                     float beta2, float eps, float wd, int t) {
   cuda::adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, t);
+}
+
+void CudaOps::adamw_clip_zero(float* p, float* g, float* m, float* v, size_t n, float lr,
+                              float beta1, float beta2, float eps, float wd, int t,
+                              float grad_scale) {
+  cuda::adamw_clip_zero(p, g, m, v, n, lr, beta1, beta2, eps, wd, t, grad_scale);
 }
 
 void CudaOps::zero(float* x, size_t n) {

@@ -119,6 +119,9 @@ void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const flo
 
 void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
            float beta2, float eps, float wd, int t);
+// AdamW on g * grad_scale, then g = 0, in one pass (Ops::adamw_clip_zero).
+void adamw_clip_zero(float* p, float* g, float* m, float* v, size_t n, float lr, float beta1,
+                     float beta2, float eps, float wd, int t, float grad_scale);
 
 size_t sum_squares_scratch();  // doubles
 double sum_squares(const float* x, size_t n, double* scratch);
@@ -165,6 +168,9 @@ class CudaOps final : public Ops, public Bf16Matmuls {
                            int OC) override;
   void matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,
                              const float* W, const float* pre, int N, int C, int OC) override;
+  // One kernel per tensor (kernels/adamw.cu) where the default composes three.
+  void adamw_clip_zero(float* p, float* g, float* m, float* v, size_t n, float lr, float beta1,
+                       float beta2, float eps, float wd, int t, float grad_scale) override;
 
   // Device memory (cudaMalloc / cudaMemcpy): host code must not dereference it.
   bool host_memory() const override {

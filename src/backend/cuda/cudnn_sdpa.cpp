@@ -148,12 +148,12 @@ class CudnnSdpa final : public SdpaPrimitive {
            std::to_string(CUDNN_FRONTEND_MINOR_VERSION) + ")";
   }
 
-  std::string prepare(const SdpaShape& s) override {
-    auto it = refused_.find(s);
+  std::string prepare(const SdpaShape& s, bool backward) override {
+    auto it = refused_.find({s, backward});
     if (it != refused_.end()) return it->second;
     std::string why = build(fwd_, s, forward_graph, "forward");
-    if (why.empty()) why = build(bwd_, s, backward_graph, "backward");
-    if (!why.empty()) refused_[s] = why;
+    if (why.empty() && backward) why = build(bwd_, s, backward_graph, "backward");
+    if (!why.empty()) refused_[{s, backward}] = why;
     return why;
   }
 
@@ -221,7 +221,7 @@ class CudnnSdpa final : public SdpaPrimitive {
            const char* pass) {
     auto it = cache.find(s);
     if (it == cache.end()) {
-      const std::string why = prepare(s);
+      const std::string why = prepare(s, &cache == &bwd_);
       TDA_CHECK(why.empty(), "cuda: cuDNN attention " + std::string(pass) + ": " + why);
       it = cache.find(s);
     }
@@ -235,7 +235,7 @@ class CudnnSdpa final : public SdpaPrimitive {
   cudnnHandle_t handle_;
   size_t version_;
   Cache fwd_, bwd_;
-  std::map<SdpaShape, std::string> refused_;
+  std::map<std::pair<SdpaShape, bool>, std::string> refused_;
   void* workspace_ = nullptr;
   size_t workspace_n_ = 0;
 };

@@ -32,9 +32,10 @@ class SdpaPrimitive {
   virtual ~SdpaPrimitive() = default;
   // What it is, for the start-up line ("cuDNN 9.19.0, frontend 1.32.0").
   virtual std::string name() const = 0;
-  // Builds (once, then cached) what forward and backward of this shape run; "" when both can run,
-  // else one line saying why not (the library refused the shape, out of memory, ...).
-  virtual std::string prepare(const SdpaShape& s) = 0;
+  // Builds (once, then cached) what the forward (and, with `backward`, the backward) of this
+  // shape runs; "" when it can run, else one line saying why not (the library refused the shape,
+  // out of memory, ...). An evaluation's forward-only shapes build no backward.
+  virtual std::string prepare(const SdpaShape& s, bool backward) = 0;
   virtual void forward(const SdpaShape& s, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                        uint16_t* o, float* lse) = 0;
   virtual void backward(const SdpaShape& s, const uint16_t* q, const uint16_t* k, const uint16_t* v,

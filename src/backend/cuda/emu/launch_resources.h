@@ -17,6 +17,7 @@ inline constexpr char kLaunchResourcesToolkit[] = "13.0";
 
 // clang-format off
 inline constexpr KernelResourceRow kLaunchResources[] = {
+    {"tda::cuda::(anonymous namespace)::adamw_clip_zero_kernel", 23, 0, 28, 0, 1024},
     {"tda::cuda::(anonymous namespace)::adamw_kernel", 22, 0, 26, 0, 1024},
     {"tda::cuda::(anonymous namespace)::add_inplace_kernel", 12, 0, 14, 0, 1024},
     {"tda::cuda::(anonymous namespace)::add_kernel", 14, 0, 16, 0, 1024},
@@ -167,7 +168,7 @@ inline constexpr KernelResourceRow kLaunchResources[] = {
     {"tda::cuda::(anonymous namespace)::sigmoid_gate_backward_grouped_kernel", 40, 0, 40, 0, 1024},
     {"tda::cuda::(anonymous namespace)::sigmoid_gate_backward_kernel", 24, 0, 27, 0, 1024},
     {"tda::cuda::(anonymous namespace)::sigmoid_gate_forward_kernel", 24, 0, 28, 0, 1024},
-    {"tda::cuda::(anonymous namespace)::softmax_xent_kernel", 21, 128, 23, 128, 1024},
+    {"tda::cuda::(anonymous namespace)::softmax_xent_kernel", 21, 128, 22, 128, 1024},
     {"tda::cuda::(anonymous namespace)::sum_partials_kernel", 18, 256, 18, 256, 1024},
     {"tda::cuda::(anonymous namespace)::sum_squares_partial_kernel", 20, 256, 18, 256, 1024},
     {"tda::cuda::(anonymous namespace)::threshold_tau_kernel", 30, 0, 32, 0, 1024},
