@@ -131,8 +131,28 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   TDA_CHECK(t.dtype != "bf16" || ops_->bf16_matmuls(),
             "train.dtype \"bf16\": the " + std::string(ops_->name()) +
                 " backend has no bf16 path (bf16 needs --device cuda)");
+  // Sizes from the config, refused before they are taken: the model with its AdamW moments
+  // (sharded over the ranks under ZeRO-1), then the activations of one micro-batch. Host memory
+  // only: it overcommits (the OOM killer comes later), where a device refuses the allocation
+  // itself, naming the buffer (cuda/device_alloc.h).
+  const bool host = ops_->host_memory();
+  if (host) {
+    MemoryNeed need = GPT2::memory_need(m, cfg_.attention, t.dtype);
+    const size_t flat = GPT2::flat_floats(m, cfg_.attention), world = size_t(comm_->world());
+    need.backend +=
+        2 * (cfg_.dist.zero_stage == 1 ? (flat + world - 1) / world : flat) * sizeof(float);
+    need.host += flat * sizeof(float);  // the initial weights are drawn on the host
+    require_memory(*ops_, need,
+                   "train: a model of model.n_layer " + std::to_string(m.n_layer) +
+                       ", model.d_model " + std::to_string(m.d_model) + ", model.vocab_size " +
+                       std::to_string(m.vocab_size) + " with its optimizer state");
+  }
   model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_, t.dtype);
   if (opt_.init_weights) model_->init_weights(t.seed);
+  if (host)
+    require_memory(*ops_, model_->batch_memory(t.micro_batch, m.seq_len),
+                   "train: the activations of train.micro_batch " + std::to_string(t.micro_batch) +
+                       " x model.seq_len " + std::to_string(m.seq_len));
   model_->set_batch(t.micro_batch, m.seq_len);
   const size_t P = model_->flat_size();
   optimizer_ = make_data_parallel_optimizer(make_optimizer(cfg_.optim), *model_, *ops_, *comm_,
