@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -60,7 +61,7 @@ std::vector<std::string> operator+(std::vector<std::string> a, const std::vector
 }  // namespace
 
 TEST_CASE(
-    "run dir lock: a second trainer is refused at once naming the holder; the first's "
+    "run dir lock: a second trainer is refused at once naming the holder, the first's "
     "checkpoints stay exact",
     "[training][lock]") {
   SmallRun r;
@@ -71,7 +72,9 @@ TEST_CASE(
   // write the same step directories (a model of one process beside the optimizer of the other).
   for (const std::vector<std::string>& how :
        {std::vector<std::string>{"--resume", "auto"}, std::vector<std::string>{"--overwrite"},
-        std::vector<std::string>{}}) {
+        std::vector<std::string>{},
+        // The data-parallel launcher refuses before it starts any worker.
+        std::vector<std::string>{"--procs", "2", "--resume", "auto"}}) {
     TdaProcess b(r.args("softmax", kSmall + how), r.d.path + "/b.log");
     REQUIRE(b.wait_for(30));
     INFO((how.empty() ? "fresh" : how[0]) << "\n" << b.output());
@@ -232,10 +235,22 @@ TEST_CASE("SIGHUP (a closed terminal) checkpoints the last finished step and exi
   CHECK(latest_checkpoint(r.run) ==
         r.run + "/checkpoints/" + checkpoint_dir_name(int(steps.back())));
   load_model_for_eval(latest_checkpoint(r.run));  // complete, checksums verified
+
+  // Started under nohup (SIGHUP ignored), a closed terminal does not stop it.
+  fs::remove_all(r.run);
+  const auto old = std::signal(SIGHUP, SIG_IGN);  // inherited through fork and exec
+  TdaProcess q(r.args("softmax", kSmall), r.d.path + "/q.log");
+  std::signal(SIGHUP, old);
+  REQUIRE(q.wait_for_log("step      2/", 60));
+  q.kill_now(SIGHUP);
+  CHECK(!q.wait_for(0.5));
+  q.kill_now(SIGTERM);
+  REQUIRE(q.wait_for(30));
+  CHECK(q.exited_with(0));
 }
 
 TEST_CASE(
-    "a start that fails leaves nothing that blocks its corrected retry; bad data in the "
+    "a start that fails leaves nothing that blocks its corrected retry, and bad data in the "
     "last shard fails before step 1",
     "[training][badinput]") {
   SmallRun r;

@@ -42,7 +42,6 @@ void ChildProcess::start(const std::vector<std::string>& args, const std::vector
     for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGHUP, SIG_DFL);
     ::execv(exe.c_str(), argv.data());
     ::_exit(127);
   }

@@ -410,7 +410,8 @@ int Runner::run() {
                    (o_.parallel > 1 ? ", " + std::to_string(o_.parallel) + " at once" : ""));
   auto old_int = std::signal(SIGINT, on_sweep_signal);
   auto old_term = std::signal(SIGTERM, on_sweep_signal);
-  auto old_hup = std::signal(SIGHUP, on_sweep_signal);  // a closed terminal
+  auto old_hup = std::signal(SIGHUP, on_sweep_signal);   // a closed terminal
+  if (old_hup == SIG_IGN) std::signal(SIGHUP, SIG_IGN);  // but not under nohup
   for (;;) {
     const int sigs = g_signals.load();
     if (sigs > forwarded_) {

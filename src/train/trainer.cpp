@@ -46,11 +46,16 @@ extern "C" void on_stop_signal(int sig) {
   }
 }
 
-// The stop signals' handlers for the training loop's life, then the previous ones again.
+// The stop signals' handlers for the training loop's life, then the previous ones again. SIGHUP
+// stays ignored when this process was started ignoring it: under `nohup` a closed terminal must
+// not stop the run.
 class StopSignals {
  public:
   StopSignals() {
-    for (size_t i = 0; i < kSignals.size(); ++i) old_[i] = std::signal(kSignals[i], on_stop_signal);
+    for (size_t i = 0; i < kSignals.size(); ++i) {
+      old_[i] = std::signal(kSignals[i], on_stop_signal);
+      if (kSignals[i] == SIGHUP && old_[i] == SIG_IGN) std::signal(SIGHUP, SIG_IGN);
+    }
   }
   ~StopSignals() {
     for (size_t i = 0; i < kSignals.size(); ++i) std::signal(kSignals[i], old_[i]);
