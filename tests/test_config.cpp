@@ -127,3 +127,25 @@ TEST_CASE("config: a missing base file names the config that refers to it", "[co
                     Catch::Contains("'" + dir.path + "/child.json': its base 'nope/base.json' (" +
                                     dir.path + "/nope/base.json) cannot be opened"));
 }
+
+TEST_CASE("config: one JSON value and nothing after it but whitespace", "[config][badinput]") {
+  TempDir dir;
+  // The JSON library stops at a NUL byte as at the end of a C string: the garbage after it was
+  // accepted, and the file trained as if it ended there.
+  const std::string good = R"({"base": ")" + source_dir() + R"(/configs/tiny/softmax.json"})";
+  write_text(dir.path + "/a.json", good + std::string("\0", 1) + "garbage {\"x\": 1}");
+  CHECK_THROWS_WITH(load_config(dir.path + "/a.json"),
+                    Catch::Contains("config: '" + dir.path +
+                                    "/a.json' is not valid JSON: a NUL "
+                                    "byte at offset " +
+                                    std::to_string(good.size())));
+  std::string out;
+  CHECK(run_tda("train --config " + dir.path + "/a.json --out " + dir.path + "/run --steps 1",
+                &out) == 1);
+  CHECK(out.find("a NUL byte at offset") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.path + "/run/config.json"));
+  write_text(dir.path + "/b.json", good + " garbage");
+  CHECK_THROWS_WITH(load_config(dir.path + "/b.json"), Catch::Contains("is not valid JSON"));
+  write_text(dir.path + "/c.json", good + " \n\t\r\n");  // trailing whitespace is fine
+  CHECK(load_config(dir.path + "/c.json").attention.kind == "softmax");
+}

@@ -2,10 +2,13 @@
 // and at chosen points inside checkpoint writing and pruning (TDA_FAULT, core/fault.h), and
 // resumed with --resume auto after each kill. After every kill each checkpoint directory on
 // disk must load (checksums verified), leftovers must not pile up, and the final checkpoint
-// must equal an uninterrupted run's byte for byte.
+// must equal an uninterrupted run's byte for byte. Half the runs start with a twin on the same
+// directory: the lock must let one of them write, never both.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <memory>
+#include <thread>
 
 #include "core/rng.h"
 #include "core/safetensors.h"
@@ -103,10 +106,13 @@ TEST_CASE(
                                           "ckpt.renamed", "prune.renamed",  "prune.partial"};
   const std::string run = d.path + "/crash";
   Rng rng(20240520);
-  int kills = 0, runs = 0;
+  int kills = 0, runs = 0, refused = 0;
   bool finished = false;
   // Kill until 40 kills or the run completes despite them; each kill lands at a random moment
   // (one run in three) or at the k-th pass (k = 1..3) of a point inside a checkpoint write/prune.
+  // Every other run has a twin started with it on the same directory (a requeue overlapping the
+  // old job): one of the two writes, the other must be refused by the run directory's lock, or
+  // start after the first has died; never may both write.
   while (kills < 40 && !finished) {
     std::vector<std::string> env;
     double delay = -1;
@@ -115,21 +121,37 @@ TEST_CASE(
     else
       env.push_back("TDA_FAULT=" + sites[rng.below(sites.size())] + ":" +
                     std::to_string(1 + rng.below(3)));
+    const bool twin = runs % 2 == 1;
     ++runs;
-    TdaProcess p(with_out(run), d.path + "/crash.log", env);
-    if (delay >= 0 && !p.wait_for(delay)) p.kill_now(SIGKILL);
-    REQUIRE(p.wait_for(120));
-    INFO("run " << runs << " " << (env.empty() ? "delay " + std::to_string(delay) : env[0]) << "\n"
-                << p.output());
-    std::printf("run %d %s -> %s, latest %s\n", runs,
-                env.empty() ? ("delay " + std::to_string(delay)).c_str() : env[0].c_str(),
-                p.killed() ? "killed" : "exit", latest_checkpoint(run).c_str());
-    if (p.killed()) {
-      REQUIRE(WTERMSIG(p.status) == SIGKILL);
-      ++kills;
-    } else {
-      REQUIRE(p.exited_with(0));
-      finished = latest_checkpoint(run).find(checkpoint_dir_name(kSteps)) != std::string::npos;
+    std::vector<std::unique_ptr<TdaProcess>> ps;
+    ps.push_back(std::make_unique<TdaProcess>(with_out(run), d.path + "/crash.log", env));
+    if (twin) ps.push_back(std::make_unique<TdaProcess>(with_out(run), d.path + "/twin.log", env));
+    if (delay >= 0) {  // whichever of the twins holds the run is killed
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+      for (auto& p : ps)
+        if (!p->poll()) p->kill_now(SIGKILL);
+    }
+    for (auto& p : ps) {
+      REQUIRE(p->wait_for(120));
+      INFO("run " << runs << (twin ? " (twins) " : " ")
+                  << (env.empty() ? "delay " + std::to_string(delay) : env[0]) << "\n"
+                  << p->output());
+      std::printf("run %d%s %s -> %s, latest %s\n", runs, twin ? " (twins)" : "",
+                  env.empty() ? ("delay " + std::to_string(delay)).c_str() : env[0].c_str(),
+                  p->killed()         ? "killed"
+                  : p->exited_with(0) ? "exit 0"
+                                      : "refused",
+                  latest_checkpoint(run).c_str());
+      if (p->killed()) {
+        REQUIRE(WTERMSIG(p->status) == SIGKILL);
+        ++kills;
+      } else if (p->exited_with(0)) {
+        finished = latest_checkpoint(run).find(checkpoint_dir_name(kSteps)) != std::string::npos;
+      } else {
+        REQUIRE(p->exited_with(1));
+        REQUIRE(p->output().find("is in use by another tda train") != std::string::npos);
+        ++refused;
+      }
     }
     check_checkpoints_dir(run);
   }
@@ -139,8 +161,9 @@ TEST_CASE(
     INFO(p.output());
     REQUIRE(p.exited_with(0));
   }
-  WARN(kills << " SIGKILLs over " << runs << " runs");
-  CHECK(kills >= 30);  // the run must not have outrun the kills
+  WARN(kills << " SIGKILLs over " << runs << " runs, " << refused << " twins refused");
+  CHECK(refused >= 1);  // the twins did overlap
+  CHECK(kills >= 30);   // the run must not have outrun the kills
   // Nothing left over: exactly the newest keep_checkpoints=2 directories.
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(run + "/checkpoints"))

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "attention/variant.h"
+#include "core/fs.h"
 #include "eval/export_hf.h"
 #include "eval/loaded_model.h"
 #include "test_eval_util.h"
@@ -315,6 +316,37 @@ TEST_CASE("export: the CLI writes config.json with auto_map and the attention bl
   CHECK(lay.at("params")[2].at("shape") == json::array({64}));
   CHECK(run_tda("export --checkpoint " + dir.path + "/ckpt --format gguf --out " + dir.path +
                 "/x") != 0);
+}
+
+TEST_CASE("export: an existing non-empty directory is refused without --overwrite",
+          "[eval][export][badinput]") {
+  TempDir dir;
+  write_tiny_checkpoint(dir.path + "/a", "tda", 32);
+  write_tiny_checkpoint(dir.path + "/b", "softmax", 32);
+  const std::string hf = dir.path + "/hf";
+  REQUIRE(run_tda("export --checkpoint " + dir.path + "/a --out " + hf) == 0);
+  const auto model = read_file_bytes(hf + "/model.safetensors");
+  const auto config = read_file_bytes(hf + "/config.json");
+  // Exporting another checkpoint over it used to replace its files silently.
+  std::string out;
+  CHECK(run_tda("export --checkpoint " + dir.path + "/b --out " + hf, &out) == 1);
+  INFO(out);
+  CHECK(out.find("error: export: --out " + hf + " is not empty (") != std::string::npos);
+  CHECK(out.find("pass --overwrite") != std::string::npos);
+  CHECK(read_file_bytes(hf + "/model.safetensors") == model);
+  CHECK(read_file_bytes(hf + "/config.json") == config);
+  // So is a directory holding anything else; an empty one is fine.
+  std::filesystem::create_directories(dir.path + "/mine");
+  write_text(dir.path + "/mine/notes.txt", "mine");
+  CHECK(run_tda("export --checkpoint " + dir.path + "/b --out " + dir.path + "/mine") == 1);
+  std::filesystem::create_directories(dir.path + "/empty");
+  CHECK(run_tda("export --checkpoint " + dir.path + "/b --out " + dir.path + "/empty", &out) == 0);
+  // --overwrite replaces the export's files and keeps the others.
+  write_text(hf + "/README.md", "notes");
+  REQUIRE(run_tda("export --checkpoint " + dir.path + "/b --out " + hf + " --overwrite", &out) ==
+          0);
+  CHECK(read_file_bytes(hf + "/model.safetensors") != model);
+  CHECK(std::filesystem::exists(hf + "/README.md"));
 }
 
 }  // namespace tda

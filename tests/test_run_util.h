@@ -104,4 +104,28 @@ struct TdaProcess {
   }
 };
 
+// A training run of configs/tiny/<kind>.json on byte_corpus data in a temporary directory, as
+// a user starts it: train() runs `tda train ... --out run` and returns its exit code, the log in
+// `out`; args() is the same command for a TdaProcess.
+struct SmallRun {
+  TempDir d;
+  std::vector<std::string> data = byte_corpus(d.path);
+  std::string run = d.path + "/run", out;
+  std::vector<std::string> args(const std::string& kind,
+                                const std::vector<std::string>& extra) const {
+    std::vector<std::string> a = {
+        "train", "--config",         source_dir() + "/configs/tiny/" + kind + ".json", "--out", run,
+        "--set", "train.val_every=0"};
+    a.insert(a.end(), data.begin(), data.end());
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  int train(const std::string& kind, const std::vector<std::string>& extra) {
+    TdaProcess p(args(kind, extra), d.path + "/log.txt");
+    if (!p.wait_for(120)) return -2;
+    out = p.output();
+    return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+  }
+};
+
 }  // namespace tda

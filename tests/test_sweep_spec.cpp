@@ -47,6 +47,8 @@ TEST_CASE("sweep spec: bad specs are one-line errors naming the key or run", "[s
   const std::string cfg = "\"config\": \"" + source_dir() + "/configs/tiny/base.json\"";
   const std::string run = "{\"name\": \"a\"}";
   CHECK(error_of("{" + cfg + ", \"runs\": [" + run + "]}").empty());  // the control
+  CHECK(error_of("{" + cfg + ", \"runs\": [" + run + "]}" + std::string("\0", 1) + "junk")
+            .find("is not valid JSON: a NUL byte at offset") != std::string::npos);
   CHECK(error_of("{" + cfg + ", \"runs\": [" + run + "], \"evals\": {}}")
             .find("unknown config key 'evals'") != std::string::npos);
   CHECK(error_of("{" + cfg + ", \"runs\": [" + run + "], \"eval\": {\"mc\": {\"taks\": []}}}")

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <fstream>
 
+#include "core/host_memory.h"
+
 namespace tda {
 
 DeviceStats DeviceStats::since(const DeviceStats& b) const {
@@ -50,6 +52,7 @@ class HostDevice final : public Device {
   bool timed() const override { return true; }
   std::unique_ptr<DeviceTimer> timer() override { return std::make_unique<HostTimer>(); }
   size_t memory_used() const override { return 0; }
+  size_t memory_free() const override { return available_host_memory().bytes; }
   void synchronize() override {}
 };
 

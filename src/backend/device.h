@@ -75,6 +75,9 @@ class Device {
   // Bytes in use on the whole device (every process and the context; cudaMemGetInfo), 0 on the
   // host (not measured: host memory is shared with everything else).
   virtual size_t memory_used() const = 0;
+  // Bytes a new allocation may still take: free device memory (cudaMemGetInfo; the emulator's
+  // cap less its live bytes), or on the host what core/host_memory.h finds.
+  virtual size_t memory_free() const = 0;
   virtual void synchronize() = 0;  // waits for all queued work; throws on a kernel error
   virtual EmulatedDevice* emulator() { return nullptr; }
 };

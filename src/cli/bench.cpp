@@ -4,6 +4,7 @@
 // largest shape (the LM head) on this machine, so the two can be compared. Steps are timed on
 // the backend's device (backend/device.h: CUDA events on a GPU) and on a GPU the device memory
 // the run holds is reported.
+#include <cstdlib>
 #include <cxxopts.hpp>
 #include <iostream>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "cli/config_flags.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/rng.h"
 #include "train/trainer.h"
 
@@ -76,8 +78,15 @@ int bench_train(int argc, char** argv) {
   Device& device = backend->device();
   const size_t mem0 = device.memory_used();
   TrainOptions to;
-  to.out_dir = "/tmp/tda_bench_run";
-  to.overwrite = true;  // a scratch directory: the previous benchmark's run is not worth keeping
+  // A scratch run directory of its own: two benchmarks at once must not share one (the second
+  // would be refused by the first's lock). Removed when the benchmark ends.
+  char scratch[] = "/tmp/tda_bench_run_XXXXXX";
+  TDA_CHECK(::mkdtemp(scratch), "bench train: cannot create a scratch directory in /tmp");
+  struct Remove {
+    std::string dir;
+    ~Remove() { remove_tree(dir); }
+  } remove{scratch};
+  to.out_dir = scratch;
   to.profile = r.count("profile") > 0;
   Trainer trainer(cfg, to);
   trainer.train_step();  // warm-up: first-touch of buffers, BLAS thread start, cuBLASLt plans

@@ -23,6 +23,7 @@
 
 #include "attention/variant.h"
 #include "backend/make_ops.h"
+#include "backend/memory_check.h"
 #include "backend/profile_ops.h"
 #include "cli/bench_attention.h"
 #include "cli/bench_gpu.h"
@@ -155,7 +156,7 @@ struct RandomLayer {
     H = heads * make_attention(two.model, two.attention)->traits().head_multiple;
     cfg = layer_config(kind, T, H);
     attn = make_attention(cfg.model, cfg.attention);
-    const int C = cfg.model.d_model, W = attn->proj_width(), D = cfg.model.head_dim();
+    const Sizes z = sizes(*attn, cfg, T);
     Rng rng(1);
     for (const auto& spec : attn->extra_params(0)) {
       size_t n = 1;
@@ -168,16 +169,24 @@ struct RandomLayer {
       extra.push_back(extra_store[i].data());
       dextra.push_back(dextra_store[i].data());
     }
-    proj.resize(size_t(T) * W);
-    y.resize(size_t(T) * C);
-    dy.resize(size_t(T) * C);
-    dproj.resize(proj.size());
+    proj.resize(z.proj);
+    y.resize(z.y);
+    dy.resize(z.y);
+    dproj.resize(z.proj);
     for (auto& x : proj) x = rng.normal();
     for (auto& x : dy) x = rng.normal();
-    act.resize(attn->act_floats(1, T));
-    scratch.resize(attn->scratch_floats(1, T));
-    cosv.assign(size_t(T) * D / 2, 1.f);
-    sinv.assign(size_t(T) * D / 2, 0.f);
+    act.resize(z.act);
+    scratch.resize(z.scratch);
+    cosv.assign(z.rope, 1.f);
+    sinv.assign(z.rope, 0.f);
+  }
+  // What the constructor allocates, without allocating it (checked before, naming --lengths).
+  static size_t bytes(const std::string& kind, int T, int heads) {
+    const Config two = layer_config(kind, T, 2);
+    const int h = heads * make_attention(two.model, two.attention)->traits().head_multiple;
+    const Config c = layer_config(kind, T, h);
+    const Sizes z = sizes(*make_attention(c.model, c.attention), c, T);
+    return (2 * z.proj + 2 * z.y + z.act + z.scratch + 2 * z.rope) * sizeof(float);
   }
   AttnContext ctx(Ops& ops) const {
     const int T = cfg.model.seq_len;
@@ -185,6 +194,14 @@ struct RandomLayer {
   }
 
  private:
+  struct Sizes {
+    size_t proj, y, act, scratch, rope;  // floats of each buffer
+  };
+  static Sizes sizes(const AttentionVariant& attn, const Config& c, int T) {
+    return {size_t(T) * size_t(attn.proj_width()), size_t(T) * size_t(c.model.d_model),
+            attn.act_floats(1, T), attn.scratch_floats(1, T),
+            size_t(T) * size_t(c.model.head_dim() / 2)};
+  }
   static Config layer_config(const std::string& kind, int T, int H) {
     json j = {{"attention", {{"kind", kind}}},
               {"model", {{"n_layer", 1}, {"d_model", 64 * H}, {"n_head", H}, {"seq_len", T}}},
@@ -199,6 +216,8 @@ int bench_random_attention(const std::vector<std::string>& kinds, const std::vec
   Ops& cpu = *cpu_ops;
   for (const auto& kind : kinds) {
     for (int T : Ts) {
+      require_memory(cpu, {0, RandomLayer::bytes(kind, T, heads)},
+                     "bench attention: --lengths " + std::to_string(T) + " (" + kind + ")");
       RandomLayer L(kind, T, heads);
       const int H = L.H;
       auto& attn = L.attn;

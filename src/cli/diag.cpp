@@ -16,6 +16,7 @@
 #include "data/tokenizer.h"
 #include "eval/diagnostics.h"
 #include "eval/loaded_model.h"
+#include "model/generator.h"
 #include "train/checkpoint.h"
 
 namespace tda {
@@ -85,6 +86,17 @@ int cmd_diag(int argc, char** argv) {
   GPT2& model = *lm.model;
   const bool untrained = r.count("untrained") > 0;
   o.max_context = r["max-context"].as<int>();
+  {
+    // One prefill of T rows with RoPE tables up to the context, and every head's T x T maps
+    // (three for a two-view kind: each view and the effective map) on the host.
+    const size_t T = seqs[0].size();
+    MemoryNeed need = Generator::memory_need(model, std::max(o.max_context, int(T)), int(T));
+    need.host += (attn_two_views(model.attention().math()) ? 3 : 1) * T * T * sizeof(float);
+    require_memory(model.ops(), need,
+                   "diag: --T " + std::to_string(T) +
+                       (o.max_context > 0 ? " --max-context " + std::to_string(o.max_context)
+                                          : std::string()));
+  }
   if (untrained) {
     model.init_weights(cfg.train.seed);  // what `tda train` starts from
     model.set_step(0);

@@ -15,6 +15,7 @@
 #include "data/tokenizer.h"
 #include "eval/loaded_model.h"
 #include "eval/longctx.h"
+#include "model/generator.h"
 
 namespace tda {
 namespace {
@@ -56,6 +57,9 @@ int cmd_eval_longctx(int argc, char** argv) {
   TDA_CHECK(o.max_context >= 0 && o.limit >= 0,
             "eval longctx: --max-context and --limit must be >= 0");
   o.progress = !r.count("quiet");
+  const int ctx = o.max_context > 0 ? o.max_context : lm.cfg.model.seq_len;
+  require_memory(lm.model->ops(), Generator::memory_need(*lm.model, ctx),
+                 "eval longctx: --max-context " + std::to_string(ctx));
   const auto t0 = std::chrono::steady_clock::now();
   const LongctxResult res = run_longctx(*lm.model, tok, d, o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

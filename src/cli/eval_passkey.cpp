@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cxxopts.hpp>
 #include <fstream>
@@ -77,9 +78,13 @@ int cmd_eval_passkey(int argc, char** argv) {
   TDA_CHECK(o.needles >= 1 && o.needles <= 16, "eval passkey: --needles must be in 1..16");
   const int max_new = r["max-new-tokens"].as<int>();
   TDA_CHECK(max_new >= 1, "eval passkey: --max-new-tokens must be >= 1");
+  const int longest = *std::max_element(o.lengths.begin(), o.lengths.end());
+  TDA_CHECK(long(longest) + std::max(16, max_new) <= INT_MAX,
+            "eval passkey: --lengths " + std::to_string(longest) + " is too long");
   int max_ctx = r["max-context"].as<int>();
-  if (max_ctx <= 0) max_ctx = *std::max_element(o.lengths.begin(), o.lengths.end()) + 16;
-  TDA_CHECK(max_ctx >= *std::max_element(o.lengths.begin(), o.lengths.end()) + max_new,
+  const bool ctx_given = max_ctx > 0;
+  if (!ctx_given) max_ctx = longest + 16;
+  TDA_CHECK(max_ctx >= longest + max_new,
             "eval passkey: --max-context must cover the longest length + --max-new-tokens");
 
   const std::string ckpt = r["checkpoint"].as<std::string>();
@@ -88,6 +93,11 @@ int cmd_eval_passkey(int argc, char** argv) {
   TDA_CHECK(lm.cfg.model.real_vocab_size >= 50257,
             "eval passkey: the model's vocabulary (" +
                 std::to_string(lm.cfg.model.real_vocab_size) + ") is not GPT-2's");
+  require_memory(
+      lm.model->ops(), Generator::memory_need(*lm.model, max_ctx),
+      "eval passkey: " + (ctx_given ? "--max-context " + std::to_string(max_ctx)
+                                    : "--lengths " + std::to_string(longest) + " (a context of " +
+                                          std::to_string(max_ctx) + " tokens)"));
   const Gpt2Tokenizer tok = Gpt2Tokenizer::load(r["tokenizer"].as<std::string>());
   Generator gen(*lm.model, max_ctx);
   GreedyPasskeyAnswerer answerer(gen, tok, max_new);

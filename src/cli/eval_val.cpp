@@ -41,6 +41,8 @@ int cmd_eval_val(int argc, char** argv) {
   if (data.empty()) data = lm.cfg.data.val;
   const int B = r["batch"].as<int>() > 0 ? r["batch"].as<int>() : lm.cfg.train.micro_batch;
   TDA_CHECK(r["sequences"].as<long>() >= 0, "eval val: --sequences must be >= 0");
+  require_memory(lm.model->ops(), lm.model->batch_memory(B, lm.cfg.model.seq_len),
+                 "eval val: --batch " + std::to_string(B));
   const ValLossResult v = validation_loss(*lm.model, data, B, r["sequences"].as<long>());
   const nlohmann::json j = {{"val_loss", v.loss}, {"sequences", v.sequences},
                             {"tokens", v.tokens}, {"available_sequences", v.available},

@@ -1,4 +1,4 @@
-// tda export --checkpoint DIR --format hf --out DIR
+// tda export --checkpoint DIR --format hf --out DIR [--overwrite]
 #include <cxxopts.hpp>
 #include <iostream>
 
@@ -13,7 +13,8 @@ int cmd_export(int argc, char** argv) {
   cxxopts::Options opts(argv[0], "Export a checkpoint (docs/evaluation.md)");
   opts.add_options()("checkpoint", "checkpoint directory", cxxopts::value<std::string>())(
       "format", "export format (hf)", cxxopts::value<std::string>()->default_value("hf"))(
-      "out", "output directory", cxxopts::value<std::string>())(
+      "out", "output directory (new or empty)", cxxopts::value<std::string>())(
+      "overwrite", "replace the export already in --out (its files; others stay)")(
       "python-dir", "where modeling_tda.py lives",
       cxxopts::value<std::string>()->default_value(TDA_SOURCE_DIR "/python/tda_hf"))("h,help",
                                                                                      "show help");
@@ -28,6 +29,7 @@ int cmd_export(int argc, char** argv) {
   o.checkpoint = r["checkpoint"].as<std::string>();
   o.out = r["out"].as<std::string>();
   o.python_dir = r["python-dir"].as<std::string>();
+  o.overwrite = r.count("overwrite") > 0;
   export_hf(o);
   std::cerr << "exported " << o.checkpoint << " -> " << o.out << "\n";
   return 0;

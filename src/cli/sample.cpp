@@ -8,6 +8,8 @@
 #include "cli/device_flags.h"
 #include "core/error.h"
 #include "eval/loaded_model.h"
+#include "model/generator.h"
+#include "model/rope.h"
 #include "train/sampler.h"
 
 namespace tda {
@@ -47,6 +49,10 @@ int cmd_sample(int argc, char** argv) {
   so.top_k = r["top-k"].as<int>();
   so.seed = r["seed"].as<uint64_t>();
   so.max_context = r["max-context"].as<int>();
+  require_memory(
+      lm.model->ops(), Generator::memory_need(*lm.model, so.max_context),
+      "sample: --max-context " +
+          std::to_string(so.max_context > 0 ? so.max_context : rope_trained_context(lm.cfg.model)));
   std::cout << sample_text(*lm.model, r["prompt"].as<std::string>(), so) << std::endl;
   return 0;
 }

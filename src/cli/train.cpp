@@ -17,6 +17,7 @@
 #include "distributed/communicator.h"
 #include "distributed/launch.h"
 #include "train/checkpoint.h"
+#include "train/run_dir.h"
 #include "train/trainer.h"
 
 namespace tda {
@@ -46,6 +47,8 @@ int run_rank(const Config& cfg, TrainOptions to) {
   WorkerRecord record(env.rank);
   DistOptions dist;
   dist.timeout_s = cfg.dist.timeout_s;
+  // Our own launcher holds the run directory's lock for the whole job (cmd_train).
+  to.lock_run_dir = !WorkerRecord::active();
   std::unique_ptr<Communicator> comm;
   try {
     comm = make_communicator(cfg.train.device, dist);
@@ -122,6 +125,10 @@ int cmd_train(int argc, char** argv) {
                   "is already one rank)");
     // Checked here, before any worker starts: the launcher's report is for runs that started.
     grad_accum_steps(cfg, std::max(procs, gpus));
+    // Before the workers exist, and before .workers is written: a second job on this directory
+    // is refused here. Inherited by the workers started below, so it outlives a killed launcher
+    // for as long as any of them still writes.
+    const FileLock lock = lock_run_dir(to.out_dir, /*inherit=*/true);
     LaunchOptions lo;
     lo.procs = std::max(procs, gpus);
     lo.worker_dir = to.out_dir + "/.workers";

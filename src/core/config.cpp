@@ -99,11 +99,7 @@ json read_json_file(const std::string& path) {
   TDA_CHECK(f.good(), "config: cannot open '" + path + "'");
   std::stringstream ss;
   ss << f.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 6E333
-    throw Error("config: '" + path + "' is not valid JSON: " + e.what());
-  }
+  return parse_json_document(ss.str(), "config: '" + path + "'");
 }
 
 std::string dir_of(const std::string& path) {
@@ -366,14 +362,21 @@ Config config_from_json(const json& user, const std::string& origin) {
   return c;
 }
 
+json parse_json_document(const std::string& text, const std::string& what) {
+  const size_t nul = text.find('\0');
+  TDA_CHECK(nul == std::string::npos,
+            what + " is not valid JSON: a NUL byte at offset " + std::to_string(nul) +
+                " (a JSON file holds one value and nothing after it but whitespace)");
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 6E333
+    throw Error(what + " is not valid JSON: " + e.what());
+  }
+}
+
 Config parse_config(const std::string& text, const std::vector<std::string>& overrides,
                     const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error("config: '" + origin + "' is not valid JSON: " + e.what());
-  }
+  json j = parse_json_document(text, "config: '" + origin + "'");
   TDA_CHECK(j.is_object(), "config: '" + origin + "' must hold a JSON object");
   TDA_CHECK(!j.contains("base"), "config: '" + origin + "': 'base' names a file (use load_config)");
   for (const auto& kv : overrides) apply_override(j, kv);

@@ -118,6 +118,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 // load_config checks them; `origin` names it in messages (fuzzing, tests).
 Config parse_config(const std::string& text, const std::vector<std::string>& overrides,
                     const std::string& origin);
+// A JSON file's text as one JSON value with nothing after it but whitespace; `what` starts the
+// one-line error ("config: 'a.json'"). The JSON library ends its input at a NUL byte, as at the
+// end of a C string, so "{...}\0garbage" would parse: a NUL anywhere is refused here, by offset.
+json parse_json_document(const std::string& text, const std::string& what);
 // Every key of `user` must exist in `defaults` with a compatible type (an integer where the
 // default is one, any number for a float, an array for an array), recursively for objects;
 // otherwise throws "<origin>: unknown config key '<prefix.key>'" or names the wrong type.

@@ -33,6 +33,19 @@ size_t check_header(const char* head, size_t head_bytes, size_t size, const std:
   return n;
 }
 
+// The first token id >= vocab_size among n tokens at byte offset `offset` of the file, as a
+// one-line error; nothing when there is none. A branch-free pass finds whether there is one.
+void check_tokens(const uint16_t* t, size_t n, int vocab_size, size_t offset,
+                  const std::string& path) {
+  uint16_t mx = 0;
+  for (size_t i = 0; i < n; ++i) mx = std::max(mx, t[i]);
+  if (mx < vocab_size) return;
+  for (size_t i = 0; i < n; ++i)
+    TDA_CHECK(t[i] < vocab_size, path + ": token id " + std::to_string(t[i]) + " >= vocab " +
+                                     std::to_string(vocab_size) + " at offset " +
+                                     std::to_string(offset + 2 * i));
+}
+
 }  // namespace
 
 std::vector<uint16_t> parse_shard(const char* data, size_t size, const std::string& path,
@@ -40,11 +53,7 @@ std::vector<uint16_t> parse_shard(const char* data, size_t size, const std::stri
   const size_t n = check_header(data, size, size, path);
   std::vector<uint16_t> tokens(n);
   if (n) std::memcpy(tokens.data(), data + kShardHeaderBytes, 2 * n);
-  for (size_t i = 0; i < n; ++i)
-    TDA_CHECK(tokens[i] < vocab_size, path + ": token id " + std::to_string(tokens[i]) +
-                                          " >= vocab " + std::to_string(vocab_size) +
-                                          " at offset " +
-                                          std::to_string(kShardHeaderBytes + 2 * i));
+  check_tokens(tokens.data(), n, vocab_size, kShardHeaderBytes, path);
   return tokens;
 }
 
@@ -62,6 +71,35 @@ size_t read_shard_header(const std::string& path) {
   f.seekg(0);
   f.read(head, std::streamsize(std::min(size, kShardHeaderBytes)));
   return check_header(head, size_t(f.gcount()), size, path);
+}
+
+void check_shards(const std::vector<std::string>& files, int vocab_size,
+                  const std::function<void(uint64_t, uint64_t)>& progress) {
+  uint64_t total = 0, done = 0;
+  std::vector<size_t> counts;
+  for (const auto& path : files) {
+    counts.push_back(read_shard_header(path));
+    total += kShardHeaderBytes + 2 * uint64_t(counts.back());
+  }
+  std::vector<uint16_t> buf(size_t(1) << 21);  // 4 MiB of tokens at a time
+  for (size_t k = 0; k < files.size(); ++k) {
+    const std::string& path = files[k];
+    std::ifstream f(path, std::ios::binary);
+    TDA_CHECK(f.good(), path + ": cannot open shard");
+    f.seekg(std::streamoff(kShardHeaderBytes));
+    done += kShardHeaderBytes;
+    for (size_t i = 0; i < counts[k];) {
+      const size_t n = std::min(buf.size(), counts[k] - i);
+      f.read(reinterpret_cast<char*>(buf.data()), std::streamsize(2 * n));
+      TDA_CHECK(size_t(f.gcount()) == 2 * n, path + ": read failed at offset " +
+                                                 std::to_string(kShardHeaderBytes + 2 * i) +
+                                                 " (the file changed while it was checked?)");
+      check_tokens(buf.data(), n, vocab_size, kShardHeaderBytes + 2 * i, path);
+      i += n;
+      done += 2 * n;
+      if (progress) progress(done, total);
+    }
+  }
 }
 
 void write_shard(const std::string& path, const uint16_t* tokens, size_t n) {

@@ -228,10 +228,14 @@ LauncherSignals::LauncherSignals() {
   g_signal_count = 0;
   sigaction(SIGINT, &sa, &old_int_);
   sigaction(SIGTERM, &sa, &old_term_);
+  // A closed terminal: forwarded, so the workers checkpoint; left ignored under nohup.
+  sigaction(SIGHUP, &sa, &old_hup_);
+  if (old_hup_.sa_handler == SIG_IGN) sigaction(SIGHUP, &old_hup_, nullptr);
 }
 void LauncherSignals::restore() const {
   sigaction(SIGINT, &old_int_, nullptr);
   sigaction(SIGTERM, &old_term_, nullptr);
+  sigaction(SIGHUP, &old_hup_, nullptr);
 }
 int LauncherSignals::count() {
   return g_signal_count;

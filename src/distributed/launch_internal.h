@@ -20,9 +20,9 @@ std::string worker_failure(const std::string& dir, int procs, int first_gone,
 // OMP_NUM_THREADS / OPENBLAS_NUM_THREADS = cores / procs, unless the user set them.
 void split_cores_between(int procs);
 
-// SIGINT / SIGTERM caught while a launcher waits for its workers (no SA_RESTART, so waitpid and
-// usleep return early and the launcher can forward them). The previous handlers come back when
-// this goes out of scope, or in a forked child by restore().
+// SIGINT / SIGTERM / SIGHUP caught while a launcher waits for its workers (no SA_RESTART, so
+// waitpid and usleep return early and the launcher can forward them). The previous handlers come
+// back when this goes out of scope, or in a forked child by restore().
 class LauncherSignals {
  public:
   LauncherSignals();
@@ -35,6 +35,7 @@ class LauncherSignals {
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_hup_ {};
 };
 
 }  // namespace tda

@@ -48,9 +48,33 @@ json hf_config(const LoadedModel& lm) {
 
 }  // namespace
 
+const std::vector<std::string>& export_files() {
+  static const std::vector<std::string> names = {
+      "model.safetensors", "config.json", "configuration_tda.py", "modeling_tda.py",
+      "vocab.json",        "merges.txt",  "tokenizer_config.json"};
+  return names;
+}
+
 void export_hf(const ExportOptions& o) {
   TDA_CHECK(!o.checkpoint.empty() && !o.out.empty(), "export: --checkpoint and --out are required");
+  // Checked before anything is read: an export must not replace another one's files silently
+  // (a half-replaced directory would mix two checkpoints).
+  std::error_code ec;
+  TDA_CHECK(!fs::exists(o.out, ec) || fs::is_directory(o.out, ec),
+            "export: --out " + o.out + " exists and is not a directory");
+  if (fs::is_directory(o.out, ec) && !fs::is_empty(o.out, ec)) {
+    std::string held;
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(o.out, ec))
+      if (++n <= 4) held += std::string(held.empty() ? "" : ", ") + e.path().filename().string();
+    if (n > 4) held += ", ...";
+    TDA_CHECK(o.overwrite, "export: --out " + o.out + " is not empty (" + held +
+                               "): pass --overwrite to replace an earlier export there, or pick "
+                               "a fresh directory");
+  }
   LoadedModel lm = load_model_for_eval(o.checkpoint);
+  if (o.overwrite)
+    for (const auto& name : export_files()) remove_tree((fs::path(o.out) / name).string());
   make_dirs(o.out);
   const fs::path out(o.out);
   std::vector<TensorRef> refs;

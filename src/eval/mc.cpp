@@ -56,12 +56,25 @@ std::vector<double> score_loglik(GPT2& model, const std::vector<LoglikRequest>& 
                    [&](size_t a, size_t b) { return w[a].in.size() > w[b].in.size(); });
   std::vector<double> out(reqs.size(), 0.0);
   std::vector<int32_t> in, tg;
-  size_t done = 0;
-  while (done < order.size()) {
-    // T rounded up to 16 and B kept to a few values: fewer activation re-allocations
+  TDA_CHECK(batch_tokens >= 1, "eval: --batch-tokens must be >= 1");
+  // T rounded up to 16 and B kept to a few values: fewer activation re-allocations
+  const auto batch_at = [&](size_t done) {
     const int T_raw = int(w[order[done]].in.size());
     const int T = std::min(L, (T_raw + 15) / 16 * 16);
-    const int B = std::max(1, std::min(int(order.size() - done), batch_tokens / T));
+    return std::make_pair(std::max(1, std::min(int(order.size() - done), batch_tokens / T)), T);
+  };
+  // The largest batch of the plan, before the first one is allocated.
+  MemoryNeed most;
+  for (size_t done = 0; done < order.size();) {
+    const auto [B, T] = batch_at(done);
+    const MemoryNeed m = model.batch_memory(B, T);
+    if (m.backend + m.host > most.backend + most.host) most = m;
+    done += size_t(B);
+  }
+  require_memory(model.ops(), most, "eval: --batch-tokens " + std::to_string(batch_tokens));
+  size_t done = 0;
+  while (done < order.size()) {
+    const auto [B, T] = batch_at(done);
     in.assign(size_t(B) * T, 0);
     tg.assign(size_t(B) * T, 0);
     for (int b = 0; b < B; ++b) {

@@ -10,39 +10,65 @@
 
 namespace tda {
 
+Generator::Sizes Generator::sizes(const GPT2& model, int max_context, int prefill_chunk) {
+  const ModelConfig& m = model.config();
+  Sizes z{};
+  z.max_ctx = max_context > 0 ? max_context : rope_trained_context(m);
+  z.chunk = std::max(1, std::min(prefill_chunk, z.max_ctx));
+  const size_t C = size_t(m.d_model), W = size_t(model.attention().proj_width());
+  const size_t T = size_t(z.max_ctx), n = size_t(z.chunk);
+  z.rope = rope_table_floats(m, z.max_ctx);
+  z.proj_cache = size_t(m.n_layer) * T * W;
+  z.act = model.attention().act_floats(1, z.max_ctx);
+  z.scratch = model.attention().scratch_floats(1, z.max_ctx);
+  z.y = T * C;
+  z.row = n * C;
+  z.rows4 = n * 4 * C;
+  z.logits = size_t(m.vocab_size);
+  return z;
+}
+
+MemoryNeed Generator::memory_need(const GPT2& model, int max_context, int prefill_chunk) {
+  const Sizes z = sizes(model, max_context, prefill_chunk);
+  const size_t backend = 2 * z.rope + z.proj_cache + z.act + z.scratch + z.y + 4 * z.row +
+                         size_t(z.chunk) + 2 * z.rows4 + z.logits + size_t(z.chunk);
+  // The RoPE tables are built on the host first; logits come back to it.
+  return {backend * sizeof(float), (2 * z.rope + z.logits) * sizeof(float)};
+}
+
 Generator::Generator(GPT2& model, int max_context, int prefill_chunk)
     : model_(model), ops_(model.ops()) {
-  const ModelConfig& m = model.config();
-  max_ctx_ = max_context > 0 ? max_context : rope_trained_context(m);
-  chunk_ = std::max(1, std::min(prefill_chunk, max_ctx_));
+  const Sizes z = sizes(model, max_context, prefill_chunk);
+  max_ctx_ = z.max_ctx;
+  chunk_ = z.chunk;
+  require_memory(ops_, memory_need(model, max_context, prefill_chunk),
+                 "decoder: a context of " + std::to_string(max_ctx_) + " tokens");
   std::vector<float> cos, sin;
-  build_rope_tables(m, max_ctx_, cos, sin);
+  build_rope_tables(model.config(), max_ctx_, cos, sin);
   cos_ = DeviceArray<float>(ops_, cos.size(), "decoder RoPE tables");
   sin_ = DeviceArray<float>(ops_, sin.size(), "decoder RoPE tables");
   cos_.upload(cos.data(), cos.size());
   sin_.upload(sin.data(), sin.size());
 
-  const size_t C = size_t(m.d_model), W = size_t(model.attention().proj_width());
-  const size_t T = size_t(max_ctx_), n = size_t(chunk_);
   const auto buffer = [&](size_t count) {
     DeviceArray<float> a(ops_, count, "decoder buffers");
     ops_.zero(a.data(), count);  // rows below q_start are read by row-wise pre/post work
     return a;
   };
-  proj_cache_ = buffer(size_t(m.n_layer) * T * W);
-  act_ = buffer(model.attention().act_floats(1, max_ctx_));
-  scratch_ = buffer(model.attention().scratch_floats(1, max_ctx_));  // AttnContext::scratch
-  y_ = buffer(T * C);
-  x_ = buffer(n * C);
-  ln_ = buffer(n * C);
-  rstd_ = buffer(n);
-  atty_ = buffer(n * C);
-  xmid_ = buffer(n * C);
-  fc_ = buffer(n * 4 * C);
-  fcg_ = buffer(n * 4 * C);
-  logits_dev_ = buffer(size_t(m.vocab_size));
-  chunk_tokens_ = DeviceArray<int32_t>(ops_, n, "decoder buffers");
-  logits_.assign(size_t(m.vocab_size), 0.f);
+  proj_cache_ = buffer(z.proj_cache);
+  act_ = buffer(z.act);
+  scratch_ = buffer(z.scratch);  // AttnContext::scratch
+  y_ = buffer(z.y);
+  x_ = buffer(z.row);
+  ln_ = buffer(z.row);
+  rstd_ = buffer(size_t(chunk_));
+  atty_ = buffer(z.row);
+  xmid_ = buffer(z.row);
+  fc_ = buffer(z.rows4);
+  fcg_ = buffer(z.rows4);
+  logits_dev_ = buffer(z.logits);
+  chunk_tokens_ = DeviceArray<int32_t>(ops_, size_t(chunk_), "decoder buffers");
+  logits_.assign(z.logits, 0.f);
 }
 
 const float* Generator::append(const int32_t* tokens, int n) {

@@ -43,6 +43,9 @@ class Generator {
   // max_context <= 0: the model's trained context (seq_len * max(1, rope_ntk_factor)).
   // Prompts are processed in chunks of prefill_chunk rows (bounds the trunk's buffers).
   explicit Generator(GPT2& model, int max_context = 0, int prefill_chunk = 512);
+  // What the constructor allocates for these arguments: checked by the commands before, with
+  // the option that set max_context (backend/memory_check.h), and by the constructor itself.
+  static MemoryNeed memory_need(const GPT2& model, int max_context = 0, int prefill_chunk = 512);
 
   const GPT2& model() const { return model_; }
   int max_context() const { return max_ctx_; }
@@ -62,6 +65,13 @@ class Generator {
 
  private:
   void forward_chunk(const int32_t* tokens, int n);
+  // The floats of each decoder buffer, in the constructor's order: one formula for the
+  // allocation and for memory_need.
+  struct Sizes {
+    int max_ctx, chunk;
+    size_t rope, proj_cache, act, scratch, y, row, rows4, logits;
+  };
+  static Sizes sizes(const GPT2& model, int max_context, int prefill_chunk);
 
   GPT2& model_;
   Ops& ops_;

@@ -136,11 +136,7 @@ void GPT2::set_recompute(int level) {
   recompute_ = level;
 }
 
-void GPT2::set_batch(int B, int T) {
-  TDA_CHECK(T <= rope_trained_context(m_),
-            "model: sequence length " + std::to_string(T) + " exceeds the RoPE table");
-  if (B == B_ && T == T_) return;
-  B_ = T_ = 0;  // set again once the buffers exist: a failed allocation leaves no batch set
+SlotTable<GPT2> GPT2::arena_slots(int B, int T) const {
   const size_t N = size_t(B) * T, C = size_t(m_.d_model), L = size_t(m_.n_layer);
   const size_t W = size_t(attn_->proj_width());
   // dtype bf16: dproj_'s memory also holds the MLP's dpre in bf16, before the attention's
@@ -150,38 +146,76 @@ void GPT2::set_batch(int B, int T) {
   // overwrites in the forward and the backward refills (train.recompute).
   const size_t Lnorm = recompute_ >= 2 ? 1 : L, Lgelu = recompute_ >= 1 ? 1 : L;
   // The arena's slot table (backend/slots.h: each buffer 256-byte aligned, as cudaMalloc's).
-  const SlotTable<GPT2> slots = {{&GPT2::resid_, (L + 1) * N * C},
-                                 {&GPT2::ln1_, Lnorm * stored_floats(N * C)},
-                                 {&GPT2::rstd1_, L * N},
-                                 {&GPT2::proj_, proj_layers() * N * W},
-                                 {&GPT2::attn_act_, L * attn_->act_floats(B, T)},
-                                 {&GPT2::atty_, L * stored_floats(N * C)},
-                                 {&GPT2::attn_y_, bf16_ ? N * C : 0},
-                                 {&GPT2::xmid_, L * N * C},
-                                 {&GPT2::ln2_, Lnorm * stored_floats(N * C)},
-                                 {&GPT2::rstd2_, L * N},
-                                 {&GPT2::fc_, L * stored_floats(N * 4 * C)},
-                                 {&GPT2::fcg_, Lgelu * stored_floats(N * 4 * C)},
-                                 {&GPT2::lnf_out_, N * C},
-                                 {&GPT2::rstdf_, N},
-                                 {&GPT2::losses_, N},
-                                 {&GPT2::dlnf_, N * C},
-                                 {&GPT2::dres_, N * C},
-                                 {&GPT2::dres16_, bf16_ ? stored_floats(N * C) : 0},
-                                 {&GPT2::dproj_, dproj_floats},
-                                 {&GPT2::dbuf_, N * C},
-                                 {&GPT2::dfc_, N * 4 * C},
-                                 {&GPT2::attn_scratch_, attn_->scratch_floats(B, T)},
-                                 {&GPT2::logits_, size_t(m_.vocab_size)}};
+  return {{&GPT2::resid_, (L + 1) * N * C},
+          {&GPT2::ln1_, Lnorm * stored_floats(N * C)},
+          {&GPT2::rstd1_, L * N},
+          {&GPT2::proj_, proj_layers() * N * W},
+          {&GPT2::attn_act_, L * attn_->act_floats(B, T)},
+          {&GPT2::atty_, L * stored_floats(N * C)},
+          {&GPT2::attn_y_, bf16_ ? N * C : 0},
+          {&GPT2::xmid_, L * N * C},
+          {&GPT2::ln2_, Lnorm * stored_floats(N * C)},
+          {&GPT2::rstd2_, L * N},
+          {&GPT2::fc_, L * stored_floats(N * 4 * C)},
+          {&GPT2::fcg_, Lgelu * stored_floats(N * 4 * C)},
+          {&GPT2::lnf_out_, N * C},
+          {&GPT2::rstdf_, N},
+          {&GPT2::losses_, N},
+          {&GPT2::dlnf_, N * C},
+          {&GPT2::dres_, N * C},
+          {&GPT2::dres16_, bf16_ ? stored_floats(N * C) : 0},
+          {&GPT2::dproj_, dproj_floats},
+          {&GPT2::dbuf_, N * C},
+          {&GPT2::dfc_, N * 4 * C},
+          {&GPT2::attn_scratch_, attn_->scratch_floats(B, T)},
+          {&GPT2::logits_, size_t(m_.vocab_size)}};
+}
+
+size_t GPT2::token_ints(int B, int T) const {
+  const size_t N = size_t(B) * T;
+  return 2 * N + embedding_plan_size(int(N));
+}
+
+MemoryNeed GPT2::batch_memory(int B, int T) const {
+  const size_t N = size_t(B) * T, ints = token_ints(B, T);
+  return {slot_floats(arena_slots(B, T)) * sizeof(float) + ints * sizeof(int32_t),
+          ints * sizeof(int32_t) + N * sizeof(float)};
+}
+
+size_t GPT2::flat_floats(const ModelConfig& m, const AttentionConfig& a) {
+  const std::vector<ParamTensor> ts = layout(m, a);
+  return ts.empty() ? 0 : ts.back().offset + ts.back().numel;
+}
+
+MemoryNeed GPT2::memory_need(const ModelConfig& m, const AttentionConfig& a,
+                             const std::string& dtype) {
+  const size_t P = flat_floats(m, a);
+  const size_t rope = 2 * rope_table_floats(m, rope_trained_context(m)) * sizeof(float);
+  // Parameters and gradients, the backend's bf16 copy of the weights; the RoPE tables are
+  // built on the host first.
+  return {2 * P * sizeof(float) + (dtype == "bf16" ? P * 2 : 0) + rope, rope};
+}
+
+void GPT2::set_batch(int B, int T) {
+  TDA_CHECK(T <= rope_trained_context(m_),
+            "model: sequence length " + std::to_string(T) + " exceeds the RoPE table");
+  if (B == B_ && T == T_) return;
+  B_ = T_ = 0;  // set again once the buffers exist: a failed allocation leaves no batch set
+  const size_t N = size_t(B) * T;
+  const SlotTable<GPT2> slots = arena_slots(B, T);
   const size_t total = slot_floats(slots);
+  const std::string what =
+      "activation arena (B=" + std::to_string(B) + ", T=" + std::to_string(T) + ")";
   if (total > arena_.size()) {
     arena_.reset();  // its contents are not kept (zeroed below): the peak is the new arena alone
-    arena_ = DeviceArray<float>(
-        ops_, total, "activation arena (B=" + std::to_string(B) + ", T=" + std::to_string(T) + ")");
+    // Host memory overcommits (the OOM killer comes later); a device refuses the allocation
+    // itself, naming it (cuda/device_alloc.h).
+    if (ops_.host_memory()) require_memory(ops_, batch_memory(B, T), "model: the " + what);
+    arena_ = DeviceArray<float>(ops_, total, what);
   }
-  const size_t token_ints = 2 * N + embedding_plan_size(int(N));
-  if (token_ints > tokens_.size()) tokens_ = DeviceArray<int32_t>(ops_, token_ints, "token buffer");
-  tokens_host_.assign(token_ints, 0);
+  const size_t ints = token_ints(B, T);
+  if (ints > tokens_.size()) tokens_ = DeviceArray<int32_t>(ops_, ints, "token buffer");
+  tokens_host_.assign(ints, 0);
   carve_into(*this, slots, arena_.data());
   ops_.zero(arena_.data(), arena_.size());  // as fresh vectors were: no stale values leak in
   B_ = B;

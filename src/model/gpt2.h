@@ -27,8 +27,10 @@
 
 #include "attention/variant.h"
 #include "backend/device_array.h"
+#include "backend/memory_check.h"
 #include "backend/mixed_precision.h"
 #include "backend/ops.h"
+#include "backend/slots.h"
 #include "core/config.h"
 
 namespace tda {
@@ -62,7 +64,8 @@ class GPT2 {
   static std::vector<ParamTensor> layout(const ModelConfig& m, const AttentionConfig& a);
 
   // Sizes activations for micro-batches of B x T (T <= seq_len). Allocates once; no allocation
-  // happens in forward/backward afterwards.
+  // happens in forward/backward afterwards. An arena that cannot fit is refused before it is
+  // allocated (backend/memory_check.h), naming B and T.
   void set_batch(int B, int T);
   // train.recompute (0, 1, 2; core/config.h): which activations the backward recomputes instead
   // of keeping one per layer. Takes effect at the next set_batch.
@@ -70,6 +73,14 @@ class GPT2 {
   int recompute() const { return recompute_; }
   // Bytes of the activation arena (set_batch's one allocation).
   size_t activation_bytes() const { return arena_.size() * sizeof(float); }
+  // What set_batch(B, T) allocates (the arena, token buffers, host copies of tokens and losses).
+  MemoryNeed batch_memory(int B, int T) const;
+  // What the constructor of a model of this config allocates (parameters, gradients, the bf16
+  // copy, RoPE tables), without building one: checked before a checkpoint's model is built.
+  static MemoryNeed memory_need(const ModelConfig& m, const AttentionConfig& a,
+                                const std::string& dtype);
+  // flat_size() of a model of this config, without building one.
+  static size_t flat_floats(const ModelConfig& m, const AttentionConfig& a);
 
   // Mean loss over the B*T targets. With `train`, also computes the LM head's gradients with
   // d(loss)/d(logit) scaled by grad_scale (so micro-batches accumulate to a mean), leaving the
@@ -119,6 +130,8 @@ class GPT2 {
     std::vector<size_t> extra;
   };
   static std::vector<ParamTensor> layout(const ModelConfig& m, const AttentionVariant& attn);
+  SlotTable<GPT2> arena_slots(int B, int T) const;  // the activation arena of a B x T batch
+  size_t token_ints(int B, int T) const;            // inputs, targets, embedding plan
   // Layer l's slices of the activation arena, saved by forward for backward. ln1, ln2 (rows, C),
   // atty (the attention output, c_proj's input: rows, C) and fc (the MLP's pre-activation), fcg
   // (its GELU) (rows, 4C) are fp32, or bf16 elements when dtype is bf16 (stored_floats). y is

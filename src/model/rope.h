@@ -12,6 +12,8 @@ namespace tda {
 // not depend on T_max, so a longer table extends a shorter one.
 void build_rope_tables(const ModelConfig& m, int T_max, std::vector<float>& cos,
                        std::vector<float>& sin);
+// Floats of each of the two tables up to T_max (what build_rope_tables makes).
+size_t rope_table_floats(const ModelConfig& m, int T_max);
 
 // Longest context the model's own tables cover: seq_len * max(1, rope_ntk_factor).
 int rope_trained_context(const ModelConfig& m);

@@ -1,7 +1,5 @@
 #include "sweep/runner.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/file_lock.h"
 #include "core/fs.h"
 #include "sweep/evals.h"
 #include "sweep/process.h"
@@ -114,6 +113,7 @@ class Runner {
 
   const Sweep& s_;
   const SweepOptions& o_;
+  FileLock lock_;  // dir_/.lock, held until the sweep (and the children sharing it) exit
   std::string dir_;
   std::vector<Job> jobs_;
   bool tty_ = false, stopping_ = false;
@@ -137,15 +137,17 @@ std::vector<std::string> Runner::train_args(const Job& j) const {
 void Runner::lock() {
   make_dirs(dir_);
   const std::string path = dir_ + "/.lock";
-  // Not close-on-exec: the children inherit the lock, so a sweep that was killed keeps it until
-  // its last child (a training run checkpointing after SIGTERM) has exited.
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
-  TDA_CHECK(fd >= 0, "sweep: cannot open " + path);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    say(nullptr, "waiting for another tda sweep (or the children of a killed one) on " + dir_ +
-                     " to finish (" + path + ")");
-    TDA_CHECK(::flock(fd, LOCK_EX) == 0, "sweep: cannot lock " + path);
+  // Inherited: the children share the lock, so a sweep that was killed keeps it until its last
+  // child (a training run checkpointing after SIGTERM) has exited.
+  if (!lock_.acquire(path, /*wait=*/false, /*inherit=*/true)) {
+    say(nullptr, "waiting for another tda sweep (or the children of a killed one: " +
+                     lock_.holder() + ") on " + dir_ + " to finish (" + path + ")");
+    lock_.acquire(path, /*wait=*/true, /*inherit=*/true);
   }
+  if (lock_.unsupported())
+    say(nullptr, "warning: " + path +
+                     ": this file system has no file locks: nothing stops a "
+                     "second sweep here (each run's own lock is then missing too)");
 }
 
 void Runner::write_sweep_json() const {
@@ -408,6 +410,8 @@ int Runner::run() {
                    (o_.parallel > 1 ? ", " + std::to_string(o_.parallel) + " at once" : ""));
   auto old_int = std::signal(SIGINT, on_sweep_signal);
   auto old_term = std::signal(SIGTERM, on_sweep_signal);
+  auto old_hup = std::signal(SIGHUP, on_sweep_signal);   // a closed terminal
+  if (old_hup == SIG_IGN) std::signal(SIGHUP, SIG_IGN);  // but not under nohup
   for (;;) {
     const int sigs = g_signals.load();
     if (sigs > forwarded_) {
@@ -460,6 +464,7 @@ int Runner::run() {
   }
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
+  std::signal(SIGHUP, old_hup);
   write_status();
 
   int bad = 0, unfinished = 0;

@@ -53,11 +53,7 @@ json read_spec(const std::string& path) {
   TDA_CHECK(f.good(), "sweep: cannot open '" + path + "'");
   std::stringstream ss;
   ss << f.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    throw Error("sweep: '" + path + "' is not valid JSON: " + e.what());
-  }
+  return parse_json_document(ss.str(), "sweep: '" + path + "'");
 }
 
 std::string dir_of(const std::string& path) {

@@ -58,6 +58,28 @@ void remove_checkpoint_dir(const fs::path& dir) {
   remove_tree(trash.string());
 }
 
+// Moves a damaged or incomplete checkpoint out of the way of pruning, re-saving and the next
+// --resume auto, never deleting it: `step_N.corrupt` (`.corrupt2`, ... when taken). Returns the
+// new name, or "" with *why set when the rename failed.
+std::string move_aside(const std::string& dir, std::string* why) {
+  std::string aside = dir + ".corrupt";
+  for (int i = 2; fs::exists(aside); ++i) aside = dir + ".corrupt" + std::to_string(i);
+  std::error_code ec;
+  fs::rename(dir, aside, ec);
+  if (ec) {
+    *why = ec.message();
+    return "";
+  }
+  fsync_dir(fs::path(dir).parent_path().string());
+  return aside;
+}
+
+// A checkpoint file that is not there makes the checkpoint incomplete, which --resume auto
+// treats like a damaged one (skipped and kept), not like a reason to stop.
+void require_file(const std::string& path) {
+  if (!fs::exists(path)) throw CorruptFile(path + ": missing (an incomplete checkpoint)");
+}
+
 std::vector<TensorRef> refs(const GPT2& model, const float* base, const std::string& suffix) {
   std::vector<TensorRef> r;
   for (const auto& t : model.tensors()) r.push_back({t.name + suffix, t.shape, base + t.offset});
@@ -135,7 +157,11 @@ TrainState read_checkpoint_state(const std::string& dir) {
   ss << f.rdbuf();
   json s;
   try {
-    s = json::parse(ss.str());
+    s = parse_json_document(ss.str(), path);
+  } catch (const Error& e) {
+    throw CorruptFile(e.what());
+  }
+  try {
     TrainState st;
     st.step = s.at("step").get<int>();
     st.loader.epoch = s.at("loader").at("epoch").get<int64_t>();
@@ -154,6 +180,7 @@ TrainState load_checkpoint(const std::string& dir, GPT2& model,
                            const std::vector<StateBuffer>& state) {
   TrainState st = read_checkpoint_state(dir);
   const std::string mfile = dir + "/model.safetensors";
+  require_file(mfile);
   SafetensorsFile mf(mfile);
   check_tensor_set(mf, mfile, names_of(model, {""}), "");
   note_unverified(mf, mfile);
@@ -161,6 +188,7 @@ TrainState load_checkpoint(const std::string& dir, GPT2& model,
   for (const auto& t : model.tensors()) mf.read_into(t.name, t.shape, params.data() + t.offset);
   if (!state.empty()) {
     const std::string ofile = dir + "/optimizer.safetensors";
+    require_file(ofile);
     SafetensorsFile of(ofile);
     std::vector<std::string> suffixes;
     for (const auto& s : state) suffixes.push_back("." + s.name);
@@ -244,8 +272,21 @@ std::vector<std::string> cleanup_checkpoints(const std::string& run_dir) {
       remove_tree(p.string());
       done.push_back("removed an interrupted checkpoint deletion: " + p.string());
     } else if (is_step_name(name) && !fs::exists(p / "state.json")) {
-      remove_tree(p.string());
-      done.push_back("removed a half-deleted checkpoint (no state.json): " + p.string());
+      // Incomplete (an older tda pruned in place; a user deleted a file): its other files may
+      // well pass their checksums, so it is kept aside, never deleted, unless it is empty.
+      if (fs::is_empty(p)) {
+        remove_tree(p.string());
+        done.push_back("removed an empty checkpoint directory: " + p.string());
+        continue;
+      }
+      std::string why;
+      const std::string aside = move_aside(p.string(), &why);
+      TDA_CHECK(!aside.empty(), p.string() +
+                                    ": incomplete (no state.json) and cannot be moved "
+                                    "aside: " +
+                                    why);
+      done.push_back("INCOMPLETE CHECKPOINT " + p.string() +
+                     " (no state.json): not resumable; kept as " + aside);
     }
   }
   if (!done.empty()) fsync_dir(root.string());
@@ -302,14 +343,11 @@ ResumeResult resume_checkpoint(const std::string& resume, const std::string& run
       return {dir, load_checkpoint(dir, model, state)};
     } catch (const CorruptFile& e) {
       if (resume != "auto") throw;
-      // Never deleted: moved out of the way of pruning, re-saving and the next --resume auto.
-      std::string aside = dir + ".corrupt";
-      for (int i = 2; fs::exists(aside); ++i) aside = dir + ".corrupt" + std::to_string(i);
-      std::error_code ec;
-      fs::rename(dir, aside, ec);
+      std::string why;
+      const std::string aside = move_aside(dir, &why);
       spdlog::error(
           "CORRUPT CHECKPOINT {}: {}; skipped{}; falling back to the previous one", dir, e.what(),
-          ec ? " (could not move it aside: " + ec.message() + ")" : " and kept as " + aside);
+          aside.empty() ? " (could not move it aside: " + why + ")" : " and kept as " + aside);
       corrupt.push_back(dir);
     }
   }

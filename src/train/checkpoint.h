@@ -61,8 +61,9 @@ std::string checkpoint_dir_name(int step);
 void prune_checkpoints(const std::string& run_dir, int keep);
 // Start-up repair of run_dir/checkpoints after a kill: a complete `.step_N.tmp` whose step_N is
 // missing (killed while replacing it) is renamed into place, other `.tmp` and all `.trash`
-// directories are removed, and so is a `step_N/` without state.json (half-deleted by a tda that
-// pruned in place). Returns one line per action, for the log.
+// directories are removed. A `step_N/` without state.json (an older tda pruned in place, or a
+// file was deleted) is moved aside to `step_N.corrupt` (removed only when empty): its other files
+// may pass their checksums. Returns one line per action, for the log.
 std::vector<std::string> cleanup_checkpoints(const std::string& run_dir);
 
 // Resume checks the checkpoint's saved config against this run's: every model.* and
@@ -77,9 +78,10 @@ struct ResumeResult {
 };
 // Loads `resume` ("auto": the newest intact checkpoint of run_dir, or none; else a checkpoint
 // directory) into model and `state` after checking model_config_differences against `config`.
-// With "auto", a checkpoint that fails its integrity check is skipped with a warning, moved
-// aside to `<name>.corrupt` (kept, never deleted, no longer pruned or picked), and the previous
-// one is tried; if every checkpoint is corrupt that is an error.
+// With "auto", a checkpoint that fails its integrity check or misses a file is skipped with an
+// error line, moved aside to `<name>.corrupt` (kept, never deleted, no longer pruned or picked),
+// and the previous one is tried; if every checkpoint is corrupt that is an error. No checkpoint
+// at all returns an empty dir: the caller decides whether that may start afresh (run_dir.h).
 ResumeResult resume_checkpoint(const std::string& resume, const std::string& run_dir,
                                const json& config, GPT2& model,
                                const std::vector<StateBuffer>& state);

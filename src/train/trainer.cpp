@@ -4,14 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 
 #include "backend/make_ops.h"
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "data/shard.h"
 #include "train/metrics_log.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
@@ -21,9 +24,10 @@ namespace tda {
 namespace {
 std::atomic<int> g_stop_signal{0};
 std::atomic<bool> g_announce{false};  // rank 0 says what an interrupt does
-// The first SIGINT/SIGTERM stops the run before the next micro-batch and checkpoints the last
-// finished step (run() and the step poll the flag); a second one means "now": exit at once,
-// non-zero, saying so (write and _exit are async-signal-safe).
+// The first SIGINT/SIGTERM/SIGHUP stops the run before the next micro-batch and checkpoints the
+// last finished step (run() and the step poll the flag); a second one means "now": exit at once,
+// non-zero, saying so (write and _exit are async-signal-safe). SIGHUP is a closed terminal or a
+// lost ssh session: by default it would kill the run without a checkpoint.
 extern "C" void on_stop_signal(int sig) {
   if (g_stop_signal.exchange(sig) != 0) {
     static const char msg[] =
@@ -41,6 +45,28 @@ extern "C" void on_stop_signal(int sig) {
     (void)r;
   }
 }
+
+// The stop signals' handlers for the training loop's life, then the previous ones again. SIGHUP
+// stays ignored when this process was started ignoring it: under `nohup` a closed terminal must
+// not stop the run.
+class StopSignals {
+ public:
+  StopSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) {
+      old_[i] = std::signal(kSignals[i], on_stop_signal);
+      if (kSignals[i] == SIGHUP && old_[i] == SIG_IGN) std::signal(SIGHUP, SIG_IGN);
+    }
+  }
+  ~StopSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) std::signal(kSignals[i], old_[i]);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  std::array<void (*)(int), 3> old_{};
+};
 
 std::string fmt_duration(double s) {
   long t = long(s);
@@ -82,6 +108,14 @@ int grad_accum_steps(const Config& cfg, int ranks) {
 }
 
 Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::move(opt)) {
+  if (!opt_.comm) {
+    own_comm_ = std::make_unique<LocalCommunicator>();
+    opt_.comm = own_comm_.get();
+  }
+  comm_ = opt_.comm;
+  // First of all: a second trainer on this directory is refused before it allocates or reads
+  // anything, and nothing below can touch a directory another process writes.
+  if (comm_->rank() == 0 && opt_.lock_run_dir) lock_ = lock_run_dir(opt_.out_dir);
   ops_ = make_ops(cfg_.train.device, cfg_.train.threads);
   if (opt_.profile) {
     backend_ = std::move(ops_);
@@ -89,11 +123,6 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
     profile_ = p.get();
     ops_ = std::move(p);
   }
-  if (!opt_.comm) {
-    own_comm_ = std::make_unique<LocalCommunicator>();
-    opt_.comm = own_comm_.get();
-  }
-  comm_ = opt_.comm;
   // The MPI communicator reduces host buffers; device buffers need a device-aware one (NCCL).
   TDA_CHECK(ops_->host_memory() || comm_->world() == 1 || comm_->device_memory(),
             "train.device \"" + cfg_.train.device +
@@ -107,6 +136,22 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   TDA_CHECK(t.dtype != "bf16" || ops_->bf16_matmuls(),
             "train.dtype \"bf16\": the " + std::string(ops_->name()) +
                 " backend has no bf16 path (bf16 needs --device cuda)");
+  // Sizes from the config, refused before they are taken: the model with its AdamW moments
+  // (sharded over the ranks under ZeRO-1), then the activations of one micro-batch. Host memory
+  // only: it overcommits (the OOM killer comes later), where a device refuses the allocation
+  // itself, naming the buffer (cuda/device_alloc.h).
+  const bool host = ops_->host_memory();
+  if (host) {
+    MemoryNeed need = GPT2::memory_need(m, cfg_.attention, t.dtype);
+    const size_t flat = GPT2::flat_floats(m, cfg_.attention), world = size_t(comm_->world());
+    need.backend +=
+        2 * (cfg_.dist.zero_stage == 1 ? (flat + world - 1) / world : flat) * sizeof(float);
+    need.host += flat * sizeof(float);  // the initial weights are drawn on the host
+    require_memory(*ops_, need,
+                   "train: a model of model.n_layer " + std::to_string(m.n_layer) +
+                       ", model.d_model " + std::to_string(m.d_model) + ", model.vocab_size " +
+                       std::to_string(m.vocab_size) + " with its optimizer state");
+  }
   model_ = std::make_unique<GPT2>(m, cfg_.attention, *ops_, t.dtype);
   // attention.impl: which code computes the kind's attention, said once at start-up.
   attention_impl_line_ = ops_->set_attention_impl(
@@ -114,6 +159,10 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   if (comm_->rank() == 0) spdlog::info("{}", attention_impl_line_);
   if (opt_.init_weights) model_->init_weights(t.seed);
   model_->set_recompute(t.recompute);
+  if (host)
+    require_memory(*ops_, model_->batch_memory(t.micro_batch, m.seq_len),
+                   "train: the activations of train.micro_batch " + std::to_string(t.micro_batch) +
+                       " x model.seq_len " + std::to_string(m.seq_len));
   model_->set_batch(t.micro_batch, m.seq_len);
   const size_t P = model_->flat_size();
   optimizer_ = make_data_parallel_optimizer(make_optimizer(cfg_.optim), *model_, *ops_, *comm_,
@@ -135,17 +184,20 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   // shared, and each rank takes its share (all of it without ZeRO-1).
   std::vector<std::vector<float>> state(optimizer_->optimizer().state().size());
   std::string resumed;
+  bool restart = false;  // --resume auto over a run that never wrote a checkpoint
   if (comm_->rank() == 0 && !opt_.resume.empty()) {
     for (auto& s : state) s.assign(P, 0.f);
     ResumeResult rr = resume_checkpoint(opt_.resume, opt_.out_dir, cfg_.raw, *model_,
                                         state_buffers(optimizer_->optimizer(), state));
     resumed = rr.dir;
     if (!resumed.empty()) state_ = rr.state;
+    if (resumed.empty()) restart = start_without_checkpoint();
     // A run killed between writing a checkpoint and pruning leaves one too many. Only now that
     // the checkpoint to resume from has passed its checks (corrupt ones are moved aside): a
     // prune before could delete the fallback of a corrupt newest one.
     prune_checkpoints(opt_.out_dir, t.keep_checkpoints);
   }
+  if (comm_->rank() == 0) check_data();
   if (share_from_rank0(*comm_, resumed.empty() ? 0 : 1)) {
     share_resumed(state);
     if (comm_->rank() == 0) spdlog::info("resumed from {} at step {}", resumed, state_.step);
@@ -162,8 +214,15 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   }
   if (comm_->rank() == 0) {
     make_dirs(opt_.out_dir);
-    write_file_durable(opt_.out_dir + "/config.json", cfg_.raw.dump(2));
-    metrics_ = open_metrics(opt_.out_dir, resumed.empty() ? -1 : state_.step, resumed);
+    fresh_files_ = resumed.empty() && !restart;
+    try {
+      write_file_durable(opt_.out_dir + "/config.json", cfg_.raw.dump(2));
+      // A restart supersedes every record of the run it replaces, as a resume from step 0 would.
+      metrics_ = open_metrics(opt_.out_dir, fresh_files_ ? -1 : state_.step, resumed);
+    } catch (const std::exception&) {
+      discard_failed_start();
+      throw;
+    }
   }
 }
 
@@ -171,21 +230,64 @@ void Trainer::prepare_run_dir() {
   const std::string& out = opt_.out_dir;
   TDA_CHECK(!(opt_.overwrite && !opt_.resume.empty()),
             "--overwrite replaces the run in " + out + " and --resume continues it: pick one");
-  // What a run leaves in its directory; anything else there (the launcher's .workers, a user's
-  // files) is neither a reason to refuse nor deleted by --overwrite.
-  const std::vector<std::string> ours = {"metrics.jsonl", "metrics.superseded.jsonl", "config.json",
-                                         "checkpoints"};
-  std::string found;
-  for (const auto& name : ours)
-    if (path_exists(out + "/" + name)) found += (found.empty() ? "" : ", ") + name;
+  const std::string found = run_files_in(out);
   if (!found.empty() && opt_.resume.empty()) {
     TDA_CHECK(opt_.overwrite, out + " already holds a run (" + found +
                                   "): continue it with --resume auto, train into a fresh --out, "
                                   "or pass --overwrite to replace it");
     spdlog::warn("--overwrite: deleting the run in {} ({})", out, found);
-    for (const auto& name : ours) remove_tree(out + "/" + name);
+    for (const auto& name : run_files()) remove_tree(out + "/" + name);
   }
   for (const auto& line : cleanup_checkpoints(out)) spdlog::warn("{}", line);
+}
+
+bool Trainer::start_without_checkpoint() {
+  const std::string& out = opt_.out_dir;
+  const std::string found = run_files_in(out);
+  if (found.empty()) return false;  // nothing here yet: the first start of a run (a sweep's)
+  // Starting over would replace hours of history and hide what happened to the checkpoints.
+  const std::string evidence = checkpoint_evidence(out);
+  TDA_CHECK(evidence.empty(),
+            "--resume auto: " + out + " holds a run with no intact checkpoint (" + evidence +
+                "): nothing to resume from, and it is not started over silently; pass "
+                "--overwrite (instead of --resume) to start it again, or train into a fresh --out");
+  // A run stopped before its first checkpoint (killed, or out of memory) lost nothing that
+  // step 0 does not give back: it starts there, its records kept in metrics.superseded.jsonl.
+  spdlog::warn(
+      "--resume auto: {} holds a run ({}) that never wrote a checkpoint: starting it at "
+      "step 0; its earlier records move to metrics.superseded.jsonl",
+      out, found);
+  return true;
+}
+
+void Trainer::check_data() {
+  const int vocab = cfg_.model.real_vocab_size;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last = t0;
+  bool said = false;
+  for (const auto& [what, loader] :
+       {std::pair<const char*, DataLoader*>{"data.train", train_loader_.get()},
+        {"data.val", val_loader_.get()}}) {
+    check_shards(loader->files(), vocab, [&](uint64_t done, uint64_t total) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - t0 < std::chrono::seconds(1) || now - last < std::chrono::seconds(5)) return;
+      last = now;
+      said = true;
+      spdlog::info("checking {} ({} shards): {} of {} read, every token id < {}", what,
+                   loader->files().size(), size_text(done), size_text(total), vocab);
+    });
+  }
+  if (said)
+    spdlog::info("data checked in {:.1f} s",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void Trainer::discard_failed_start() {
+  if (comm_->rank() != 0 || !fresh_files_) return;
+  if (metrics_) std::fclose(metrics_);
+  metrics_ = nullptr;
+  for (const char* name : {"config.json", "metrics.jsonl"}) remove_tree(opt_.out_dir + "/" + name);
+  fresh_files_ = false;
 }
 
 void Trainer::share_resumed(std::vector<std::vector<float>>& state) {
@@ -328,8 +430,19 @@ int Trainer::run() {
       opt_.max_steps_override >= 0 ? std::min(opt_.max_steps_override, t.max_steps) : t.max_steps;
   g_stop_signal.store(0);
   g_announce.store(comm_->rank() == 0);
-  auto old_int = std::signal(SIGINT, on_stop_signal);
-  auto old_term = std::signal(SIGTERM, on_stop_signal);
+  const StopSignals signals;
+  try {
+    return run_loop(last);
+  } catch (const std::exception&) {
+    // No step finished: nothing of this start is worth keeping, and its files would make the
+    // corrected command fail as "already holds a run".
+    if (state_.step == 0) discard_failed_start();
+    throw;
+  }
+}
+
+int Trainer::run_loop(int last) {
+  const auto& t = cfg_.train;
   if (comm_->rank() == 0)
     spdlog::info("model {} params | attention {} | {} grad-accum steps x {} ranks x {}x{} tokens",
                  model_->param_count(), cfg_.attention.kind, accum_, comm_->world(), t.micro_batch,
@@ -391,8 +504,6 @@ int Trainer::run() {
   // Nothing new to save when no step finished here (the checkpoint resumed from, if any, holds
   // this state) or when a periodic checkpoint of this very step was just written.
   if (state_.step > first && state_.step != saved_step_) save(true);
-  std::signal(SIGINT, old_int);
-  std::signal(SIGTERM, old_term);
   return 0;
 }
 

@@ -1,7 +1,7 @@
 // The training loop: gradient accumulation to a token budget per step, the optimizer (AdamW with
 // decoupled weight decay on matrices only, train/optimizer.h), warmup + cosine LR, global-norm
-// clipping, validation every N steps, metrics.jsonl, checkpoints, SIGINT/SIGTERM handling,
-// NaN/Inf detection.
+// clipping, validation every N steps, metrics.jsonl, checkpoints, SIGINT/SIGTERM/SIGHUP
+// handling, NaN/Inf detection. One trainer per run directory: rank 0 locks it (run_dir.h).
 //
 // Data parallel: every rank holds the full model and runs the same step on its slice of the
 // batch; gradients are summed once per step after accumulation. Where the optimizer's state
@@ -21,6 +21,7 @@
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
+#include "train/run_dir.h"
 
 namespace tda {
 
@@ -35,6 +36,9 @@ struct TrainOptions {
   // nothing reads them, and drawing 162M normals on the host is most of its time).
   bool init_weights = true;
   Communicator* comm = nullptr;  // null: single process
+  // Rank 0 holds out_dir's lock (train/run_dir.h) for the trainer's life. false: a launcher that
+  // started this process as a worker holds it for the whole job.
+  bool lock_run_dir = true;
   // Wrap the backend in ProfileOps and name the step's phases (tda bench train --profile).
   bool profile = false;
   // --strict: a vendor attention (attention.impl) that fails its self-check against our kernels
@@ -70,13 +74,22 @@ class Trainer {
   ProfileOps* profile() { return profile_; }  // null unless TrainOptions::profile
 
  private:
-  // The step and the validation pass check for SIGINT/SIGTERM before every micro-batch when
+  // The step and the validation pass check for a stop signal before every micro-batch when
   // `interruptible`: a stop drops the unfinished step (or validation) and returns false. The
   // parameters, moments and state_ then still describe the last finished step.
   bool run_step(StepMetrics* out, bool interruptible);
+  int run_loop(int last);  // run() under its signal handlers
   bool run_evaluate(double* out, bool interruptible);
   bool stop_requested();   // agreed by all ranks (a collective when there are several)
   void prepare_run_dir();  // rank 0: refuse/overwrite an existing run, repair checkpoints/
+  // Rank 0, --resume auto found no intact checkpoint: refuses when the run had some, else says
+  // that the run starts at step 0. Returns whether an earlier run's records are superseded.
+  bool start_without_checkpoint();
+  // Rank 0: the checks that read every shard (data/shard.h), before anything is written.
+  void check_data();
+  // Rank 0, a fresh start that failed before its first step: removes the files it wrote, so that
+  // the corrected command is not refused as "already holds a run".
+  void discard_failed_start();
   void save(bool final_save);
   void log_json(const json& j);
   void maybe_sample();
@@ -90,6 +103,7 @@ class Trainer {
 
   Config cfg_;
   TrainOptions opt_;
+  FileLock lock_;  // out_dir's, on rank 0 (released last: members die in reverse order)
   std::unique_ptr<Ops> backend_;  // the real backend when ops_ is a ProfileOps around it
   std::unique_ptr<Ops> ops_;
   ProfileOps* profile_ = nullptr;
@@ -103,7 +117,8 @@ class Trainer {
   TrainState state_;
   int accum_ = 1;
   std::string attention_impl_line_;
-  int saved_step_ = -1;  // step of the last checkpoint this process wrote
+  int saved_step_ = -1;       // step of the last checkpoint this process wrote
+  bool fresh_files_ = false;  // rank 0 wrote config.json and a new metrics.jsonl (fresh start)
   // The optimizer zeroed the gradients in its pass (adamw_clip_zero): the next step needs no
   // zeroing pass of its own.
   bool grads_zero_ = false;

@@ -56,6 +56,11 @@ class GpuDevice final : public Device {
     check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
     return total - free_bytes;
   }
+  size_t memory_free() const override {
+    size_t free_bytes = 0, total = 0;
+    check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+    return free_bytes;
+  }
   void synchronize() override { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
   EmulatedDevice* emulator() override { return emulated_device(); }
 };
