@@ -136,7 +136,7 @@ void check_kind(Ops& backend, const std::string& kind, double tol) {
   Rng rng(17);
   for (auto& t : tok) t = int32_t(rng.below(300));
   const int T = int(tok.size()), L = cfg.model.n_layer;
-  int H = 1;  // the heads of the kernel's call (n_head / 2 for the Diff layout), from the first
+  int H = 1;  // the kernel call's heads (n_head / 2 in the Diff layout), from the first call
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
       rec.calls.clear();
