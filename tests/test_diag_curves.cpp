@@ -207,7 +207,8 @@ TEST_CASE("diag --max-context goes past the trained length with the model's RoPE
 }
 
 TEST_CASE("diag raw-score tails equal the scores recomputed from q and k", "[diag]") {
-  for (const std::string kind : {"softmax", "tda"}) {
+  // ssmax and lssa: the scores of q' = f q, the query row scale the kernel applies
+  for (const std::string kind : {"softmax", "tda", "ssmax", "lssa"}) {
     INFO(kind);
     DiagModel m(kind, 128);
     const auto tok = random_tokens(90, 9);
@@ -226,8 +227,11 @@ TEST_CASE("diag raw-score tails equal the scores recomputed from q and k", "[dia
         for (int h = 0; h < a.H; ++h)
           for (int i = 0; i < T; ++i)
             for (int j = 0; j <= i; ++j) {
+              const float f =
+                  !v && a.q_scale ? a.q_scale[size_t(h) * a.q_scale_h_stride + size_t(i)] : 1.f;
               float d = 0.f;
-              for (int c = 0; c < D; ++c) d += Q[h * sqk + i * D + c] * K[h * sqk + j * D + c];
+              for (int c = 0; c < D; ++c)
+                d += (f * Q[h * sqk + i * D + c]) * K[h * sqk + j * D + c];
               s.push_back(a.scale * d);
             }
         double mean = 0, var = 0;

@@ -141,6 +141,21 @@ std::vector<std::string> score_view_names(AttnMath m) {
   return {"view1"};
 }
 
+const float* kernel_query(const AttnArgs& a, int b, int h, std::vector<float>& keep) {
+  const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(a.T) * a.Dqk;
+  const float* q = a.q + (size_t(b) * a.H + h) * sqk;
+  if (!a.q_scale) return q;
+  TDA_CHECK(attn_q_scale_ok(a), kAttnQScaleError);
+  // The kernels' own product, q'_hi = f_hi q_hi in fp32 (the CPU kernel's scaled copy, bit for
+  // bit): the maps and scores are then those of the numbers the kernel compares.
+  const float* f = a.q_scale + size_t(h) * size_t(a.q_scale_h_stride);
+  const int D = a.Dqk;
+  keep.resize(size_t(a.T) * D);
+  for (int i = 0; i < a.T; ++i)
+    for (int d = 0; d < D; ++d) keep[size_t(i) * D + d] = f[i] * q[size_t(i) * D + d];
+  return keep.data();
+}
+
 std::vector<std::vector<float>> materialize_head(const AttnArgs& a, int b, int h,
                                                  TailCount* tails) {
   TDA_CHECK(a.q_start == 0, "diag: maps need every query row (q_start == 0)");
@@ -152,7 +167,8 @@ std::vector<std::vector<float>> materialize_head(const AttnArgs& a, int b, int h
   if (single == AttnMath::kRelu) x.tau = nullptr;  // the kernel ignores tau for ReLU kinds
   if (!attn_two_views(a.math)) {
     std::vector<std::vector<float>> v(1, std::vector<float>(TT));
-    view_map(x, single, a.q + off, a.k + off, v[0].data(), tails);
+    std::vector<float> scaled;
+    view_map(x, single, kernel_query(a, b, h, scaled), a.k + off, v[0].data(), tails);
     return v;
   }
   std::vector<std::vector<float>> v(3, std::vector<float>(TT));
@@ -209,9 +225,10 @@ void ProbeOps::attention_forward(const AttnArgs& a) {
   tiles.emplace_back(n[0], n[1]);
   calls.push_back(a);
   // The maps are built on the host from batch element 0: on a device backend, from copies of its
-  // q, k (q2, k2) and tau. Head h starts h * sqk floats in; the last head's T x Dqk rows end it.
+  // q, k (q2, k2), tau and query row scale. Head h starts h * sqk floats in; the last head's T x
+  // Dqk rows end it.
   AttnArgs h = a;
-  std::vector<float> q, k, q2, k2, tau, lambda;
+  std::vector<float> q, k, q2, k2, tau, q_scale, lambda;
   if (!in_.host_memory()) {
     const size_t sqk = a.qk_bh_stride ? a.qk_bh_stride : size_t(a.T) * a.Dqk;
     const size_t span = size_t(a.H - 1) * sqk + size_t(a.T) * a.Dqk;
@@ -220,6 +237,10 @@ void ProbeOps::attention_forward(const AttnArgs& a) {
     h.q2 = host_copy(in_, a.q2, span, q2);
     h.k2 = host_copy(in_, a.k2, span, k2);
     h.tau = host_copy(in_, a.tau, size_t(a.T), tau);
+    const size_t n_scale = a.q_scale_h_stride
+                               ? size_t(a.H - 1) * size_t(a.q_scale_h_stride) + size_t(a.T)
+                               : size_t(a.T);
+    h.q_scale = host_copy(in_, a.q_scale, n_scale, q_scale);
     h.lambda = host_copy(in_, a.lambda, 1, lambda);
   }
   if (keep_maps) layers.push_back(materialize_maps(h, 0));

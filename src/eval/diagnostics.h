@@ -5,10 +5,10 @@
 // How the maps are obtained without touching any variant: the model runs its ordinary eval
 // forward on a ProbeOps, an Ops that forwards every call to a real backend and, on each
 // attention_forward, rebuilds A (T x T, causal, zeros above the diagonal) from the kernel's own
-// AttnArgs (q, k after RoPE / L2-normalisation / length scaling, tau_i, p, lambda, scale). This
+// AttnArgs (q, k after RoPE / L2-normalisation, q's row scale, tau_i, p, lambda, scale). This
 // is a non-fused reference path: O(T^2) memory per head, diagnostics only. The model's forward
 // runs on the wrapped backend (any device); on a device backend the probe downloads batch
-// element 0's q, k (and tau) of each call and builds the maps on the host.
+// element 0's q, k (tau, q's row scale) of each call and builds the maps on the host.
 //
 //   softmax kinds     A_ij = softmax_j(scale q_i.k_j)            (before gate or W_D)
 //   entmax            A_ij = entmax_1.5(scale q_i.k_j)
@@ -16,6 +16,8 @@
 //   rela              A_ij = max(s_ij, 0)
 //   tra               A_ij = max(s_ij - tau_i, 0)^p
 //   two-view kinds    A = A^1 - lambda A^2  (view 1, view 2 reported as well)
+// with q_i the query the kernel compares: f_i q_i where the kind sets a row scale (ssmax, lssa).
+// tests/test_diag_consistency.cpp holds every kind's maps to its kernel's output.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -102,6 +104,11 @@ struct LayerMaps {
   float lambda = 0.f;
   std::vector<std::vector<std::vector<float>>> head_views;  // [h][view][T*T]
 };
+// q of head h of batch element b as the kernel compares it: with a query row scale
+// (AttnArgs::q_scale: ssmax's s log n, lssa's log_base n), q'_hi = f_hi q_hi, in `keep`. The maps
+// and the score tails read the view-1 query only through here, so a kind that hands the kernel a
+// row scale is measured with it.
+const float* kernel_query(const AttnArgs& a, int b, int h, std::vector<float>& keep);
 // The maps of head h of batch element b ([view][T*T]). `tails` (one per score view: view 1, and
 // view 2 for two-view kinds), when given, counts the scores beyond k * tails[v].sigma.
 std::vector<std::vector<float>> materialize_head(const AttnArgs& a, int b, int h,
@@ -116,8 +123,9 @@ class ProbeOps final : public ForwardingOps {
   // Keep every call's maps in `layers` (tests read them). run_diagnostics turns this off and
   // reduces each call's maps head by head in `on_attention` (memory O(T^2), not O(L H T^2)).
   bool keep_maps = true;
-  // Called after the kernel with the call's arguments, their q, k, q2, k2 and tau in host memory
-  // (copies when the backend's memory is not the host's), valid during the call.
+  // Called after the kernel with the call's arguments, their q, k, q2, k2, tau, q_scale and
+  // lambda in host memory (copies when the backend's memory is not the host's), valid during the
+  // call.
   std::function<void(const AttnArgs&)> on_attention;
   std::vector<LayerMaps> layers;  // one entry per attention_forward call, in call order
   // The raw arguments of each call: their pointers (the backend's memory) stay valid until the

@@ -20,8 +20,10 @@ LayerDiag analyse_layer(const AttnArgs& a, const DiagGrid& g, int dump_head,
   // The tails need the layer's sigma (all heads) before any score is counted: the moments come
   // in closed form from q and k, the counting happens while the maps are built.
   std::vector<ScoreMoments> mom(two ? 2 : 1);
+  std::vector<float> scaled;
   for (int h = 0; h < a.H; ++h) {
-    mom[0].add(score_moments(a.q + size_t(h) * sqk, a.k + size_t(h) * sqk, T, a.Dqk, a.scale));
+    mom[0].add(
+        score_moments(kernel_query(a, 0, h, scaled), a.k + size_t(h) * sqk, T, a.Dqk, a.scale));
     if (two)
       mom[1].add(score_moments(a.q2 + size_t(h) * sqk, a.k2 + size_t(h) * sqk, T, a.Dqk, a.scale));
   }
