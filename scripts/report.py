@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import os
+import struct
 import sys
 import traceback
 
@@ -89,6 +90,28 @@ class Run:
     def diag(self, which="diag"):
         return self.eval(which)
 
+    def param_count(self):
+        """Learnable parameters of the run's newest complete checkpoint: the elements of the
+        tensors in its model.safetensors (one tensor per parameter, docs/checkpoints.md), so the
+        count is the trained model's own, whatever its config's defaults were then."""
+        ckdir = os.path.join(self.dir, "checkpoints")
+        try:
+            steps = sorted(d for d in os.listdir(ckdir) if d.startswith("step_") and
+                           os.path.isfile(os.path.join(ckdir, d, "state.json")))
+        except OSError:
+            return None
+        if not steps:
+            return None
+        path = os.path.join(ckdir, steps[-1], "model.safetensors")
+        try:
+            with open(path, "rb") as f:
+                (n,) = struct.unpack("<Q", f.read(8))
+                header = json.loads(f.read(n))
+        except (OSError, ValueError, struct.error) as e:
+            self._missing.append(f"{path}: unreadable header ({e})")
+            return None
+        return sum(math.prod(t["shape"]) for k, t in header.items() if k != "__metadata__")
+
     def long_diag(self):
         """The diagnostics with the longest curves: diag_long.json (past the trained length)
         when there is one, else diag.json."""
@@ -144,6 +167,18 @@ def acc_columns():
     return cols
 
 
+def tda_heads_note(runs):
+    """Which TDA head layout the Table 1 runs used: "full" (H heads of two views each, more
+    parameters than softmax) or "halved" (H/2 heads, softmax's size); docs/attention.md."""
+    layouts = sorted({r.cfg.get("attention", {}).get("tda_heads", "full")
+                      for r in runs if r.kind == "tda"})
+    if not layouts:
+        return ""
+    return (" TDA heads: " + " / ".join(f"`{h}`" for h in layouts) +
+            " (`attention.tda_heads`: \"full\" keeps H heads of two views, \"halved\" H/2 heads,"
+            " about softmax's parameter count).")
+
+
 def avg_acc(run):
     """Mean acc over the six tasks (the paper's "Avg Accuracy"); None unless all six are there."""
     accs = [(run.eval(f"mc_{t}") or {}).get("acc") for t, _, _ in MC_TASKS]
@@ -175,7 +210,8 @@ class Report:
     # ---- Table 1 -------------------------------------------------------------------------
     def table1(self):
         cols = [Col("val_loss", "Val. Loss ↓", Fmt(4), "low")] + acc_columns() + \
-               [Col("sparsity", "Sparsity ↑", Fmt(1, 100, "%"), "high")]
+               [Col("sparsity", "Sparsity ↑", Fmt(1, 100, "%"), "high"),
+                Col("params", "Params (M)", Fmt(2, 1e-6))]
         t = Table("table1", cols)
         sources = set()
         for label, r in labelled(self.main):
@@ -188,16 +224,21 @@ class Report:
                 v[f"{task}_acc"], v[f"{task}_acc_norm"] = mc.get("acc"), mc.get("acc_norm")
             d = r.diag()
             v["sparsity"] = d["means"]["effective"]["sparsity"] if d else None
+            v["params"] = r.param_count()
             t.add(label, r.name, v)
         self.lacking("Table 1 val loss", self.main, lambda r: r.val_loss()[0] is not None)
         for task, name, _ in MC_TASKS:
             self.lacking(f"Table 1 {name} (eval/mc_{task}.json)", self.main, lambda r: r.eval(f"mc_{task}"))
         self.lacking("Table 1 sparsity (eval/diag.json)", self.main, lambda r: r.diag())
+        self.lacking("Table 1 params (checkpoints/*/model.safetensors)", self.main,
+                     lambda r: r.param_count() is not None)
         n = {(r.eval(f"mc_{t}") or {}).get("n") for r in self.main for t, _, _ in MC_TASKS} - {None}
         note = ("Val. loss from " + " / ".join(sorted(sources)) + ". Zero-shot items per task: "
                 + (", ".join(str(x) for x in sorted(n)) if n else DASH) +
                 ". Sparsity: fraction of exact zeros of the effective map, mean over layers, heads"
-                " and the diagnostic sequences (`eval/diag.json`). Winogrande reports Acc only.")
+                " and the diagnostic sequences (`eval/diag.json`). Winogrande reports Acc only."
+                " Params: learnable parameters of the run's newest checkpoint (not ranked)."
+                + tda_heads_note(self.main))
         self.table(t, "Table 1: language modelling", note)
 
     # ---- Table 2 -------------------------------------------------------------------------

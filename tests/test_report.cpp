@@ -29,6 +29,7 @@ TEST_CASE("tda report on a two-run micro sweep matches the runs' own metrics", "
              "{\"query\": \"Question: Which is the largest?\\nAnswer:\", \"choices\": [\"a "
              "mouse\", \"an elephant\"], \"gold\": 1}\n");
   std::string log;
+  std::map<std::string, double> logged_params;  // the trainer's "model N params" line
   for (const std::string kind : {"softmax", "tda"}) {
     const std::string run = sw + "/" + kind, ev = " --out " + run + "/eval/";
     INFO(kind);
@@ -37,6 +38,9 @@ TEST_CASE("tda report on a two-run micro sweep matches the runs' own metrics", "
                         " --set train.micro_batch=2 --set train.max_steps=3"
                         " --set train.val_every=2 --set train.val_batches=1",
                     &log) == 0);
+    const size_t at = log.find("] model ");
+    REQUIRE(at != std::string::npos);
+    logged_params[kind] = std::stod(log.substr(at + 8));
     const std::string ck = " --checkpoint " + run + "/checkpoints/step_00000003";
     std::filesystem::create_directories(run + "/eval");
     for (const std::string task : {"arc_easy", "openbookqa"})
@@ -78,9 +82,12 @@ TEST_CASE("tda report on a two-run micro sweep matches the runs' own metrics", "
     const json dg = json::parse(slurp(run + "/eval/diag.json"));
     CHECK(std::stod(row.at("sparsity")) == dg["means"]["effective"]["sparsity"].get<double>());
     CHECK(row.at("hellaswag_acc").empty());  // never evaluated: empty in the CSV
+    // parameters counted from the checkpoint equal what the trainer said it built
+    CHECK(std::stod(row.at("params")) == logged_params[kind]);
     // the markdown shows the CSV's numbers, rounded as the paper prints them
     const auto cells = md_row(md, "Table 1", row.at("method"));
-    REQUIRE(cells.size() == 14);
+    REQUIRE(cells.size() == 15);
+    CHECK(cells[14] == fmt(logged_params[kind], 2, 1e-6));
     const auto strip = [](std::string s) {
       for (const std::string m : {"**", "<u>", "</u>"})
         for (size_t p; (p = s.find(m)) != std::string::npos;) s.erase(p, m.size());
@@ -102,6 +109,11 @@ TEST_CASE("tda report on a two-run micro sweep matches the runs' own metrics", "
         "<u>" + fmt(loss[second], 4) + "</u>");
   // TDA's thresholded maps have exact zeros, softmax's none: TDA's sparsity is bold
   CHECK(md_row(md, "Table 1", t1.at("tda").at("method"))[13].rfind("**", 0) == 0);
+  // TDA's default "full" heads carry a second query/key view: more parameters than softmax,
+  // which the table states and does not rank
+  CHECK(logged_params["tda"] > logged_params["softmax"]);
+  CHECK(md.find("TDA heads: `full`") != std::string::npos);
+  CHECK(md_row(md, "Table 1", t1.at("tda").at("method"))[14].find("**") == std::string::npos);
 
   // Table 2: TDA's Qasper F1, the rest "—" and listed
   const json qa = json::parse(slurp(sw + "/tda/eval/scrolls_qasper.json"));
@@ -203,6 +215,10 @@ TEST_CASE("tda report ranks ties, lower losses, studies, and lists what is missi
   CHECK(md.find("run d: failed (error: NaN loss)") != std::string::npos);
   CHECK(md.find("run gone: no config.json") != std::string::npos);
   CHECK(md.find("Table 1 sparsity (eval/diag.json): no run has it") != std::string::npos);
+  // no checkpoint: no parameter count, listed, not guessed from the config
+  CHECK(md_row(md, "Table 1", "Softmax")[14] == "—");
+  CHECK(md.find("Table 1 params (checkpoints/*/model.safetensors): no run has it") !=
+        std::string::npos);
   // the p table: p = 1 (group p) and p = 2 (Table 1's TDA), sorted by p; the extension run
   // (init_from) is in neither, but in Table 2
   CHECK(md_row(md, "TDA hyperparameters: Different power p", "1")[1] == "<u>3.4000</u>");
