@@ -29,8 +29,9 @@ Every number it prints for a shape not measured is labelled "predicted". Its sta
 (STATED_ERROR, checked by tests/test_gpu_kit.cpp): forward + backward of every calibrated
 (kind, T) within 25% of the measurement, and within 30% when that (kind, T) is left out of the
 fit; the per-kind table says where each kind is.
-Usage: attention_model.py [--report JSON] [--tiles FILE.jsonl] [--T 16384,65536] [--json]
-                          [--markdown]
+Usage (numpy and scipy: the venv of scripts/setup.sh):
+  .venv/bin/python scripts/bench/attention_model.py [--report JSON] [--tiles FILE.jsonl]
+                                                    [--T 16384,65536] [--json] [--markdown]
 """
 import argparse
 import json
