@@ -14,6 +14,7 @@
 // head of the first window, from the maps eval/diagnostics.h rebuilds on the host (T <= 2048).
 #include <algorithm>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
