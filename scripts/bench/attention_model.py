@@ -236,7 +236,7 @@ def main():
     title("error per kind, forward + backward (largest over T; stated: fit %.0f%%, "
           "leave-one-out %.0f%%)" % (100 * STATED_ERROR["fit"],
                                      100 * STATED_ERROR["leave_one_out"]), md)
-    table(["kind", "fit |err|", "leave-one-out |err|"],
+    table(["kind", "fit error", "leave-one-out error"],
           [[k, "%.0f%%" % (100 * e["fit"]), "%.0f%%" % (100 * e["loo"])]
            for k, e in summ.items()], md)
     title("rates (fitted, >= 0; 0 = the data did not need the term)", md)
