@@ -107,14 +107,6 @@ DeviceStats train_two_steps(const std::vector<std::string>& sets) {
   return emulator().stats();
 }
 
-std::vector<json> json_lines(const std::string& out) {
-  std::vector<json> r;
-  std::istringstream in(out);
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty() && l[0] == '{') r.push_back(json::parse(l));
-  return r;
-}
-
 // A decorator that reads 4 bytes of q back before each attention forward, as the variants used
 // to read their lambda: a per-layer host sync that the counters must see.
 class PerLayerRead final : public ForwardingOps {

@@ -63,15 +63,6 @@ bool has(const std::string& s, const std::string& what) {
   return s.find(what) != std::string::npos;
 }
 
-std::vector<json> json_lines(const std::string& text) {
-  std::vector<json> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty() && line[0] == '{') out.push_back(json::parse(line));
-  return out;
-}
-
 const std::string kScripts = TDA_SOURCE_DIR "/scripts/gpu/";
 
 // A .deb as the archive's -dev packages are: a pkg-config file naming /usr, a library, a
@@ -252,7 +243,7 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
 
   // Attention: tda kernel time over SDPA's at the same shape; the line cut by a timeout is ignored.
   const json& att = r.at("attention");
-  REQUIRE(att.size() == 4);
+  REQUIRE(att.size() == 5);  // the trained lines are Table 5's alone
   for (const auto& a : att) {
     if (a.at("kind") == "softmax" && a.at("T") == 1024) {
       CHECK(a.at("kernel_ms").get<double>() == Approx(3.0 + 6.0));
@@ -262,6 +253,29 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   }
   CHECK(has(md, "| PyTorch SDPA | 4.50 | 18.00 |"));
   CHECK(has(md, "| softmax | 2.00 | 1.50 |"));
+  CHECK(has(md, "| softmax (cudnn) | 0.67 | - |"));
+
+  // Table 5, the paper's layout: lengths across, SDPA flash then the paper's kinds in its order,
+  // each on random q, k and (where measured) a trained model's; time over SDPA's at the same (b, h)
+  // slices (a trained line: 128 windows x its 2 heads = 16 x 16 at T 1024; its time summed over
+  // its 2 layers, so halved). The fixture's random tra line is cut, the T 2048 line has no SDPA.
+  const json& t5 = r.at("table5").at("rows");
+  std::vector<std::string> labels;
+  for (const auto& row : t5) labels.push_back(row.at("label"));
+  CHECK(labels ==
+        std::vector<std::string>{"TRA, trained q, k", "TDA", "softmax (ours)", "softmax (cuDNN)"});
+  const json& tra = t5[0].at("cells");
+  CHECK(tra.at("1024").at("ms").get<double>() == Approx((1.8 + 3.6) / 2));
+  CHECK(tra.at("1024").at("ratio").get<double>() == Approx((1.8 + 3.6) / 2 / (1.5 + 3.0)));
+  CHECK(tra.at("4096").at("ratio").get<double>() == Approx((7.2 + 14.4) / 2 / (6.0 + 12.0)));
+  CHECK(tra.at("2048").at("ratio").is_null());
+  CHECK(has(md, "## Table 5: attention forward + backward vs PyTorch SDPA flash"));
+  CHECK(has(md, "| Context length | 1024 | 2048 | 4096 |"));
+  CHECK(has(md, "| PyTorch SDPA flash | 4.50 | - | 18.00 |"));
+  CHECK(has(md, "| TRA, trained q, k | 2.70 | 6.00 | 10.80 |"));
+  CHECK(has(md, "| TRA, trained q, k | 0.60x | - | 0.60x |"));
+  CHECK(has(md, "| TDA | 1.33x | - | 0.75x |"));
+  CHECK(has(md, "| softmax (cuDNN) | 0.67x | - | - |"));
 
   // Training: MFU = FLOPs/token x tokens/s / 989 TFLOP/s (H100 SXM, from the GPU's name).
   const json& tr = r.at("train");
@@ -308,7 +322,7 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   size_t n = 0;
   for (size_t p = none.find("not run"); p != std::string::npos; p = none.find("not run", p + 1))
     ++n;
-  CHECK(n == 5);
+  CHECK(n == 6);
 }
 
 // sanitize.sh with a stand-in compute-sanitizer (prints what the real one prints; finds an error

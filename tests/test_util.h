@@ -5,7 +5,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 // A test that cannot run on this machine (no ../shared, no GPU, a Python package missing)
 // says why and returns: ctest reports it as "Skipped", not "Passed", through the
@@ -18,6 +21,15 @@
   } while (0)
 
 namespace tda {
+
+// The JSON lines of a command's output (lines starting with '{'; log lines are skipped).
+inline std::vector<nlohmann::json> json_lines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] == '{') out.push_back(nlohmann::json::parse(line));
+  return out;
+}
 
 struct TempDir {
   std::string path;

@@ -9,9 +9,11 @@
 #   c. ctest -L gpu (tests/test_gpu.cpp: GPU vs CPU binary)
 #   d. compute-sanitizer memcheck, racecheck, synccheck, initcheck: every kind, fp32 and bf16,
 #      tiny config, 2 steps (runs that do not fit the budget are listed as not run)
-#   e. timings: tda bench attention --mode time (every kind, T 512..16384) and tda bench train
-#      (d12, B 16, T 1024, bf16: softmax on our kernels and on cuDNN, tda; each also profiled op
-#      by op: scripts/gpu/bench_train.sh); last, PyTorch's step under torch.compile
+#   e. timings: tda bench attention --mode time (every kind, T 512..16384), the paper's Table 5
+#      (TRA, TDA, softmax ours/cuDNN at T 1k-16k, full mode 64k too, random and trained q, k:
+#      scripts/gpu/table5.sh) and tda bench train (d12, B 16, T 1024, bf16: softmax on our
+#      kernels and on cuDNN, tda; each also profiled op by op: scripts/gpu/bench_train.sh);
+#      last, PyTorch's step under torch.compile
 #   f. report: OUT/report.md, OUT/report.json, OUT/logs.tar.gz (3 files: the device tool brings
 #      back at most 8)
 # Usage: scripts/gpu/check.sh [--out DIR] [--quick] [--budget SECONDS] [--kit DIR] [--no-build]
@@ -20,7 +22,7 @@
 #            (about half the time)
 #   --no-build: use the build/ and build-cuda/ already there
 #   --skip: comma-separated stages not to run (torch-sdpa, torch-eager, gpu-tests, sanitizer,
-#           tda-attention, tda-train, torch-compile), e.g. a rerun after a fix
+#           tda-attention, table5, tda-train, torch-compile), e.g. a rerun after a fix
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
     --kit) KIT=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --skip) SKIP=",$2,"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "check: unknown argument '$1' (--out DIR --quick --budget S --kit DIR --no-build --skip STAGES)" >&2
        exit 2 ;;
   esac
@@ -53,10 +55,15 @@ NPROC=$(nproc)
 PY=${PYTHON:-python3}
 if [ "$QUICK" = 1 ]; then
   LENGTHS=1024,4096; TOOLS="memcheck racecheck"; DTYPES=bf16; STEPS=5
+  T5_LENGTHS=1024,4096,16384
 else
   LENGTHS=512,1024,2048,4096,8192,16384; TOOLS="memcheck racecheck synccheck initcheck"
   DTYPES="bf16 fp32"; STEPS=10
+  T5_LENGTHS=1024,4096,16384,65536
 fi
+# SDPA at every length either attention stage times (Table 5's beyond the per-kind table's)
+SDPA_LENGTHS=$(echo "$LENGTHS,$T5_LENGTHS" | tr ',' '\n' | sort -nu | paste -sd,)
+T5_TRAIN_STEPS=300  # each Table 5 kind's tiny model (a few seconds on a GPU)
 VENDOR_KINDS=""  # the kinds cuDNN attention can run (their math), once the build is there
 KINDS=""  # every registered kind (`tda kinds`), once the build is there: the baseline and the
           # paper's two first (a stage cut by its budget leaves out the others), then its order
@@ -129,12 +136,12 @@ report
 
 # --- b. build, with PyTorch's references on the idle GPU meanwhile ------------------------------
 torch_refs() {
-  stage torch-sdpa 60 "SDPA flash, T $LENGTHS" \
-    bash -c "$PY scripts/gpu/torch_ref.py attention --T $LENGTHS > $WORK/sdpa.jsonl"
+  stage torch-sdpa 60 "SDPA flash, T $SDPA_LENGTHS" \
+    bash -c "$PY scripts/gpu/torch_ref.py attention --T $SDPA_LENGTHS > $WORK/sdpa.jsonl"
   stage torch-eager 60 "GPT-2 d12 step, eager" \
     bash -c "$PY scripts/gpu/torch_ref.py train --steps $STEPS >> $WORK/torch_train.jsonl"
 }
-STAGES_AFTER=4
+STAGES_AFTER=5
 if [ "$BUILD" = 1 ]; then
   torch_refs &
   TORCH_PID=$!
@@ -163,7 +170,7 @@ fi
 report
 
 # --- c. the gpu tests ---------------------------------------------------------------------------
-STAGES_AFTER=3
+STAGES_AFTER=4
 EXCLUDE=()
 [ "$QUICK" = 1 ] && EXCLUDE=(-E "d12")
 if [ -x build/tda_tests ] && [ -x build-cuda/tda ]; then
@@ -176,7 +183,7 @@ else
 fi
 
 # --- d. compute-sanitizer -----------------------------------------------------------------------
-STAGES_AFTER=2
+STAGES_AFTER=3
 if [ -x build-cuda/tda ]; then
   budget=$([ "$QUICK" = 1 ] && echo 60 || echo 120)
   t=$(($(left) - 15 * STAGES_AFTER)); [ "$t" -gt "$budget" ] && t=$budget
@@ -191,7 +198,7 @@ else
 fi
 
 # --- e. timings -----------------------------------------------------------------------------------
-STAGES_AFTER=1
+STAGES_AFTER=2
 # Timings need the GPU to themselves: record (and end) any process still on it.
 busy=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null)
 echo "gpu processes before the timings: ${busy:-none}" | tr '\n' ';' >>"$WORK/env.txt"
@@ -212,6 +219,11 @@ if [ -x build-cuda/tda ]; then
     for k in $VENDOR_KINDS; do build-cuda/tda bench attention \
       --device cuda --mode time --impl cudnn --kind \$k --T $LENGTHS \
       >> $WORK/tda_attention.jsonl || { echo \"failed: \$k (cudnn)\"; rc=1; }; done; exit \$rc"
+  # the paper's Table 5: its kinds at its lengths, random and trained q, k
+  STAGES_AFTER=1
+  stage table5 "$([ "$QUICK" = 1 ] && echo 60 || echo 100)" \
+    "tra, tda, softmax own/cudnn, T $T5_LENGTHS, random + trained q, k" \
+    bash scripts/gpu/table5.sh "$WORK" "$LENGTHS" "$T5_LENGTHS" "$T5_TRAIN_STEPS"
   # softmax on our kernels and on cuDNN, tda on ours; each timed, then profiled op by op
   stage tda-train 150 "d12 B 16 T 1024 bf16: softmax own/cudnn, tda; $STEPS steps + 3 profiled" \
     bash scripts/gpu/bench_train.sh "$WORK" "$STEPS"

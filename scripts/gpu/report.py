@@ -9,7 +9,9 @@ Work directory (every file optional; a missing one is a stage that did not run):
   ctest.xml             JUnit from `ctest -L gpu --output-junit`
   sanitizer.jsonl       {"tool", "kind", "dtype", "rc", "seconds", "log"} per compute-sanitizer run
   sanitizer/*.log       their output ("ERROR SUMMARY: N errors", racecheck's hazard summary)
-  tda_attention.jsonl   `tda bench attention --device cuda --mode time` lines
+  tda_attention.jsonl   `tda bench attention --device cuda --mode time` lines (random inputs),
+                        and `... --checkpoint DIR` lines (a trained model's q, k, v: "source":
+                        "checkpoint"), which make Table 5's trained rows
   sdpa.jsonl            `torch_ref.py attention` lines
   tda_train.jsonl       `tda bench train` lines (CUDA backend)
   torch_train.jsonl     `torch_ref.py train` lines (eager and compile)
@@ -173,6 +175,67 @@ def attention_rows(work):
     return rows, sorted(sdpa.values(), key=lambda r: r["T"])
 
 
+# The paper's Table 5 (tab:bf16: BF16 latency and speedup vs FlashAttention-2): its kinds, in its
+# order, as (label, kind, attention impl); each on random and on trained q, k.
+TABLE5 = [("TRA", "tra", "own"), ("TDA", "tda", "own"), ("softmax (ours)", "softmax", "own"),
+          ("softmax (cuDNN)", "softmax", "cudnn")]
+
+
+def table5(work):
+    """Kernel forward + backward ms per (row, T), SDPA flash's at the same (b, h) slices, and
+    time / SDPA. A trained line's kernels ran on windows of its model's heads
+    (bench_attention_checkpoint.cpp): matched to SDPA by T and B x heads; its time is summed
+    over its model's layers, so divided by layers_timed (one layer, as SDPA's)."""
+    sdpa = [r for r in read_jsonl(os.path.join(work, "sdpa.jsonl")) if "fwd_ms" in r]
+    lines = [r for r in read_jsonl(os.path.join(work, "tda_attention.jsonl"))
+             if r.get("mode") == "time" or r.get("source") == "checkpoint"]
+    rows = []
+    for label, kind, impl in TABLE5:
+        for inputs in ("random", "trained"):
+            cells = {}
+            for r in lines:
+                trained = r.get("source") == "checkpoint"
+                if (r["kind"], trained, r.get("attention_impl", "own")) != (
+                        kind, inputs == "trained", impl):
+                    continue
+                ms = (r["kernel_fwd_ms"] + r["kernel_bwd_ms"]) / r.get("layers_timed", 1)
+                s = next((x for x in sdpa if x["T"] == r["T"] and
+                          x["B"] * x["heads"] == r["B"] * r["heads"]), None)
+                sd = s["fwd_ms"] + s["bwd_ms"] if s else None
+                cells[r["T"]] = {"ms": ms, "sdpa_ms": sd, "ratio": ms / sd if sd else None,
+                                 "skip_fraction": r.get("skip_fraction")}
+            if cells:
+                rows.append({"label": label if inputs == "random" else label + ", trained q, k",
+                             "kind": kind, "impl": impl, "inputs": inputs, "cells": cells})
+    return {"rows": rows, "sdpa": {r["T"]: r["fwd_ms"] + r["bwd_ms"] for r in sdpa
+                                   if r["B"] * r["heads"] == max(1, 16384 // r["T"]) * 16}}
+
+
+def table5_markdown(t5):
+    rows, sdpa = t5["rows"], t5["sdpa"]
+    md = ["## Table 5: attention forward + backward vs PyTorch SDPA flash", ""]
+    if not rows:
+        return md + ["not run", ""]
+    Ts = sorted({T for r in rows for T in r["cells"]} | set(sdpa))
+    head = ["Context length", *("%d" % T for T in Ts)]
+    md += ["The paper's Table 5 (BF16 latency, ms, and time relative to FlashAttention-2): bf16, "
+           "head dim 64, causal, 16 heads x 16,384 tokens (B = tokens / T), CUDA events, median "
+           "of the reps; random q, k ~ N(0, 1), and a trained checkpoint's q, k, v on real "
+           "tokens (the kit's tiny models: scripts/gpu/check.sh).", ""]
+    body = [["PyTorch SDPA flash", *(fmt(sdpa.get(T)) for T in Ts)]]
+    body += [[r["label"], *(fmt((r["cells"].get(T) or {}).get("ms")) for T in Ts)] for r in rows]
+    md += table(head, body) + [""]
+    md += ["Time / SDPA flash's (the paper's speedup is its inverse; below 1: ours faster):", ""]
+    md += table(head, [[r["label"], *(fmt((r["cells"].get(T) or {}).get("ratio"), "%.2fx")
+                                      for T in Ts)] for r in rows]) + [""]
+    skip = [r for r in rows if any(c.get("skip_fraction") for c in r["cells"].values())]
+    if skip:
+        md += ["Skipped tile fraction:", ""]
+        md += table(head, [[r["label"], *(fmt((r["cells"].get(T) or {}).get("skip_fraction"))
+                                          for T in Ts)] for r in skip]) + [""]
+    return md
+
+
 def train_rows(work, peak):
     rows = []
     for r in read_jsonl(os.path.join(work, "tda_train.jsonl")):
@@ -262,6 +325,7 @@ def build(work):
         "sanitizer": read_sanitizer(work),
         "attention": att,
         "sdpa": sdpa,
+        "table5": table5(work),
         "train": train_rows(work, peak),
         "profile": profile_rows(work, env.get("gpu")),
     }
@@ -362,6 +426,8 @@ def markdown(rep):
                                (r["fwd_ms"] + r["bwd_ms"])) for r in sdpa), ""]
     else:
         md += ["not run", ""]
+
+    md += table5_markdown(rep["table5"])
 
     tr = rep["train"]
     md += ["## One training step, d12 (12 layers, d 768, 12 heads, vocabulary 50,304)", ""]

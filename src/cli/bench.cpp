@@ -206,18 +206,19 @@ int bench_attention(int argc, char** argv) {
       "heads", "heads of dimension 64 (cuda time: even, default 16; cpu: default 1)",
       cxxopts::value<int>())(
       "checkpoint",
-      "cpu: time the kernels on the q, k, v of this checkpoint's model (its kind) reading "
-      "--tokens-file",
+      "time the kernels on the q, k, v this checkpoint's model (its kind) computes from "
+      "--tokens-file (cpu, or cuda --mode time)",
       cxxopts::value<std::string>())("tokens-file",
-                                     "cpu --checkpoint: token shard whose first T tokens are read",
+                                     "--checkpoint: token shard read in windows of T tokens",
                                      cxxopts::value<std::string>()->default_value(
                                          "data/tinyshakespeare/tiny_shakespeare_val.bin"))(
-      "warmup", "cuda time: untimed repetitions first", cxxopts::value<int>()->default_value("2"))(
+      "layer", "--checkpoint: time this layer's kernel calls (default: every layer, summed)",
+      cxxopts::value<int>())("warmup", "cuda time: untimed repetitions first",
+                             cxxopts::value<int>()->default_value("2"))(
       "impl",
       "cuda time: attention.impl of the timed calls: own (our kernels), cudnn or auto "
       "(docs/cuda.md)",
-      cxxopts::value<std::string>()->default_value("own"))(
-      "h,help", "help");
+      cxxopts::value<std::string>()->default_value("own"))("h,help", "help");
   alias_flag(argc, argv, "--T", "--lengths");
   auto r = opts.parse(argc, argv);
   if (r.count("help")) {
@@ -230,8 +231,25 @@ int bench_attention(int argc, char** argv) {
   for (const auto& t : split_list(r["lengths"].as<std::string>())) Ts.push_back(std::stoi(t));
   const std::string device = r["device"].as<std::string>();
   TDA_CHECK(device == "cpu" || device == "cuda", "bench attention: --device must be cpu or cuda");
+  std::unique_ptr<Ops> backend = make_ops(device);
+  if (r.count("checkpoint")) {
+    CheckpointAttnBench c;
+    c.dir = r["checkpoint"].as<std::string>();
+    c.tokens_file = r["tokens-file"].as<std::string>();
+    c.layer = r.count("layer") ? r["layer"].as<int>() : -1;
+    TDA_CHECK(!r.count("layer") || c.layer >= 0, "bench attention: --layer must be >= 0");
+    TDA_CHECK(!r.count("mode") || r["mode"].as<std::string>() == "time",
+              "bench attention: --checkpoint times kernels (--mode time)");
+    const bool gpu = device == "cuda";
+    c.reps = r.count("reps") ? r["reps"].as<int>() : gpu ? 5 : 1;
+    c.warmup = gpu ? r["warmup"].as<int>() : 0;
+    if (gpu) {
+      c.tokens = r["tokens"].as<int>();
+      c.heads = r.count("heads") ? r["heads"].as<int>() : 16;
+    }
+    return bench_checkpoint_attention(*backend, Ts, c);
+  }
   if (device == "cuda") {
-    std::unique_ptr<Ops> backend = make_ops(device);
     const std::string mode = r.count("mode")             ? r["mode"].as<std::string>()
                              : backend->device().timed() ? "time"
                                                          : "count";
@@ -248,9 +266,7 @@ int bench_attention(int argc, char** argv) {
   }
   TDA_CHECK(!r.count("mode"), "bench attention: --mode is for --device cuda");
   return bench_attention_cpu(kinds, Ts, r.count("reps") ? r["reps"].as<int>() : 1,
-                             r.count("heads") ? r["heads"].as<int>() : 1,
-                             r.count("checkpoint") ? r["checkpoint"].as<std::string>() : "",
-                             r["tokens-file"].as<std::string>());
+                             r.count("heads") ? r["heads"].as<int>() : 1);
 }
 
 int cmd_bench(int argc, char** argv) {

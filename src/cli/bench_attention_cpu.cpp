@@ -1,17 +1,12 @@
 // tda bench attention on the CPU backend: forward and backward time of one attention layer per
-// (kind, T), on random inputs (the default) or on the q, k, v of a trained checkpoint.
+// (kind, T) on random inputs (a trained checkpoint's: bench_attention_checkpoint.cpp).
 //
-// Random (--kind K --T ...): one sequence, `heads` heads of dim 64 (the differential kinds pair
+// --kind K --T ...: one sequence, `heads` heads of dim 64 (the differential kinds pair
 // heads, so they get two per head asked for), the variant driven as the model drives it
 // (proj -> y -> dproj). fwd_ms/bwd_ms time the whole layer (pre/post ops included), kernel_*
 // the attention kernels inside it (ProfileOps), tiles_* what the forward kernel skipped
 // (ProbeOps). Memory: what the variant keeps between forward and backward plus its backward
 // scratch, and the process's peak RSS.
-//
-// Trained (--checkpoint DIR --T ...): the checkpoint's model (its kind; the RoPE table extended
-// to the longest T) reads the first T tokens of --tokens-file; the attention calls of every
-// layer are captured and their kernels timed again, forward then backward (random dout), summed
-// over the layers: the sparsity is the trained model's, not a null model's.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -26,14 +21,10 @@
 #include "backend/memory_check.h"
 #include "backend/profile_ops.h"
 #include "cli/bench_attention.h"
-#include "cli/bench_gpu.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "data/shard.h"
 #include "eval/diagnostics.h"
-#include "model/gpt2.h"
-#include "train/checkpoint.h"
 
 namespace tda {
 
@@ -48,96 +39,6 @@ double peak_rss_mb() {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return double(ru.ru_maxrss) / 1024.0;
-}
-
-// Forward then backward of one captured kernel call (its inputs are the model's buffers, its
-// outputs written again), with the gradient buffers sized for its layout. Returns {fwd, bwd} ms.
-std::pair<double, double> time_kernels(Ops& ops, const AttnArgs& call, Rng& rng) {
-  const size_t sqk = call.qk_bh_stride ? call.qk_bh_stride : size_t(call.T) * call.Dqk;
-  const size_t BH = size_t(call.B) * call.H, nqk = BH * sqk + size_t(call.T) * call.Dqk;
-  const size_t nv = BH * size_t(call.T) * call.Dv;
-  std::vector<float> dout(nv), dq(nqk), dk(nqk), dv(nv), dq2(nqk), dk2(nqk);
-  std::vector<float> drow_tau(BH * call.T), drow_lambda(BH * call.T);
-  for (auto& x : dout) x = rng.normal();
-  AttnArgs a = call;
-  a.tiles_skipped = a.tiles_total = nullptr;
-  a.survivors = nullptr;
-  auto t0 = Clock::now();
-  ops.attention_forward(a);
-  const double fwd = ms_since(t0);
-  a.dout = dout.data();
-  a.dq = dq.data();
-  a.dk = dk.data();
-  a.dv = dv.data();
-  if (a.q2) {
-    a.dq2 = dq2.data();
-    a.dk2 = dk2.data();
-  }
-  a.drow_tau = drow_tau.data();
-  a.drow_lambda = drow_lambda.data();
-  t0 = Clock::now();
-  ops.attention_backward(a);
-  return {fwd, ms_since(t0)};
-}
-
-int bench_checkpoint_attention(const std::string& dir, const std::string& tokens_file,
-                               const std::vector<int>& Ts, int reps) {
-  Config cfg = config_from_json(read_checkpoint_state(dir).config, dir + "/state.json");
-  int T_max = 0;
-  for (int T : Ts) T_max = std::max(T_max, T);
-  // RoPE extrapolated past the trained context: a benchmark of the kernels, not of quality.
-  cfg.model.seq_len = std::max(cfg.model.seq_len, T_max);
-  const auto tokens = read_shard(tokens_file, cfg.model.real_vocab_size);
-  TDA_CHECK(tokens.size() >= size_t(T_max), "bench attention: " + tokens_file + " holds " +
-                                                std::to_string(tokens.size()) +
-                                                " tokens, fewer than --T " + std::to_string(T_max));
-  auto cpu_ops = make_ops("cpu");
-  Ops& cpu = *cpu_ops;
-  ProbeOps probe(cpu);
-  probe.keep_maps = false;
-  GPT2 model(cfg.model, cfg.attention, probe, "fp32");
-  const TrainState st = load_checkpoint(dir, model);
-  model.set_step(st.step);
-  std::vector<float> logits(size_t(cfg.model.vocab_size));
-  for (int T : Ts) {
-    std::vector<int32_t> in(tokens.begin(), tokens.begin() + T);
-    probe.calls.clear();
-    probe.tiles.clear();
-    model.forward_logits(in.data(), T, logits.data());
-    long long skipped = 0, total = 0;
-    for (const auto& t : probe.tiles) skipped += t.first, total += t.second;
-    Rng rng(1);
-    std::vector<double> fwd, bwd;
-    for (int rep = 0; rep < reps; ++rep) {
-      double f = 0, b = 0;
-      for (const AttnArgs& call : probe.calls) {
-        const auto fb = time_kernels(cpu, call, rng);
-        f += fb.first;
-        b += fb.second;
-      }
-      fwd.push_back(f);
-      bwd.push_back(b);
-    }
-    const AttnArgs& c0 = probe.calls.at(0);
-    json out = {{"bench", "attention"},
-                {"kind", cfg.attention.kind},
-                {"T", T},
-                {"source", "checkpoint"},
-                {"checkpoint", dir},
-                {"step", st.step},
-                {"layers", probe.calls.size()},
-                {"heads", c0.B * c0.H},
-                {"head_dim", c0.Dqk},
-                {"reps", reps},
-                {"kernel_fwd_ms", median(fwd)},
-                {"kernel_bwd_ms", median(bwd)},
-                {"tiles_skipped", skipped},
-                {"tiles_total", total},
-                {"skip_fraction", total ? double(skipped) / double(total) : 0.0},
-                {"peak_rss_mb", peak_rss_mb()}};
-    std::cout << out.dump() << std::endl;
-  }
-  return 0;
 }
 
 // One attention layer of `kind` on one sequence of T: `heads` heads of 64 (times the kind's
@@ -301,10 +202,9 @@ AttnCall capture_attention_call(const std::string& kind, int T) {
 }
 
 int bench_attention_cpu(const std::vector<std::string>& kinds, const std::vector<int>& Ts, int reps,
-                        int heads, const std::string& checkpoint, const std::string& tokens_file) {
+                        int heads) {
   TDA_CHECK(reps >= 1, "bench attention: --reps must be >= 1");
   TDA_CHECK(heads >= 1, "bench attention: --heads must be >= 1");
-  if (!checkpoint.empty()) return bench_checkpoint_attention(checkpoint, tokens_file, Ts, reps);
   return bench_random_attention(kinds, Ts, reps, heads);
 }
 

@@ -1,0 +1,139 @@
+// What the paper's Table 5 and the attention performance model stand on, without a GPU:
+//  - tda bench attention --checkpoint: a trained model's q, k, v timed on the CPU and on the
+//    emulated GPU (the kit's trained rows), with its tile counts and exact zeros;
+//  - scripts/bench/attention_model.py: its calibration reproduces the committed H200 kernel
+//    times within its stated error, and what it says of unmeasured shapes is labelled predicted.
+#include <array>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "test_char_shards.h"
+#include "test_eval_util.h"
+#include "test_util.h"
+
+namespace tda {
+
+namespace {
+using json = nlohmann::json;
+
+// Causal (query block, key tile) pairs of one (b, h) slice: 64-row blocks up to the diagonal.
+long long causal_pairs(int T) {
+  const long long nb = (T + 63) / 64;
+  return nb * (nb + 1) / 2;
+}
+}  // namespace
+
+TEST_CASE("bench attention --checkpoint: a trained model's q, k, v on the CPU and emulated GPU",
+          "[bench][cuda]") {
+  TempDir dir;
+  const std::string ckpt = dir.path + "/ckpt";
+  write_tiny_checkpoint(ckpt, "tra", 256);  // 2 layers, 2 heads of 64
+  const std::string tokens = char_shards() + "/val.bin";
+  std::string out;
+  REQUIRE(
+      run_tda("bench attention --checkpoint " + ckpt + " --tokens-file " + tokens + " --T 64,200",
+              &out) == 0);
+  auto lines = json_lines(out);
+  REQUIRE(lines.size() == 2);
+  for (const auto& j : lines) {
+    INFO(j.dump());
+    const int T = j.at("T");
+    CHECK(j.at("kind") == "tra");
+    CHECK(j.at("source") == "checkpoint");
+    CHECK(j.at("step") == 300);
+    CHECK(j.at("layer") == "all");
+    CHECK(j.at("layers_timed") == 2);
+    CHECK(j.at("B") == 1);
+    CHECK(j.at("heads") == 2);
+    CHECK(j.at("kernel_fwd_ms").get<double>() > 0);
+    CHECK(j.at("kernel_bwd_ms").get<double>() > 0);
+    // every causal pair of both layers' 2 heads, counted by the kernels
+    CHECK(j.at("tiles_total") == 2 * 2 * causal_pairs(T));
+    // a skipped pair is 64 x 64 zeros (at least 2080 causal ones on a diagonal): the exact zeros
+    // can be no fewer than the skipped pairs hold
+    const double causal = 2.0 * 2 * T * (T + 1) / 2;
+    const double zeros = j.at("exact_zero_fraction").get<double>() * causal;
+    CHECK(zeros >= j.at("tiles_skipped").get<double>() * 2080 - 1e-6);
+    CHECK(j.at("exact_zero_fraction").get<double>() <= 1.0);
+  }
+
+  // One layer; on the emulated GPU the windows make the random problem's slices: max(1, 256 /
+  // 128) sequences x 4 heads / the model's 2 = 4 windows of 2 heads.
+  REQUIRE(run_tda("bench attention --device cuda --mode time --checkpoint " + ckpt +
+                      " --tokens-file " + tokens +
+                      " --T 128 --layer 1 --tokens 256 --heads 4 --reps 2 --warmup 1",
+                  &out) == 0);
+  lines = json_lines(out);
+  REQUIRE(lines.size() == 1);
+  const json& g = lines[0];
+  INFO(g.dump());
+  CHECK(g.at("timer") == "emulated (host clock)");
+  CHECK(g.at("layer") == 1);
+  CHECK(g.at("layers_timed") == 1);
+  CHECK(g.at("B") == 4);
+  CHECK(g.at("heads") == 2);
+  CHECK(g.at("reps") == 2);
+  CHECK(g.at("tiles_total") == 4 * 2 * causal_pairs(128));
+  CHECK(g.at("kernel_bwd_ms").get<double>() > 0);
+
+  CHECK(run_tda("bench attention --checkpoint " + ckpt + " --tokens-file " + tokens +
+                    " --T 64 --layer 2",
+                &out) != 0);
+  CHECK_THAT(out, Catch::Contains("--layer 2 but " + ckpt + " has 2 layers"));
+  CHECK(run_tda("bench attention --device cuda --mode count --checkpoint " + ckpt + " --T 64",
+                &out) != 0);
+  CHECK_THAT(out, Catch::Contains("--checkpoint times kernels (--mode time)"));
+}
+
+TEST_CASE("attention_model.py reproduces the H200 kernel times within its stated error",
+          "[bench]") {
+  const std::string py = source_dir() + "/.venv/bin/python";
+  if (run_command(py + " -c 'import numpy, scipy'") != 0) {
+    TDA_SKIP("needs the venv's python with numpy and scipy");
+  }
+  std::string out;
+  REQUIRE(run_command(py + " " + source_dir() + "/scripts/bench/attention_model.py --json", &out) ==
+          0);
+  const json m = json::parse(out);
+  // The measurements, read here from the committed report, not from the model's output.
+  std::ifstream f(source_dir() + "/docs/results/gpu-h200-2026-11-26/report.json");
+  const json rep = json::parse(f);
+  std::map<std::pair<std::string, int>, double> measured;  // fwd + bwd kernel ms
+  for (const auto& a : rep.at("attention"))
+    measured[{a.at("kind"), a.at("T")}] =
+        a.at("kernel_fwd_ms").get<double>() + a.at("kernel_bwd_ms").get<double>();
+  REQUIRE(measured.size() == 22);  // 11 kinds x T 1024, 4096
+
+  const double fit_bound = m.at("stated_error").at("fit");
+  const double loo_bound = m.at("stated_error").at("leave_one_out");
+  CHECK(fit_bound <= 0.25);  // what docs/perf.md quotes
+  CHECK(loo_bound <= 0.30);
+  std::map<std::pair<std::string, int>, std::array<double, 3>> sums;  // measured, fit, loo
+  for (const auto& r : m.at("calibration")) {
+    CHECK(r.at("label") == "measured");
+    auto& s = sums[{r.at("kind"), r.at("T")}];
+    s[0] += r.at("measured_ms").get<double>();
+    s[1] += r.at("fit_ms").get<double>();
+    s[2] += r.at("loo_ms").get<double>();
+  }
+  REQUIRE(sums.size() == measured.size());
+  for (const auto& [key, s] : sums) {
+    INFO(key.first << " T " << key.second);
+    CHECK(s[0] == Approx(measured.at(key)).epsilon(1e-9));
+    CHECK(std::fabs(s[1] / s[0] - 1) <= fit_bound);
+    CHECK(std::fabs(s[2] / s[0] - 1) <= loo_bound);
+  }
+  // Predictions: only at lengths the run did not measure, each labelled so.
+  const json& preds = m.at("predictions");
+  REQUIRE(preds.size() == 22);
+  for (const auto& p : preds) {
+    CHECK(p.at("label") == "predicted");
+    CHECK(measured.count({p.at("kind"), p.at("T")}) == 0);
+    CHECK(p.at("total_ms").get<double>() > 0);
+  }
+}
+
+}  // namespace tda
