@@ -9,11 +9,14 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <fstream>
 
 #include "backend/make_ops.h"
+#include "backend/peak_flops.h"
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/host_memory.h"
 #include "data/shard.h"
 #include "train/metrics_log.h"
 #include "train/sampler.h"
@@ -72,6 +75,29 @@ std::string fmt_duration(double s) {
   long t = long(s);
   char buf[32];
   std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+// 524288 -> "524.3K", 1.5e9 -> "1.50B": tokens seen on the step line.
+std::string fmt_count(double n) {
+  char buf[32];
+  const char* units[] = {"", "K", "M", "B", "T"};
+  int u = 0;
+  while (n >= 1000.0 && u < 4) {
+    n /= 1000.0;
+    ++u;
+  }
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : n < 100 ? "%.2f%s" : "%.1f%s", n, units[u]);
+  return buf;
+}
+
+// "1.21/1.25 GiB" (now/peak), in the unit of the larger.
+std::string fmt_memory(double now_mb, double peak_mb) {
+  char buf[48];
+  if (peak_mb >= 1024.0)
+    std::snprintf(buf, sizeof buf, "%.2f/%.2f GiB", now_mb / 1024.0, peak_mb / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f/%.0f MiB", now_mb, peak_mb);
   return buf;
 }
 
@@ -176,6 +202,17 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
       std::make_unique<DataLoader>(cfg_.data.val, t.micro_batch, m.seq_len, m.real_vocab_size,
                                    false, t.seed, comm_->rank(), comm_->world());
   state_.config = cfg_.raw;
+  flops_per_token_ = model_->train_flops_per_token(m.seq_len);
+  const std::string device_name = ops_->device().name();
+  peak_flops_ =
+      1e12 * (cfg_.log.peak_tflops > 0 ? cfg_.log.peak_tflops : peak_tflops(device_name, t.dtype));
+  if (comm_->rank() == 0) {
+    if (peak_flops_ > 0)
+      spdlog::info("MFU against {} TFLOP/s per device ({} {}{})", peak_flops_ / 1e12, device_name,
+                   t.dtype, cfg_.log.peak_tflops > 0 ? ", log.peak_tflops" : "");
+    else
+      spdlog::info("no MFU: no peak FLOP/s known for \"{}\" (set log.peak_tflops)", device_name);
+  }
 
   // Rank 0 alone looks at the disk (checkpoints live where rank 0 wrote them, which need not be
   // a shared file system); the other ranks receive what it read.
@@ -219,11 +256,31 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
       write_file_durable(opt_.out_dir + "/config.json", cfg_.raw.dump(2));
       // A restart supersedes every record of the run it replaces, as a resume from step 0 would.
       metrics_ = open_metrics(opt_.out_dir, fresh_files_ ? -1 : state_.step, resumed);
+      if (cfg_.log.tensorboard) open_tensorboard();
     } catch (const std::exception&) {
       discard_failed_start();
       throw;
     }
   }
+}
+
+void Trainer::open_tensorboard() {
+  tb_ = std::make_unique<TensorBoardWriter>(opt_.out_dir + "/tb");
+  const int start = state_.step;
+  if (!fresh_files_) {
+    // A resume from step N (0: a restart) supersedes what earlier files hold after N, as
+    // metrics.jsonl does: the START mark tells TensorBoard's Python loader to drop steps >= N,
+    // so the records of step N that the checkpoint holds are written again. (The data server
+    // drops a tag's points at steps >= s when a point at s comes: docs/tracking.md.)
+    tb_->restart(start);
+    std::ifstream f(opt_.out_dir + "/metrics.jsonl");
+    for (std::string line; std::getline(f, line);) {
+      const json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (r.is_object() && r.value("step", -1) == start && r.value("type", "") != "resume")
+        tb_->record(r);
+    }
+  }
+  tb_->text("config", start, cfg_.raw.dump(2));
 }
 
 void Trainer::prepare_run_dir() {
@@ -286,7 +343,9 @@ void Trainer::discard_failed_start() {
   if (comm_->rank() != 0 || !fresh_files_) return;
   if (metrics_) std::fclose(metrics_);
   metrics_ = nullptr;
-  for (const char* name : {"config.json", "metrics.jsonl"}) remove_tree(opt_.out_dir + "/" + name);
+  tb_.reset();
+  for (const char* name : {"config.json", "metrics.jsonl", "tb"})
+    remove_tree(opt_.out_dir + "/" + name);
   fresh_files_ = false;
 }
 
@@ -316,6 +375,52 @@ void Trainer::log_json(const json& j) {
   if (!metrics_) return;
   std::fputs((j.dump() + "\n").c_str(), metrics_);
   std::fflush(metrics_);
+  if (tb_) tb_->record(j);
+}
+
+json Trainer::step_record(const StepMetrics& sm, double eta_s) {
+  json r = {{"type", "train"},
+            {"step", sm.step},
+            {"loss", sm.loss},
+            {"lr", sm.lr},
+            {"grad_norm", sm.grad_norm},
+            {"ms", sm.ms},
+            {"tokens_per_s", sm.tokens_per_s},
+            {"tokens", double(sm.step) * double(cfg_.train.total_batch_tokens)}};
+  // tokens_per_s is the whole job's: the peak is one device's, times the ranks.
+  if (peak_flops_ > 0)
+    r["mfu"] = flops_per_token_ * sm.tokens_per_s / (peak_flops_ * comm_->world());
+  const double mb = double(1 << 20);
+  const ProcessMemory host = process_memory();
+  r["host_rss_mb"] = double(host.rss) / mb;
+  r["host_peak_mb"] = double(host.peak_rss) / mb;
+  if (!ops_->host_memory()) {
+    const size_t used = ops_->device().memory_used();
+    device_peak_ = std::max(device_peak_, used);
+    r["device_mb"] = double(used) / mb;
+    r["device_peak_mb"] = double(device_peak_) / mb;
+  }
+  r["eta_s"] = eta_s;
+  return r;
+}
+
+std::string Trainer::step_line(const json& r, int last) const {
+  char head[160];
+  std::snprintf(
+      head, sizeof head, "step %6d/%d | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s",
+      r["step"].get<int>(), last, r["loss"].get<double>(), r["lr"].get<double>(),
+      r["grad_norm"].get<double>(), r["ms"].get<double>(), r["tokens_per_s"].get<double>());
+  std::string line = head;
+  if (r.contains("mfu")) {
+    char mfu[32];
+    std::snprintf(mfu, sizeof mfu, " | mfu %.1f%%", 100.0 * r["mfu"].get<double>());
+    line += mfu;
+  }
+  line += " | " + fmt_count(r["tokens"].get<double>()) + " tok";
+  if (r.contains("device_mb"))
+    line += " | gpu " + fmt_memory(r["device_mb"].get<double>(), r["device_peak_mb"].get<double>());
+  line += " | host " + fmt_memory(r["host_rss_mb"].get<double>(), r["host_peak_mb"].get<double>());
+  return line + " | eta " + fmt_duration(r["eta_s"].get<double>());
 }
 
 StepMetrics Trainer::train_step() {
@@ -472,18 +577,12 @@ int Trainer::run_loop(int last) {
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / (state_.step - first) * (last - state_.step);
-    log_json({{"type", "train"},
-              {"step", sm.step},
-              {"loss", sm.loss},
-              {"lr", sm.lr},
-              {"grad_norm", sm.grad_norm},
-              {"ms", sm.ms},
-              {"tokens_per_s", sm.tokens_per_s}});
-    if (comm_->rank() == 0 && (sm.step % std::max(1, t.log_every) == 0 || sm.step == last))
-      spdlog::info(
-          "step {:6d}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | eta "
-          "{}",
-          sm.step, last, sm.loss, sm.lr, sm.grad_norm, sm.ms, sm.tokens_per_s, fmt_duration(eta));
+    if (comm_->rank() == 0) {
+      const json rec = step_record(sm, eta);
+      log_json(rec);
+      if (sm.step % std::max(1, t.log_every) == 0 || sm.step == last)
+        spdlog::info("{}", step_line(rec, last));
+    }
     maybe_sample();
     // Ranks must agree on stopping (a signal may reach them at different steps), or one would
     // leave while the others wait for it in the next collective.

@@ -22,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/run_dir.h"
+#include "train/tensorboard.h"
 
 namespace tda {
 
@@ -91,7 +92,16 @@ class Trainer {
   // the corrected command is not refused as "already holds a run".
   void discard_failed_start();
   void save(bool final_save);
+  // A record of metrics.jsonl (rank 0), mirrored to the TensorBoard events when they are on.
   void log_json(const json& j);
+  // Rank 0: the events file of this start (log.tensorboard), its first events: a restart mark
+  // and the kept records of the step resumed from, then the config as text.
+  void open_tensorboard();
+  // The train record of a finished step: StepMetrics with tokens seen, MFU (when the device's
+  // peak is known), memory and the ETA.
+  json step_record(const StepMetrics& sm, double eta_s);
+  // The step line printed every log_every steps, from the record above.
+  std::string step_line(const json& rec, int last) const;
   void maybe_sample();
   // Rank 0 read a checkpoint into the model and the optimizer state (host, P floats each):
   // every rank gets its share.
@@ -124,6 +134,10 @@ class Trainer {
   bool grads_zero_ = false;
   std::vector<double> val_history_;
   FILE* metrics_ = nullptr;
+  std::unique_ptr<TensorBoardWriter> tb_;  // rank 0, log.tensorboard
+  double flops_per_token_ = 0.0;           // GPT2::train_flops_per_token, for MFU
+  double peak_flops_ = 0.0;                // of one device (log.peak_tflops or its name); 0: none
+  size_t device_peak_ = 0;                 // the most device memory seen in use at a step's end
 };
 
 }  // namespace tda
