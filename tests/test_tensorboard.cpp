@@ -1,7 +1,8 @@
 // The researcher's cockpit: the step line and metrics.jsonl's step records (tokens seen, MFU,
 // memory, ETA), and the TensorBoard events `tda train` writes, read back by TensorBoard's own
-// loader (scripts/oracles/read_tensorboard.py: EventAccumulator) and compared with metrics.jsonl,
-// across a resume from an older checkpoint. The Python half skips without tensorboard.
+// loader (scripts/oracles/read_tensorboard.py: plugin_event_accumulator) and compared with
+// metrics.jsonl, across a resume from an older checkpoint. The Python half skips without
+// tensorboard.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>

@@ -174,7 +174,7 @@ void TensorBoardWriter::text(const std::string& tag, int64_t step, const std::st
   write_event(step, summary_of(v));
 }
 
-void TensorBoardWriter::restart(int64_t step) {
+void TensorBoardWriter::session_start(int64_t step) {
   std::string session;
   put_uint(session, kSessionStatus, kSessionStart);
   std::string field;

@@ -32,9 +32,10 @@ class TensorBoardWriter {
   void scalar(const std::string& tag, int64_t step, double value);  // stored as float32
   // Text shown as written: a markdown code block (every line indented by four spaces).
   void text(const std::string& tag, int64_t step, const std::string& plain);
-  // SessionLog START at `step`: a restart of the run from `step`. TensorBoard's Python loader
-  // (EventAccumulator) then drops what earlier files hold at steps >= `step`.
-  void restart(int64_t step);
+  // SessionLog START at `step`: this start of the run begins there. TensorBoard's Python loader
+  // takes the first START it reads as the run's beginning and every later one as a restart: it
+  // then drops what earlier events hold at steps >= `step`.
+  void session_start(int64_t step);
   // A metrics.jsonl record ({"type", "step", ...}) mirrored: every number as the scalar
   // "<type>/<key>" ("<type>/<key>/<subkey>" inside objects), a string "text" field as text
   // "<type>/text", at the record's step. Booleans and other strings are left out; a record

@@ -267,12 +267,12 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
 void Trainer::open_tensorboard() {
   tb_ = std::make_unique<TensorBoardWriter>(opt_.out_dir + "/tb");
   const int start = state_.step;
+  tb_->session_start(start);
   if (!fresh_files_) {
     // A resume from step N (0: a restart) supersedes what earlier files hold after N, as
-    // metrics.jsonl does: the START mark tells TensorBoard's Python loader to drop steps >= N,
-    // so the records of step N that the checkpoint holds are written again. (The data server
-    // drops a tag's points at steps >= s when a point at s comes: docs/tracking.md.)
-    tb_->restart(start);
+    // metrics.jsonl does: its START mark makes TensorBoard's Python loader drop steps >= N, so
+    // the records of step N that the checkpoint holds are written again. (The data server drops
+    // a tag's points at steps >= s when a point at s comes: docs/tracking.md.)
     std::ifstream f(opt_.out_dir + "/metrics.jsonl");
     for (std::string line; std::getline(f, line);) {
       const json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -386,7 +386,7 @@ json Trainer::step_record(const StepMetrics& sm, double eta_s) {
             {"grad_norm", sm.grad_norm},
             {"ms", sm.ms},
             {"tokens_per_s", sm.tokens_per_s},
-            {"tokens", double(sm.step) * double(cfg_.train.total_batch_tokens)}};
+            {"tokens", int64_t(sm.step) * cfg_.train.total_batch_tokens}};
   // tokens_per_s is the whole job's: the peak is one device's, times the ranks.
   if (peak_flops_ > 0)
     r["mfu"] = flops_per_token_ * sm.tokens_per_s / (peak_flops_ * comm_->world());

@@ -94,8 +94,8 @@ class Trainer {
   void save(bool final_save);
   // A record of metrics.jsonl (rank 0), mirrored to the TensorBoard events when they are on.
   void log_json(const json& j);
-  // Rank 0: the events file of this start (log.tensorboard), its first events: a restart mark
-  // and the kept records of the step resumed from, then the config as text.
+  // Rank 0: the events file of this start (log.tensorboard), its first events: the start mark,
+  // the kept records of the step resumed from, the config as text.
   void open_tensorboard();
   // The train record of a finished step: StepMetrics with tokens seen, MFU (when the device's
   // peak is known), memory and the ETA.
