@@ -146,9 +146,10 @@ TEST_CASE("peak FLOP/s by GPU name; the GPU kit's report uses the same bf16 tabl
 TEST_CASE("step line and step records: tokens seen, MFU against a given peak, memory, ETA",
           "[tensorboard][training]") {
   SmallRun r;
-  REQUIRE(r.train("softmax", kTiny + std::vector<std::string>{"--steps", "3", "--set",
-                                                              "log.peak_tflops=0.5"}) == 0);
+  const int rc = r.train(
+      "softmax", kTiny + std::vector<std::string>{"--steps", "3", "--set", "log.peak_tflops=0.5"});
   INFO(r.out);
+  REQUIRE(rc == 0);
   // The model's FLOPs per token, counted here from the printed parameter count (docs/perf.md):
   // 3 x (2 x the non-embedding weights + 4 x T/2 x d_model x layers).
   std::smatch m;
@@ -198,7 +199,9 @@ TEST_CASE(
     "and a resume from an older checkpoint replaces the superseded steps",
     "[tensorboard][training]") {
   SmallRun r;
-  REQUIRE(r.train("softmax", kTiny + std::vector<std::string>{"--steps", "5"}) == 0);
+  const int rc = r.train("softmax", kTiny + std::vector<std::string>{"--steps", "5"});
+  INFO(r.out);
+  REQUIRE(rc == 0);
   json events;
   std::string why;
   if (!read_events(r.run, &events, &why)) TDA_SKIP(why);

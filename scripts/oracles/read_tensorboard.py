@@ -9,18 +9,21 @@ usage: read_tensorboard.py TB_DIR
 Exit code 3 when tensorboard is not importable (the test skips).
 """
 import json
+import logging
 import os
 import sys
 
 try:
     from tensorboard.backend.event_processing import plugin_event_accumulator as pea
-    from tensorboard.util import tensor_util
+    from tensorboard.util import tb_logging, tensor_util
 except ImportError:
     sys.exit(3)
 
 
 def main():
     tb_dir = sys.argv[1]
+    # The loader says when it purges a restart's superseded events, on stdout: not into the JSON.
+    tb_logging.get_logger().setLevel(logging.ERROR)
     acc = pea.EventAccumulator(tb_dir, size_guidance={pea.TENSORS: 0})
     acc.Reload()
     out = {"scalars": {}, "text": {}, "files": 0}

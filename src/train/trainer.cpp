@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/host_memory.h"
+#include "data/pretokenize.h"
 #include "data/shard.h"
 #include "train/metrics_log.h"
 #include "train/sampler.h"
@@ -524,7 +525,10 @@ void Trainer::maybe_sample() {
   so.top_k = 40;
   so.temperature = 1.0;
   so.seed = t.seed + uint64_t(state_.step);
-  std::string text = sample_text(*model_, "\n", so);
+  // A sample can end inside a multi-byte character (or a byte-level model make any bytes):
+  // one text, valid UTF-8, for the log, metrics.jsonl and TensorBoard.
+  std::string storage;
+  const std::string text(sanitize_utf8(sample_text(*model_, "\n", so), &storage));
   log_json({{"type", "sample"}, {"step", state_.step}, {"text", text}});
   spdlog::info("sample at step {}:\n{}", state_.step, text);
 }
