@@ -121,7 +121,7 @@ TEST_CASE("tensorboard: masked CRC32C and the TFRecord framing", "[tensorboard]"
   CHECK(u32(21) == 0xC78AB0E5u);
 }
 
-TEST_CASE("peak FLOP/s by GPU name; the GPU kit's report uses the same bf16 table",
+TEST_CASE("peak FLOP/s by GPU name, from the bf16 table the GPU kit's report uses too",
           "[tensorboard]") {
   CHECK(peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989.0);
   CHECK(peak_tflops("NVIDIA H100 PCIe", "bf16") == 756.0);
@@ -184,7 +184,7 @@ TEST_CASE("step line and step records: tokens seen, MFU against a given peak, me
   CHECK(!records(cpu.run).at(0).contains("mfu"));
 }
 
-TEST_CASE("tensorboard: log.tensorboard=false writes no events; bad values name the key",
+TEST_CASE("tensorboard: log.tensorboard=false writes no events, and bad values name the key",
           "[tensorboard][training]") {
   SmallRun r;
   REQUIRE(r.train("softmax", kTiny + std::vector<std::string>{"--steps", "1", "--set",
@@ -271,7 +271,7 @@ std::vector<std::string> lines_of(const std::string& path) {
 }  // namespace
 
 TEST_CASE(
-    "wandb_follow.py (W&B offline) follows a run until its trainer exits; a second start logs "
+    "wandb_follow.py (W&B offline) follows a run until its trainer exits, and a second start logs "
     "only the records it has not logged",
     "[tensorboard][training][wandb]") {
   const std::string py = source_dir() + "/.venv/bin/python";

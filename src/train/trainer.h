@@ -30,7 +30,7 @@ struct TrainOptions {
   std::string out_dir = "runs/default";
   std::string resume;  // "" (fresh), "auto" (newest in out_dir, if any), or a directory
   // A fresh run (no resume) refuses an out_dir that already holds a run, unless this is set:
-  // then that run's metrics.jsonl, config.json and checkpoints/ are deleted first.
+  // then that run's files (train/run_dir.h: run_files) are deleted first.
   bool overwrite = false;
   int max_steps_override = -1;  // stop after this many steps (tests: N then resume to 2N)
   // false: skip the random init of the weights (tda bench dryrun: in the emulator's dry run
