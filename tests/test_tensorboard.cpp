@@ -182,6 +182,22 @@ TEST_CASE("step line and step records: tokens seen, MFU against a given peak, me
   CHECK(cpu.out.find("no MFU: no peak FLOP/s known for") != std::string::npos);
   CHECK(cpu.out.find("mfu") == std::string::npos);
   CHECK(!records(cpu.run).at(0).contains("mfu"));
+
+  // A GPU run (the emulated one here) adds the device's memory in use and its peak.
+  SmallRun gpu;
+  const int gpu_rc =
+      gpu.train("softmax", kTiny + std::vector<std::string>{"--steps", "1", "--device", "cuda"});
+  INFO(gpu.out);
+  REQUIRE(gpu_rc == 0);
+  int gpu_steps = 0;
+  for (const auto& rec : records(gpu.run)) {
+    if (rec["type"] != "train") continue;
+    ++gpu_steps;
+    CHECK(rec["device_mb"].get<double>() > 0.0);
+    CHECK(rec["device_peak_mb"].get<double>() >= rec["device_mb"].get<double>());
+  }
+  CHECK(gpu_steps == 1);
+  CHECK(std::regex_search(gpu.out, std::regex(R"(128 tok \| gpu \d+/\d+ MiB \| host )")));
 }
 
 TEST_CASE("tensorboard: log.tensorboard=false writes no events, and bad values name the key",

@@ -12,11 +12,9 @@
 #include <fstream>
 
 #include "backend/make_ops.h"
-#include "backend/peak_flops.h"
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/fs.h"
-#include "core/host_memory.h"
 #include "data/pretokenize.h"
 #include "data/shard.h"
 #include "train/metrics_log.h"
@@ -71,36 +69,6 @@ class StopSignals {
   static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
   std::array<void (*)(int), 3> old_{};
 };
-
-std::string fmt_duration(double s) {
-  long t = long(s);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", t / 3600, (t / 60) % 60, t % 60);
-  return buf;
-}
-
-// 524288 -> "524.3K", 1.5e9 -> "1.50B": tokens seen on the step line.
-std::string fmt_count(double n) {
-  char buf[32];
-  const char* units[] = {"", "K", "M", "B", "T"};
-  int u = 0;
-  while (n >= 1000.0 && u < 4) {
-    n /= 1000.0;
-    ++u;
-  }
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : n < 100 ? "%.2f%s" : "%.1f%s", n, units[u]);
-  return buf;
-}
-
-// "1.21/1.25 GiB" (now/peak), in the unit of the larger.
-std::string fmt_memory(double now_mb, double peak_mb) {
-  char buf[48];
-  if (peak_mb >= 1024.0)
-    std::snprintf(buf, sizeof buf, "%.2f/%.2f GiB", now_mb / 1024.0, peak_mb / 1024.0);
-  else
-    std::snprintf(buf, sizeof buf, "%.0f/%.0f MiB", now_mb, peak_mb);
-  return buf;
-}
 
 void check_grad_norm(double norm, int step) {
   TDA_CHECK(std::isfinite(norm),
@@ -203,17 +171,9 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
       std::make_unique<DataLoader>(cfg_.data.val, t.micro_batch, m.seq_len, m.real_vocab_size,
                                    false, t.seed, comm_->rank(), comm_->world());
   state_.config = cfg_.raw;
-  flops_per_token_ = model_->train_flops_per_token(m.seq_len);
-  const std::string device_name = ops_->device().name();
-  peak_flops_ =
-      1e12 * (cfg_.log.peak_tflops > 0 ? cfg_.log.peak_tflops : peak_tflops(device_name, t.dtype));
-  if (comm_->rank() == 0) {
-    if (peak_flops_ > 0)
-      spdlog::info("MFU against {} TFLOP/s per device ({} {}{})", peak_flops_ / 1e12, device_name,
-                   t.dtype, cfg_.log.peak_tflops > 0 ? ", log.peak_tflops" : "");
-    else
-      spdlog::info("no MFU: no peak FLOP/s known for \"{}\" (set log.peak_tflops)", device_name);
-  }
+  step_report_ = std::make_unique<StepReport>(cfg_, model_->train_flops_per_token(m.seq_len), *ops_,
+                                              comm_->world());
+  if (comm_->rank() == 0) spdlog::info("{}", step_report_->mfu_basis());
 
   // Rank 0 alone looks at the disk (checkpoints live where rank 0 wrote them, which need not be
   // a shared file system); the other ranks receive what it read.
@@ -379,51 +339,6 @@ void Trainer::log_json(const json& j) {
   if (tb_) tb_->record(j);
 }
 
-json Trainer::step_record(const StepMetrics& sm, double eta_s) {
-  json r = {{"type", "train"},
-            {"step", sm.step},
-            {"loss", sm.loss},
-            {"lr", sm.lr},
-            {"grad_norm", sm.grad_norm},
-            {"ms", sm.ms},
-            {"tokens_per_s", sm.tokens_per_s},
-            {"tokens", int64_t(sm.step) * cfg_.train.total_batch_tokens}};
-  // tokens_per_s is the whole job's: the peak is one device's, times the ranks.
-  if (peak_flops_ > 0)
-    r["mfu"] = flops_per_token_ * sm.tokens_per_s / (peak_flops_ * comm_->world());
-  const double mb = double(1 << 20);
-  const ProcessMemory host = process_memory();
-  r["host_rss_mb"] = double(host.rss) / mb;
-  r["host_peak_mb"] = double(host.peak_rss) / mb;
-  if (!ops_->host_memory()) {
-    const size_t used = ops_->device().memory_used();
-    device_peak_ = std::max(device_peak_, used);
-    r["device_mb"] = double(used) / mb;
-    r["device_peak_mb"] = double(device_peak_) / mb;
-  }
-  r["eta_s"] = eta_s;
-  return r;
-}
-
-std::string Trainer::step_line(const json& r, int last) const {
-  char head[160];
-  std::snprintf(
-      head, sizeof head, "step %6d/%d | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s",
-      r["step"].get<int>(), last, r["loss"].get<double>(), r["lr"].get<double>(),
-      r["grad_norm"].get<double>(), r["ms"].get<double>(), r["tokens_per_s"].get<double>());
-  std::string line = head;
-  if (r.contains("mfu")) {
-    char mfu[32];
-    std::snprintf(mfu, sizeof mfu, " | mfu %.1f%%", 100.0 * r["mfu"].get<double>());
-    line += mfu;
-  }
-  line += " | " + fmt_count(r["tokens"].get<double>()) + " tok";
-  if (r.contains("device_mb"))
-    line += " | gpu " + fmt_memory(r["device_mb"].get<double>(), r["device_peak_mb"].get<double>());
-  line += " | host " + fmt_memory(r["host_rss_mb"].get<double>(), r["host_peak_mb"].get<double>());
-  return line + " | eta " + fmt_duration(r["eta_s"].get<double>());
-}
-
 StepMetrics Trainer::train_step() {
   StepMetrics sm{};
   run_step(&sm, false);
@@ -582,10 +497,10 @@ int Trainer::run_loop(int last) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / (state_.step - first) * (last - state_.step);
     if (comm_->rank() == 0) {
-      const json rec = step_record(sm, eta);
+      const json rec = step_report_->record(sm, eta);
       log_json(rec);
       if (sm.step % std::max(1, t.log_every) == 0 || sm.step == last)
-        spdlog::info("{}", step_line(rec, last));
+        spdlog::info("{}", StepReport::line(rec, last));
     }
     maybe_sample();
     // Ranks must agree on stopping (a signal may reach them at different steps), or one would

@@ -22,6 +22,7 @@
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/run_dir.h"
+#include "train/step_report.h"
 #include "train/tensorboard.h"
 
 namespace tda {
@@ -45,11 +46,6 @@ struct TrainOptions {
   // --strict: a vendor attention (attention.impl) that fails its self-check against our kernels
   // stops the run instead of leaving those calls to our kernels.
   bool strict = false;
-};
-
-struct StepMetrics {
-  int step;
-  double loss, lr, grad_norm, ms, tokens_per_s;
 };
 
 // Micro-batches per optimizer step: total_batch_tokens / (micro_batch * seq_len * ranks);
@@ -97,11 +93,6 @@ class Trainer {
   // Rank 0: the events file of this start (log.tensorboard), its first events: the start mark,
   // the kept records of the step resumed from, the config as text.
   void open_tensorboard();
-  // The train record of a finished step: StepMetrics with tokens seen, MFU (when the device's
-  // peak is known), memory and the ETA.
-  json step_record(const StepMetrics& sm, double eta_s);
-  // The step line printed every log_every steps, from the record above.
-  std::string step_line(const json& rec, int last) const;
   void maybe_sample();
   // Rank 0 read a checkpoint into the model and the optimizer state (host, P floats each):
   // every rank gets its share.
@@ -135,9 +126,7 @@ class Trainer {
   std::vector<double> val_history_;
   FILE* metrics_ = nullptr;
   std::unique_ptr<TensorBoardWriter> tb_;  // rank 0, log.tensorboard
-  double flops_per_token_ = 0.0;           // GPT2::train_flops_per_token, for MFU
-  double peak_flops_ = 0.0;                // of one device (log.peak_tflops or its name); 0: none
-  size_t device_peak_ = 0;                 // the most device memory seen in use at a step's end
+  std::unique_ptr<StepReport> step_report_;
 };
 
 }  // namespace tda
