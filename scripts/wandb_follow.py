@@ -159,15 +159,21 @@ def main():
     except ImportError:
         sys.stderr.write("wandb_follow.py: wandb is not installed: pip install wandb\n")
         sys.exit(3)
+    metrics = os.path.join(args.run_dir, "metrics.jsonl")
+    # Started before the run: the W&B run begins with the first records (config.json is written
+    # before them), so that its config is the run's.
+    while not os.path.exists(metrics):
+        if args.once:
+            sys.exit(f"wandb_follow.py: {metrics} does not exist (no run there yet)")
+        time.sleep(args.poll)
     follower = Follower(args.run_dir, args, wandb)
     try:
         while True:
             running = trainer_running(args.run_dir)  # before the read: no line is missed
             follower.poll()
-            started = os.path.exists(follower.metrics)
-            if args.once or (started and not running):
+            if args.once or not running:
                 break
-            time.sleep(args.poll)  # running, or not started yet
+            time.sleep(args.poll)
     finally:
         follower.run.finish()
 
