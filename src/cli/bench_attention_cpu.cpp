@@ -12,8 +12,6 @@
 // to the longest T) reads the first T tokens of --tokens-file; the attention calls of every
 // layer are captured and their kernels timed again, forward then backward (random dout), summed
 // over the layers: the sparsity is the trained model's, not a null model's.
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -29,6 +27,7 @@
 #include "cli/bench_gpu.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/rng.h"
 #include "data/shard.h"
 #include "eval/diagnostics.h"
@@ -45,9 +44,7 @@ double ms_since(Clock::time_point t0) {
 }
 
 double peak_rss_mb() {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return double(ru.ru_maxrss) / 1024.0;
+  return double(process_memory().peak_rss) / double(1 << 20);
 }
 
 // Forward then backward of one captured kernel call (its inputs are the model's buffers, its
