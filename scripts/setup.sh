@@ -26,13 +26,14 @@ fi
 # safetensors for loading HF exports; python/tda_hf also reads them without it; rouge-score
 # for the SCROLLS metric oracle; transformers for loading exports as lm-eval does: 4.44 is the
 # last line that runs on torch 1.13; scipy for scripts/bench/attention_model.py's non-negative
-# least squares).
+# least squares; tensorboard to view the event files `tda train` writes, and its reader for their
+# test: docs/tracking.md. W&B is optional: pip install wandb).
 # Debian's CPU torch comes in through --system-site-packages; PyPI's torch is never pulled.
 if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3 -m venv --system-site-packages .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check 'tiktoken>=0.5' 'safetensors>=0.4' \
-  'rouge-score==0.1.2' 'transformers>=4.40,<4.45' 'scipy>=1.10'
+  'rouge-score==0.1.2' 'transformers>=4.40,<4.45' 'scipy>=1.10' 'tensorboard>=2.14'
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps 'entmax>=1.1'
 # cuDNN's header-only C++ frontend (include/cudnn_frontend*.h, ~12 MB), for the GPU build's cuDNN
 # attention (CMakeLists.txt finds it in .venv; docs/cuda.md). --no-deps: its Python side pulls

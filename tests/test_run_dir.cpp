@@ -23,7 +23,7 @@ TEST_CASE("run dir: an existing run is refused without --resume and --overwrite 
   INFO(r.out);
   CHECK(r.out.find("error: " + r.run +
                    " already holds a run (metrics.jsonl, config.json, "
-                   "checkpoints): continue it with --resume auto, train into a fresh --out, or "
+                   "checkpoints, tb): continue it with --resume auto, train into a fresh --out, or "
                    "pass --overwrite to replace it") != std::string::npos);
   CHECK(read_file_bytes(r.run + "/metrics.jsonl") == metrics);
   CHECK(read_file_bytes(r.run + "/checkpoints/step_00000002/model.safetensors") == model);
@@ -32,6 +32,7 @@ TEST_CASE("run dir: an existing run is refused without --resume and --overwrite 
   // --overwrite: the old run is gone, so --resume auto continues the new one (step 1, not 2).
   REQUIRE(r.train("softmax", {"--steps", "1", "--overwrite"}) == 0);
   CHECK(complete_checkpoints(r.run).size() == 1);
+  CHECK(std::distance(fs::directory_iterator(r.run + "/tb"), fs::directory_iterator()) == 1);
   CHECK(latest_checkpoint(r.run).find("step_00000001") != std::string::npos);
   // A directory without a run in it (here: only a user's file) is fine.
   fs::create_directories(r.d.path + "/other");

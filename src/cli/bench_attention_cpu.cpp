@@ -7,8 +7,6 @@
 // the attention kernels inside it (ProfileOps), tiles_* what the forward kernel skipped
 // (ProbeOps). Memory: what the variant keeps between forward and backward plus its backward
 // scratch, and the process's peak RSS.
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -23,6 +21,7 @@
 #include "cli/bench_attention.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/rng.h"
 #include "eval/diagnostics.h"
 
@@ -36,9 +35,7 @@ double ms_since(Clock::time_point t0) {
 }
 
 double peak_rss_mb() {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return double(ru.ru_maxrss) / 1024.0;
+  return double(process_memory().peak_rss) / double(1 << 20);
 }
 
 // One attention layer of `kind` on one sequence of T: `heads` heads of 64 (times the kind's

@@ -76,7 +76,9 @@ int cmd_train(int argc, char** argv) {
       cxxopts::value<std::string>())(
       "resume", "'auto' (newest checkpoint in --out) or a checkpoint directory",
       cxxopts::value<std::string>()->default_value(""))(
-      "overwrite", "replace the run already in --out (its metrics, config and checkpoints)")(
+      "overwrite",
+      "replace the run already in --out (its metrics, config, TensorBoard events and "
+      "checkpoints)")(
       "strict",
       "stop when a vendor attention (attention.impl) fails its start-up self-check, instead of "
       "running those calls on our kernels")(

@@ -81,7 +81,8 @@ const json& config_defaults() {
               "init_from": ""},
     "optim": {"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 715, "weight_decay": 0.1,
               "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "grad_clip": 1.0},
-    "dist": {"zero_stage": 0, "bucket_mb": 25.0, "timeout_s": 600.0}
+    "dist": {"zero_stage": 0, "bucket_mb": 25.0, "timeout_s": 600.0},
+    "log": {"tensorboard": true, "peak_tflops": 0.0}
   })");
     // The attention options are what the kinds declare (their registrations have run: this is
     // first called at run time).
@@ -266,6 +267,8 @@ Config config_from_json(const json& user, const std::string& origin) {
   c.dist.zero_stage = get<int>(r, "dist", "zero_stage");
   c.dist.bucket_mb = get<double>(r, "dist", "bucket_mb");
   c.dist.timeout_s = get<double>(r, "dist", "timeout_s");
+  c.log.tensorboard = get<bool>(r, "log", "tensorboard");
+  c.log.peak_tflops = get<double>(r, "log", "peak_tflops");
 
   // Semantic checks: values that parse but cannot run, or run silently wrong (a zero lr trains
   // nothing, val_batches 0 logs a val loss of 0, norm_eps 0 divides by zero). One row per key:
@@ -313,6 +316,8 @@ Config config_from_json(const json& user, const std::string& origin) {
       {"optim.grad_clip", o.grad_clip, 0, inf, true, false, " (0: no clipping)"},
       {"dist.bucket_mb", c.dist.bucket_mb, 0, inf, true, false, " (0: one bucket)"},
       {"dist.timeout_s", c.dist.timeout_s, 0, inf, false, false, " (seconds)"},
+      {"log.peak_tflops", c.log.peak_tflops, 0, inf, true, false,
+       " (0: the GPU's peak, from its name)"},
   };
   // The attention options' bounds, as their kinds declare them, after the model's rows.
   std::vector<Bound> attention;

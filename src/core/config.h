@@ -98,6 +98,13 @@ struct DistConfig {
   double timeout_s;  // NCCL: longest wait for one collective, then the rank stops (communicator.h)
 };
 
+// What a run writes besides metrics.jsonl (docs/tracking.md).
+struct LogConfig {
+  bool tensorboard;    // <run>/tb/events.out.tfevents.*: metrics.jsonl's records as TensorBoard
+                       // scalars, samples and the config as text (train/tensorboard.h)
+  double peak_tflops;  // the device's peak for MFU; 0: from the GPU's name (backend/peak_flops.h)
+};
+
 struct Config {
   json raw;  // the resolved config (defaults + files + overrides), saved with every run
   ModelConfig model;
@@ -106,6 +113,7 @@ struct Config {
   TrainConfig train;
   OptimConfig optim;
   DistConfig dist;
+  LogConfig log;
 };
 
 // The defaults table: every legal key, with its default value and therefore its type.

@@ -109,4 +109,12 @@ HostMemory available_host_memory() {
   return m;
 }
 
+ProcessMemory process_memory() {
+  auto bytes = [](const char* key) {
+    const size_t b = proc_kb("/proc/self/status", key);
+    return b == kNone ? size_t(0) : b;
+  };
+  return {bytes("VmRSS"), bytes("VmHWM")};
+}
+
 }  // namespace tda

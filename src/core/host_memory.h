@@ -20,4 +20,11 @@ struct HostMemory {
 // process's own group and its parents). A bound that cannot be read is left out.
 HostMemory available_host_memory();
 
+// This process's resident memory now and at its most (VmRSS and VmHWM of /proc/self/status);
+// 0 where the file does not say.
+struct ProcessMemory {
+  size_t rss = 0, peak_rss = 0;
+};
+ProcessMemory process_memory();
+
 }  // namespace tda

@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string>& run_files() {
   static const std::vector<std::string> names = {"metrics.jsonl", "metrics.superseded.jsonl",
-                                                 "config.json", "checkpoints"};
+                                                 "config.json", "checkpoints", "tb"};
   return names;
 }
 

@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <fstream>
 
 #include "backend/make_ops.h"
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "data/pretokenize.h"
 #include "data/shard.h"
 #include "train/metrics_log.h"
 #include "train/sampler.h"
@@ -67,13 +69,6 @@ class StopSignals {
   static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
   std::array<void (*)(int), 3> old_{};
 };
-
-std::string fmt_duration(double s) {
-  long t = long(s);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", t / 3600, (t / 60) % 60, t % 60);
-  return buf;
-}
 
 void check_grad_norm(double norm, int step) {
   TDA_CHECK(std::isfinite(norm),
@@ -176,6 +171,9 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
       std::make_unique<DataLoader>(cfg_.data.val, t.micro_batch, m.seq_len, m.real_vocab_size,
                                    false, t.seed, comm_->rank(), comm_->world());
   state_.config = cfg_.raw;
+  step_report_ = std::make_unique<StepReport>(cfg_, model_->train_flops_per_token(m.seq_len), *ops_,
+                                              comm_->world());
+  if (comm_->rank() == 0) spdlog::info("{}", step_report_->mfu_basis());
 
   // Rank 0 alone looks at the disk (checkpoints live where rank 0 wrote them, which need not be
   // a shared file system); the other ranks receive what it read.
@@ -219,11 +217,31 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
       write_file_durable(opt_.out_dir + "/config.json", cfg_.raw.dump(2));
       // A restart supersedes every record of the run it replaces, as a resume from step 0 would.
       metrics_ = open_metrics(opt_.out_dir, fresh_files_ ? -1 : state_.step, resumed);
+      if (cfg_.log.tensorboard) open_tensorboard();
     } catch (const std::exception&) {
       discard_failed_start();
       throw;
     }
   }
+}
+
+void Trainer::open_tensorboard() {
+  tb_ = std::make_unique<TensorBoardWriter>(opt_.out_dir + "/tb");
+  const int start = state_.step;
+  tb_->session_start(start);
+  if (!fresh_files_) {
+    // A resume from step N (0: a restart) supersedes what earlier files hold after N, as
+    // metrics.jsonl does: its START mark makes TensorBoard's Python loader drop steps >= N, so
+    // the records of step N that the checkpoint holds are written again. (The data server drops
+    // a tag's points at steps >= s when a point at s comes: docs/tracking.md.)
+    std::ifstream f(opt_.out_dir + "/metrics.jsonl");
+    for (std::string line; std::getline(f, line);) {
+      const json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (r.is_object() && r.value("step", -1) == start && r.value("type", "") != "resume")
+        tb_->record(r);
+    }
+  }
+  tb_->text("config", start, cfg_.raw.dump(2));
 }
 
 void Trainer::prepare_run_dir() {
@@ -286,7 +304,9 @@ void Trainer::discard_failed_start() {
   if (comm_->rank() != 0 || !fresh_files_) return;
   if (metrics_) std::fclose(metrics_);
   metrics_ = nullptr;
-  for (const char* name : {"config.json", "metrics.jsonl"}) remove_tree(opt_.out_dir + "/" + name);
+  tb_.reset();
+  for (const char* name : {"config.json", "metrics.jsonl", "tb"})
+    remove_tree(opt_.out_dir + "/" + name);
   fresh_files_ = false;
 }
 
@@ -316,6 +336,7 @@ void Trainer::log_json(const json& j) {
   if (!metrics_) return;
   std::fputs((j.dump() + "\n").c_str(), metrics_);
   std::fflush(metrics_);
+  if (tb_) tb_->record(j);
 }
 
 StepMetrics Trainer::train_step() {
@@ -419,7 +440,10 @@ void Trainer::maybe_sample() {
   so.top_k = 40;
   so.temperature = 1.0;
   so.seed = t.seed + uint64_t(state_.step);
-  std::string text = sample_text(*model_, "\n", so);
+  // A sample can end inside a multi-byte character (or a byte-level model make any bytes):
+  // one text, valid UTF-8, for the log, metrics.jsonl and TensorBoard.
+  std::string storage;
+  const std::string text(sanitize_utf8(sample_text(*model_, "\n", so), &storage));
   log_json({{"type", "sample"}, {"step", state_.step}, {"text", text}});
   spdlog::info("sample at step {}:\n{}", state_.step, text);
 }
@@ -472,18 +496,12 @@ int Trainer::run_loop(int last) {
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / (state_.step - first) * (last - state_.step);
-    log_json({{"type", "train"},
-              {"step", sm.step},
-              {"loss", sm.loss},
-              {"lr", sm.lr},
-              {"grad_norm", sm.grad_norm},
-              {"ms", sm.ms},
-              {"tokens_per_s", sm.tokens_per_s}});
-    if (comm_->rank() == 0 && (sm.step % std::max(1, t.log_every) == 0 || sm.step == last))
-      spdlog::info(
-          "step {:6d}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | eta "
-          "{}",
-          sm.step, last, sm.loss, sm.lr, sm.grad_norm, sm.ms, sm.tokens_per_s, fmt_duration(eta));
+    if (comm_->rank() == 0) {
+      const json rec = step_report_->record(sm, eta);
+      log_json(rec);
+      if (sm.step % std::max(1, t.log_every) == 0 || sm.step == last)
+        spdlog::info("{}", StepReport::line(rec, last));
+    }
     maybe_sample();
     // Ranks must agree on stopping (a signal may reach them at different steps), or one would
     // leave while the others wait for it in the next collective.

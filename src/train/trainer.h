@@ -22,6 +22,8 @@
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/run_dir.h"
+#include "train/step_report.h"
+#include "train/tensorboard.h"
 
 namespace tda {
 
@@ -29,7 +31,7 @@ struct TrainOptions {
   std::string out_dir = "runs/default";
   std::string resume;  // "" (fresh), "auto" (newest in out_dir, if any), or a directory
   // A fresh run (no resume) refuses an out_dir that already holds a run, unless this is set:
-  // then that run's metrics.jsonl, config.json and checkpoints/ are deleted first.
+  // then that run's files (train/run_dir.h: run_files) are deleted first.
   bool overwrite = false;
   int max_steps_override = -1;  // stop after this many steps (tests: N then resume to 2N)
   // false: skip the random init of the weights (tda bench dryrun: in the emulator's dry run
@@ -44,11 +46,6 @@ struct TrainOptions {
   // --strict: a vendor attention (attention.impl) that fails its self-check against our kernels
   // stops the run instead of leaving those calls to our kernels.
   bool strict = false;
-};
-
-struct StepMetrics {
-  int step;
-  double loss, lr, grad_norm, ms, tokens_per_s;
 };
 
 // Micro-batches per optimizer step: total_batch_tokens / (micro_batch * seq_len * ranks);
@@ -91,7 +88,11 @@ class Trainer {
   // the corrected command is not refused as "already holds a run".
   void discard_failed_start();
   void save(bool final_save);
+  // A record of metrics.jsonl (rank 0), mirrored to the TensorBoard events when they are on.
   void log_json(const json& j);
+  // Rank 0: the events file of this start (log.tensorboard), its first events: the start mark,
+  // the kept records of the step resumed from, the config as text.
+  void open_tensorboard();
   void maybe_sample();
   // Rank 0 read a checkpoint into the model and the optimizer state (host, P floats each):
   // every rank gets its share.
@@ -124,6 +125,8 @@ class Trainer {
   bool grads_zero_ = false;
   std::vector<double> val_history_;
   FILE* metrics_ = nullptr;
+  std::unique_ptr<TensorBoardWriter> tb_;  // rank 0, log.tensorboard
+  std::unique_ptr<StepReport> step_report_;
 };
 
 }  // namespace tda
