@@ -31,8 +31,8 @@ tiny=(--set model.vocab_size=256 --set model.real_vocab_size=256 --set data.trai
 
 cat >bin/srun <<'SH'
 #!/bin/bash
-while [[ $# -gt 0 && $1 == -* ]]; do shift; done
 echo "srun $*" >>"$FAKE_SLURM_LOG"
+while [[ $# -gt 0 && $1 == -* ]]; do shift; done
 export SLURM_STEP_NUM_TASKS=1 SLURM_PROCID=0 SLURM_LOCALID=0
 exec "$@"
 SH
@@ -79,7 +79,7 @@ PY
 }
 cp "$root/configs/tiny/softmax.json" tiny.json
 sed -i "s|\"base.json\"|\"$root/configs/tiny/base.json\"|" tiny.json
-steps=40
+steps=12
 sets=("${tiny[@]}" --set train.max_steps=$steps --set train.micro_batch=4)
 
 # 1. The time-limit warning: TERM to the batch shell only; forwarded, checkpoint, requeue by the
@@ -124,10 +124,10 @@ echo "ok: preemption: one TERM, a checkpoint, no requeue by the script"
 # 3. mpirun: the command line, and a run to the end
 : >slurm.log
 SLURM_JOB_ID=104 SLURM_NTASKS=16 SLURM_NTASKS_PER_NODE=8 bash "$slurm/train_mpirun.sbatch" \
-  tiny.json mpi "${tiny[@]}" --set train.max_steps=3 >mpi.log 2>&1 || fail "mpirun: $(tail -n3 mpi.log)"
+  tiny.json mpi "${tiny[@]}" --set train.max_steps=2 >mpi.log 2>&1 || fail "mpirun: $(tail -n3 mpi.log)"
 grep -q -- "mpirun -np 16 --map-by ppr:8:node --bind-to none --mca odls_base_sigkill_timeout 110 " slurm.log ||
   fail "mpirun: command line: $(cat slurm.log)"
-[[ "$(last_step mpi)" == 3 ]] || fail "mpirun: run did not reach step 3"
+[[ "$(last_step mpi)" == 2 ]] || fail "mpirun: run did not reach step 2"
 echo "ok: train_mpirun.sbatch"
 
 # 4. A sweep as a job array: task 1 starts from run 0 and is refused before it; each task trains
@@ -135,9 +135,9 @@ echo "ok: train_mpirun.sbatch"
 cat >sweep.json <<JSON
 {"name": "arr", "config": "tiny.json",
  "set": {"model.vocab_size": 256, "model.real_vocab_size": 256, "data.train": "train.bin",
-         "data.val": "val.bin", "train.max_steps": 3, "train.log_every": 1},
+         "data.val": "val.bin", "train.max_steps": 2, "train.log_every": 1},
  "runs": [{"name": "a", "set": {"attention.kind": "softmax"}},
-          {"name": "b", "init_from": "a", "group": "extension", "set": {"train.max_steps": 2}}]}
+          {"name": "b", "init_from": "a", "group": "extension", "set": {"train.max_steps": 1}}]}
 JSON
 plan="$(bash "$slurm/sweep_array.sbatch" sweep.json --out runs/arr 2>&1)" || fail "array plan: $plan"
 grep -q -- "--array=0 " <<<"$plan" && grep -q -- "--array=1 --dependency" <<<"$plan" ||
