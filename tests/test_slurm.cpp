@@ -24,7 +24,7 @@ TEST_CASE("slurm: sbatch scripts checkpoint on TERM, requeue and resume (fake Sl
   // Independently of the script's own checks: the requeued one-node run logged steps 1..12
   // once each, and the requeue named the job.
   const std::vector<char> b = read_file_bytes(d.path + "/node/metrics.jsonl");
-  std::string text(b.begin(), b.end()), line;
+  const std::string text(b.begin(), b.end());
   std::vector<int> steps;
   int resumes = 0;
   for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
