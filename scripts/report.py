@@ -469,6 +469,33 @@ class Report:
         if sink:
             self.write_rows("fig1_gsink.csv", ["run", "kind", "n", "gsink_ratio_1"], sink)
 
+    def curves(self):
+        """Every run's training curves (scripts/plot_runs.py): fig_curves.png and curves.csv."""
+        import plot_runs
+        runs = [plot_runs.Run(r.name, r.dir) for r in self.runs
+                if os.path.isfile(os.path.join(r.dir, "metrics.jsonl"))]
+        if not any(r.train or r.val for r in runs):
+            self.md += [f"Training curves: {DASH} (no run has train or val records)", ""]
+            self.missing.append("training curves: no run has train or val records in metrics.jsonl")
+            return
+        try:
+            from report_figures import colour
+            kinds = [r.kind for r in self.runs]  # a kind's colour where it names one run
+            colours = {r.name: colour(r) for r in self.runs if kinds.count(r.kind) == 1}
+        except ImportError:
+            colours = None
+        csv_path, png = plot_runs.plot(runs, self.out, "fig_curves", smooth=0.6, colours=colours)
+        os.replace(csv_path, os.path.join(self.out, "curves.csv"))
+        self.md += ["### Training curves", ""]
+        if png:
+            self.figures.append(os.path.basename(png))
+            self.md += [f"![Training curves]({os.path.basename(png)})", "",
+                        "Train loss, gradient norm and throughput smoothed (EMA weight 0.6, raw "
+                        "values faint); validation loss as logged by the trainer.", ""]
+        else:
+            self.missing.append(f"training curves: not drawn, matplotlib missing for {sys.executable}")
+        self.md += ["Data: [curves.csv](curves.csv)", ""]
+
     def passkey_csv(self):
         rows = [[r.name, r.kind, k, L, repr(a)] for r in self.runs for k in NEEDLES
                 for L, a in sorted(self.passkey(k, r).items())]
@@ -499,7 +526,7 @@ def main():
                "Best value **bold**, second <u>underlined</u> (as the paper; ties share a place). "
                f"{DASH}: not available (listed under Missing).", ""]
     figs = lambda name, title, runs: (lambda: rep.figure(name, title, runs))  # noqa: E731
-    sections = [("Table 1", rep.table1),
+    sections = [("Table 1", rep.table1), ("Training curves", rep.curves),
                 ("Figure 1", figs("figure1", "Figure 1: mechanistic diagnostics", rep.main)),
                 ("Figure 1 data", rep.figure1_csv), ("Table 2", rep.table2),
                 ("Passkey", figs("passkey", "Passkey retrieval", rep.runs)), ("Passkey data", rep.passkey_csv),

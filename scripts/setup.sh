@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # Installs every dependency of tda from Debian and PyPI, builds, and prepares the bundled
 # default data. Safe to re-run. Usage: ./scripts/setup.sh   (as root, or with sudo available)
+#   ./scripts/setup.sh --data   only the Python packages that scripts/prepare_fineweb_edu.py needs
+#                               to download (datasets, with pyarrow) into .venv; nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = --data ]; then
+  # numpy<2: Debian's numpy and torch, seen through --system-site-packages, are numpy 1 builds.
+  [ -x .venv/bin/python ] || python3 -m venv --system-site-packages .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check 'datasets>=2.18' \
+    'tiktoken>=0.5' 'numpy<2'
+  echo "[setup] data tools installed: .venv/bin/python scripts/prepare_fineweb_edu.py --out DIR"
+  exit 0
+fi
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

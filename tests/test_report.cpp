@@ -144,7 +144,7 @@ TEST_CASE("tda report on a two-run micro sweep matches the runs' own metrics", "
     return;
   }
   for (const std::string png : {"fig1_diagnostics.png", "fig_passkey.png", "figC_crossview.png",
-                                "figC_kappa.png", "figC_survivors.png"}) {
+                                "figC_kappa.png", "figC_survivors.png", "fig_curves.png"}) {
     INFO(png);
     CHECK(is_png(out + png));
     CHECK(md.find("](" + png + ")") != std::string::npos);
