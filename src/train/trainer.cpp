@@ -176,6 +176,8 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
       std::make_unique<DataLoader>(cfg_.data.val, t.micro_batch, m.seq_len, m.real_vocab_size,
                                    false, t.seed, comm_->rank(), comm_->world());
   state_.config = cfg_.raw;
+  // Before anything is written: a missing task file must not leave a half-started run.
+  if (t.eval_every > 0) loop_eval_ = std::make_unique<LoopEval>(t, comm_->rank(), comm_->world());
 
   // Rank 0 alone looks at the disk (checkpoints live where rank 0 wrote them, which need not be
   // a shared file system); the other ranks receive what it read.
@@ -419,9 +421,26 @@ void Trainer::maybe_sample() {
   so.top_k = 40;
   so.temperature = 1.0;
   so.seed = t.seed + uint64_t(state_.step);
-  std::string text = sample_text(*model_, "\n", so);
+  std::string text = sample_text(*model_, t.sample_prompt, so);
   log_json({{"type", "sample"}, {"step", state_.step}, {"text", text}});
   spdlog::info("sample at step {}:\n{}", state_.step, text);
+}
+
+void Trainer::run_loop_eval() {
+  const auto& t = cfg_.train;
+  // The weights after s updates, at the mechanism's step s (as validation: dex's lambda(s)).
+  model_->set_step(state_.step);
+  // At most a micro-batch's tokens per forward: no activations beyond what training holds.
+  const LoopEvalResult r = loop_eval_->run(*model_, *comm_, t.micro_batch * cfg_.model.seq_len);
+  log_json({{"type", "eval"},
+            {"step", state_.step},
+            {"task", r.task},
+            {"acc", r.acc},
+            {"acc_norm", r.acc_norm},
+            {"items", r.items}});
+  if (comm_->rank() == 0)
+    spdlog::info("step {:6d} | eval {} acc {:.4f} | acc_norm {:.4f} | {} items", state_.step,
+                 r.task, r.acc, r.acc_norm, r.items);
 }
 
 int Trainer::run() {
@@ -464,6 +483,7 @@ int Trainer::run_loop(int last) {
       stopped = true;
       break;
     }
+    if (t.eval_every > 0 && state_.step % t.eval_every == 0) run_loop_eval();
     StepMetrics sm;
     if (!run_step(&sm, true)) {
       stopped = true;
@@ -498,8 +518,9 @@ int Trainer::run_loop(int last) {
                    state_.step > first ? "checkpointing at" : "nothing new to save at",
                    state_.step);
     log_json({{"type", "event"}, {"event", "interrupted"}, {"step", state_.step}});
-  } else if (t.val_every > 0 && state_.step > first) {
-    validate();
+  } else if (state_.step > first) {
+    if (t.val_every > 0) validate();
+    if (t.eval_every > 0) run_loop_eval();
   }
   // Nothing new to save when no step finished here (the checkpoint resumed from, if any, holds
   // this state) or when a periodic checkpoint of this very step was just written.
