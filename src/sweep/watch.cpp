@@ -121,7 +121,7 @@ std::string sweep_status_text(const std::string& dir) {
   std::ostringstream o;
   std::ostringstream lines;
   int done = 0, running = 0, failed = 0, pending = 0, stopped = 0;
-  size_t width = 4;
+  size_t width = 0;
   for (const auto& r : sj["runs"]) width = std::max(width, r.value("name", "").size());
   for (const auto& r : sj["runs"]) {
     const std::string name = r.value("name", "");
