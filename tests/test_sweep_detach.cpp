@@ -4,9 +4,12 @@
 // sweep's evaluations go one per GPU of the node (a fake GPU count: TDA_SWEEP_GPUS).
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "sweep/gpus.h"
+#include "test_report_util.h"
 #include "test_run_util.h"
 
 using namespace tda;
@@ -20,18 +23,20 @@ using Ids = std::vector<std::string>;
 // Two byte-corpus runs of `steps` steps, the validation-loss evaluation only, on `device`.
 json spec_for(const std::vector<std::string>& corpus, int steps, const std::string& device,
               const json& more_evals = json::object()) {
-  json set = {{"model.seq_len", 64},       {"train.total_batch_tokens", 128},
-              {"train.micro_batch", 2},    {"train.max_steps", steps},
-              {"train.val_every", 0},      {"train.checkpoint_every", 10},
-              {"train.log_every", 10},     {"model.vocab_size", 256},
+  json set = {{"model.seq_len", 64},         {"train.total_batch_tokens", 128},
+              {"train.micro_batch", 2},      {"train.max_steps", steps},
+              {"train.val_every", 0},        {"train.checkpoint_every", 10},
+              {"train.log_every", 10},       {"model.vocab_size", 256},
               {"model.real_vocab_size", 256}};
   for (size_t i = 1; i < corpus.size(); i += 2) {  // "--set", "k=v" pairs: the data paths
     const auto eq = corpus[i].find('=');
-    if (corpus[i].compare(0, 5, "data.") == 0) set[corpus[i].substr(0, eq)] = corpus[i].substr(eq + 1);
+    if (corpus[i].compare(0, 5, "data.") == 0)
+      set[corpus[i].substr(0, eq)] = corpus[i].substr(eq + 1);
   }
   const json off = {{"enabled", false}};
-  json ev = {{"device", device}, {"val", {{"sequences", 2}}}, {"mc", off},
-             {"diag", off},      {"passkey", off},             {"scrolls", off}};
+  json ev = {{"device", device}, {"val", {{"sequences", 2}}},
+             {"mc", off},        {"diag", off},
+             {"passkey", off},   {"scrolls", off}};
   for (const auto& [k, v] : more_evals.items()) ev[k] = v;
   return {{"name", "survivor"},
           {"config", source_dir() + "/configs/tiny/base.json"},
@@ -58,8 +63,7 @@ std::string status_of(const std::string& sw) {
 
 }  // namespace
 
-TEST_CASE("sweep GPUs: each slot owns its share of the node, evaluations one per GPU",
-          "[sweep]") {
+TEST_CASE("sweep GPUs: each slot owns its share of the node, evaluations one per GPU", "[sweep]") {
   const Ids eight = {"0", "1", "2", "3", "4", "5", "6", "7"};
   // One run at a time on 8 GPUs: its evaluations use all 8, whatever its training uses.
   CHECK(slot_gpus(eight, 0, 1, 8) == eight);
@@ -133,7 +137,7 @@ TEST_CASE("tda sweep --detach: the study survives its shell's process group bein
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (!done()) {
       if (std::chrono::steady_clock::now() > end) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     return true;
   };
@@ -168,7 +172,7 @@ TEST_CASE("tda sweep --detach: the study survives its shell's process group bein
   REQUIRE(finished);
   CHECK(now.find("sweep survivor in " + sw + ": 2 done, 0 running, 0 failed, 0 pending") !=
         std::string::npos);
-  std::vector<int> all(size_t(steps));
+  std::vector<int> all(static_cast<size_t>(steps));
   std::iota(all.begin(), all.end(), 1);
   for (const std::string run : {"a", "b"}) {
     INFO(run);
@@ -182,20 +186,20 @@ TEST_CASE("tda sweep status: states and ETA of a sweep directory", "[sweep]") {
   TempDir dir;
   const std::string sw = dir.path + "/sw";
   fs::create_directories(sw + "/b");
-  write_text(sw + "/sweep.json",
-             json({{"name", "s"},
-                   {"runs",
-                    {{{"name", "a"}, {"dir", sw + "/a"}, {"max_steps", 100}},
-                     {{"name", "b"}, {"dir", sw + "/b"}, {"max_steps", 100}},
-                     {{"name", "c"}, {"dir", sw + "/c"}, {"max_steps", 100}},
-                     {{"name", "d"}, {"dir", sw + "/d"}, {"max_steps", 100}}}}})
-                 .dump());
-  write_text(sw + "/status.json",
-             json({{"runs",
-                    {{"a", {{"state", "done"}, {"evals", {{"val", "done"}, {"mc_piqa", "skipped"}}}}},
-                     {"b", {{"state", "training"}, {"step", 10}}},
-                     {"c", {{"state", "failed"}, {"error", "tda train: out of memory"}}}}}})
-                 .dump());
+  write_text(sw + "/sweep.json", json({{"name", "s"},
+                                       {"runs",
+                                        {{{"name", "a"}, {"dir", sw + "/a"}, {"max_steps", 100}},
+                                         {{"name", "b"}, {"dir", sw + "/b"}, {"max_steps", 100}},
+                                         {{"name", "c"}, {"dir", sw + "/c"}, {"max_steps", 100}},
+                                         {{"name", "d"}, {"dir", sw + "/d"}, {"max_steps", 100}}}}})
+                                     .dump());
+  write_text(
+      sw + "/status.json",
+      json({{"runs",
+             {{"a", {{"state", "done"}, {"evals", {{"val", "done"}, {"mc_piqa", "skipped"}}}}},
+              {"b", {{"state", "training"}, {"step", 10}}},
+              {"c", {{"state", "failed"}, {"error", "tda train: out of memory"}}}}}})
+          .dump());
   write_text(sw + "/b/metrics.jsonl", "{\"type\":\"train\",\"step\":40,\"ms\":2000}\n");
   const std::string s = status_of(sw);
   INFO(s);
