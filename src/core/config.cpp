@@ -76,7 +76,9 @@ const json& config_defaults() {
              "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true},
     "train": {"total_batch_tokens": 524288, "micro_batch": 16, "max_steps": 19073,
               "val_every": 250, "val_batches": 20, "checkpoint_every": 5000,
-              "keep_checkpoints": 3, "sample_every": 0, "sample_tokens": 64, "log_every": 1,
+              "keep_checkpoints": 3, "sample_every": 0, "sample_tokens": 64,
+              "sample_prompt": "\n", "eval_every": 0, "eval_task": "hellaswag",
+              "eval_items": 500, "eval_data": "", "log_every": 1,
               "threads": 0, "recompute": 0, "seed": 1337, "dtype": "fp32", "device": "cpu",
               "init_from": ""},
     "optim": {"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 715, "weight_decay": 0.1,
@@ -248,6 +250,11 @@ Config config_from_json(const json& user, const std::string& origin) {
   t.keep_checkpoints = get<int>(r, "train", "keep_checkpoints");
   t.sample_every = get<int>(r, "train", "sample_every");
   t.sample_tokens = get<int>(r, "train", "sample_tokens");
+  t.sample_prompt = get<std::string>(r, "train", "sample_prompt");
+  t.eval_every = get<int>(r, "train", "eval_every");
+  t.eval_task = get<std::string>(r, "train", "eval_task");
+  t.eval_items = get<int>(r, "train", "eval_items");
+  t.eval_data = get<std::string>(r, "train", "eval_data");
   t.log_every = get<int>(r, "train", "log_every");
   t.threads = get<int>(r, "train", "threads");
   t.recompute = get<int>(r, "train", "recompute");
@@ -302,6 +309,8 @@ Config config_from_json(const json& user, const std::string& origin) {
       {"train.keep_checkpoints", double(t.keep_checkpoints), 0, inf, true, false, " (0: keep all)"},
       {"train.sample_every", double(t.sample_every), 0, inf, true, false, " (0: no samples)"},
       {"train.sample_tokens", double(t.sample_tokens), 1, inf, true, false, ""},
+      {"train.eval_every", double(t.eval_every), 0, inf, true, false, " (0: no evaluation)"},
+      {"train.eval_items", double(t.eval_items), 0, inf, true, false, " (0: every item)"},
       {"train.log_every", double(t.log_every), 1, inf, true, false, ""},
       {"train.threads", double(t.threads), 0, inf, true, false, " (0: all cores)"},
       {"train.recompute", double(t.recompute), 0, 2, true, true,
@@ -351,6 +360,12 @@ Config config_from_json(const json& user, const std::string& origin) {
   TDA_CHECK(m.d_model % m.n_head == 0,
             origin + ": model.d_model must be divisible by model.n_head");
   TDA_CHECK(m.head_dim() % 2 == 0, origin + ": head dim (d_model/n_head) must be even for RoPE");
+  // The zero-shot tasks are GPT-2 BPE text: a model of another vocabulary cannot score them.
+  TDA_CHECK(t.eval_every == 0 || m.real_vocab_size >= 50257,
+            origin +
+                ": config key 'train.eval_every' needs GPT-2's vocabulary "
+                "(model.real_vocab_size 50257), got model.real_vocab_size " +
+                std::to_string(m.real_vocab_size) + " (train.eval_every=0 turns it off)");
   TDA_CHECK(m.vocab_size >= m.real_vocab_size,
             origin + ": model.vocab_size must be >= model.real_vocab_size");
   long tokens_per_micro = long(t.micro_batch) * m.seq_len;

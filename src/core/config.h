@@ -74,6 +74,12 @@ struct TrainConfig {
   long total_batch_tokens;
   int micro_batch, max_steps, val_every, val_batches, checkpoint_every, keep_checkpoints;
   int sample_every, sample_tokens, log_every, threads;
+  std::string sample_prompt;  // the text every sample continues (a fixed prompt: comparable)
+  // Zero-shot multiple choice during training (train/loop_eval.h): every eval_every steps (0:
+  // off), the first eval_items items (0: all) of eval_task, read from eval_data ("" = the
+  // task's default file, eval/mc_data.h).
+  int eval_every, eval_items;
+  std::string eval_task, eval_data;
   // Activation recomputation (llm.c's -r): 0 keeps every layer's activations for the backward;
   // 1 keeps the MLP's pre-activation but not its GELU, which the backward recomputes; 2 also
   // recomputes the two RMSNorm outputs from the residual stream. Results are the same bits on

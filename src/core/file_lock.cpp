@@ -74,6 +74,17 @@ void FileLock::release() {
   unsupported_ = false;
 }
 
+bool FileLock::held_elsewhere(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  const bool held = ::fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  ::close(fd);
+  return held;
+}
+
 std::string FileLock::holder() const {
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   char buf[512] = {};

@@ -42,6 +42,9 @@ class FileLock {
   // Who holds the lock, as its holder recorded it: "pid 1234 on host node07" ("an unknown
   // process" when the file says nothing yet, e.g. read while its holder was writing it).
   std::string holder() const;
+  // Whether some open file holds the lock on `path` now (false when the file is missing or the
+  // file system has no locks): a look that takes nothing and writes nothing.
+  static bool held_elsewhere(const std::string& path);
 
  private:
   int fd_ = -1;

@@ -15,6 +15,7 @@
 #include "core/file_lock.h"
 #include "core/fs.h"
 #include "sweep/evals.h"
+#include "sweep/gpus.h"
 #include "sweep/process.h"
 #include "sweep/status.h"
 #include "train/checkpoint.h"
@@ -45,6 +46,15 @@ std::string final_checkpoint(const std::string& dir, int max_steps) {
 
 enum class Phase { Waiting, Training, Evaluating, Finished };
 
+// One evaluation at a time runs in a lane: one lane per GPU of the job's slot when the
+// evaluations run on GPUs (sweep/gpus.h), else one.
+struct EvalLane {
+  ChildProcess child;
+  std::string gpu;  // its CUDA_VISIBLE_DEVICES ("" = the slot's environment)
+  size_t eval = 0;  // index in Job::evals of the evaluation it runs
+  Clock::time_point t0;
+};
+
 struct Job {
   const SweepRun* run = nullptr;
   std::string dir;
@@ -52,9 +62,10 @@ struct Job {
   Phase phase = Phase::Waiting;
   RunStatus st;
   std::vector<EvalStep> evals;
-  size_t next_eval = 0;
-  ChildProcess child;
-  std::string doing;  // "train" or the evaluation running
+  bool planned = false;  // evals and lanes are set (the evaluation phase began)
+  size_t next_eval = 0;  // the first evaluation not started yet
+  ChildProcess child;    // the training run
+  std::vector<EvalLane> lanes;
   int slot = -1;
   int start_step = 0;  // of this training child (its checkpoint's step)
   Clock::time_point t0;
@@ -105,16 +116,19 @@ class Runner {
   void say(const Job* j, const std::string& msg);
   void progress(bool force);
   std::vector<std::string> child_env(const Job& j) const;
+  std::vector<std::string> eval_gpus(const Job& j) const;
   void begin(Job& j);
-  void advance(Job& j);  // starts the job's next child, or finishes it
+  void advance(Job& j);  // starts evaluations on the free lanes, or finishes the job
   void child_done(Job& j);
-  void start_eval(Job& j);
+  void eval_done(Job& j, EvalLane& lane);
+  void start_eval(Job& j, EvalLane& lane, size_t index);
   void finish(Job& j, const std::string& state, const std::string& error = "");
 
   const Sweep& s_;
   const SweepOptions& o_;
   FileLock lock_;  // dir_/.lock, held until the sweep (and the children sharing it) exit
   std::string dir_;
+  std::vector<std::string> node_ = node_gpus();
   std::vector<Job> jobs_;
   bool tty_ = false, stopping_ = false;
   int forwarded_ = 0;
@@ -232,8 +246,11 @@ void Runner::progress(bool force) {
           s_per_step > 0 ? (", " + fmt_seconds(s_per_step * left) + " left").c_str() : "");
       running += b;
     } else if (j.phase == Phase::Evaluating) {
-      running += " | " + j.run->name + ": eval " + j.doing + " (" + std::to_string(j.next_eval) +
-                 "/" + std::to_string(j.evals.size()) + ")";
+      std::string names;
+      for (const EvalLane& l : j.lanes)
+        if (l.child.running()) names += (names.empty() ? "" : ",") + j.evals[l.eval].name;
+      running += " | " + j.run->name + ": eval " + names + " (" + std::to_string(j.next_eval) +
+                 "/" + std::to_string(j.evals.size()) + " started)";
     }
   }
   std::string line = "sweep " + s_.name + ": " + std::to_string(done) + "/" +
@@ -260,11 +277,21 @@ std::vector<std::string> Runner::child_env(const Job& j) const {
     env = {"OMP_NUM_THREADS=" + n, "OPENBLAS_NUM_THREADS=" + n};
   }
   if (o_.parallel > 1 && o_.gpus > 0) {  // each slot its own GPUs
-    std::string v;
-    for (int g = 0; g < o_.gpus; ++g) v += (g ? "," : "") + std::to_string(j.slot * o_.gpus + g);
-    env.push_back("CUDA_VISIBLE_DEVICES=" + v);
+    std::vector<std::string> node = node_;
+    for (int g = int(node.size()); node_.empty() && g < o_.parallel * o_.gpus; ++g)
+      node.push_back(std::to_string(g));  // no GPU found: ids as the slots number them
+    std::vector<std::string> share = slot_gpus(node, j.slot, o_.parallel, o_.gpus);
+    share.resize(std::min(share.size(), size_t(o_.gpus)));
+    env.push_back("CUDA_VISIBLE_DEVICES=" + join_gpus(share));
   }
   return env;
+}
+
+std::vector<std::string> Runner::eval_gpus(const Job& j) const {
+  if (s_.eval["device"].get<std::string>() != "cuda") return {""};
+  std::vector<std::string> g = slot_gpus(node_, std::max(0, j.slot), o_.parallel, o_.gpus);
+  if (g.empty()) g.push_back("");
+  return g;
 }
 
 void Runner::finish(Job& j, const std::string& state, const std::string& error) {
@@ -284,7 +311,6 @@ void Runner::begin(Job& j) {
     say(&j, "trained (" + ck + ")");
   } else {
     j.phase = Phase::Training;
-    j.doing = "train";
     j.st.state = "training";
     const std::string prev = latest_checkpoint(j.dir);
     j.start_step = 0;
@@ -305,44 +331,65 @@ void Runner::begin(Job& j) {
   advance(j);
 }
 
-void Runner::start_eval(Job& j) {
-  const EvalStep& e = j.evals[j.next_eval];
-  const std::string out = eval_file(j.dir, e.name);
+void Runner::start_eval(Job& j, EvalLane& lane, size_t index) {
+  const EvalStep& e = j.evals[index];
   std::vector<std::string> a = e.args;
   const std::string tmp = j.dir + "/eval/." + e.name + ".tmp.json";
   a.insert(a.end(), {"--out", tmp});
-  std::ofstream(j.dir + "/eval.log", std::ios::app) << "$ tda " << quote_command(a) << "\n";
-  j.doing = e.name;
+  std::vector<std::string> env = child_env(j);
+  std::string on;
+  if (!lane.gpu.empty()) {
+    env.push_back("CUDA_VISIBLE_DEVICES=" + lane.gpu);  // after the slot's: this one counts
+    on = "CUDA_VISIBLE_DEVICES=" + lane.gpu + " ";
+  }
+  // Evaluations side by side write their output each to its own file: one shared log would
+  // interleave them, and a failure's error line would be read from another's output.
+  const bool own_log = j.lanes.size() > 1;
+  const std::string log = own_log ? j.dir + "/eval/" + e.name + ".log" : j.dir + "/eval.log";
+  std::ofstream(j.dir + "/eval.log", std::ios::app)
+      << "$ " << on << "tda " << quote_command(a)
+      << (own_log ? "    # output: eval/" + e.name + ".log" : "") << "\n";
   j.st.evals[e.name] = "running";
-  j.t0 = Clock::now();
-  j.child.start(a, child_env(j), j.dir + "/eval.log");
+  lane.eval = index;
+  lane.t0 = Clock::now();
+  lane.child.start(a, env, log);
   write_status();
 }
 
-// Evaluations in order: a file that exists is done, a step without data is skipped, the next
-// one that runs is started; with none left the job is finished.
+// Evaluations in order, each free lane taking the next: a file that exists is done, a step
+// without data is skipped; with none left and every lane idle the job is finished.
 void Runner::advance(Job& j) {
   if (j.phase != Phase::Evaluating) return;
-  if (j.evals.empty() && j.next_eval == 0 && !o_.no_eval) {
-    j.evals = plan_evals(*j.run, s_.eval, final_checkpoint(j.dir, j.st.max_steps));
-    make_dirs(j.dir + "/eval");
-    j.st.state = "evaluating";
-  }
-  while (j.next_eval < j.evals.size() && !stopping_) {
-    const EvalStep& e = j.evals[j.next_eval];
-    if (path_exists(eval_file(j.dir, e.name))) {
-      j.st.evals[e.name] = "done";
-    } else if (!e.skip.empty()) {
-      j.st.evals[e.name] = "skipped";
-      j.st.eval_notes[e.name] = e.skip;
-      say(&j, "eval " + e.name + " skipped: " + e.skip);
-    } else {
-      start_eval(j);
-      return;
+  if (!j.planned) {
+    j.planned = true;
+    if (!o_.no_eval) {
+      j.evals = plan_evals(*j.run, s_.eval, final_checkpoint(j.dir, j.st.max_steps));
+      make_dirs(j.dir + "/eval");
+      j.st.state = "evaluating";
     }
-    ++j.next_eval;
+    for (const std::string& gpu : eval_gpus(j)) {
+      j.lanes.emplace_back();
+      j.lanes.back().gpu = gpu;
+    }
   }
-  if (stopping_) return;
+  for (EvalLane& lane : j.lanes) {
+    while (!lane.child.running() && j.next_eval < j.evals.size() && !stopping_) {
+      const size_t i = j.next_eval++;
+      const EvalStep& e = j.evals[i];
+      if (path_exists(eval_file(j.dir, e.name))) {
+        j.st.evals[e.name] = "done";
+      } else if (!e.skip.empty()) {
+        j.st.evals[e.name] = "skipped";
+        j.st.eval_notes[e.name] = e.skip;
+        say(&j, "eval " + e.name + " skipped: " + e.skip);
+      } else {
+        start_eval(j, lane, i);
+      }
+    }
+  }
+  if (stopping_ || std::any_of(j.lanes.begin(), j.lanes.end(),
+                               [](const EvalLane& l) { return l.child.running(); }))
+    return;
   std::string failed;
   for (const auto& [name, state] : j.st.evals)
     if (state == "failed") failed += (failed.empty() ? "" : ", ") + name;
@@ -378,8 +425,12 @@ void Runner::child_done(Job& j) {
     }
     return;
   }
-  // an evaluation
-  const EvalStep& e = j.evals[j.next_eval];
+}
+
+void Runner::eval_done(Job& j, EvalLane& lane) {
+  const int code = lane.child.exit_code();
+  const double secs = since(lane.t0);
+  const EvalStep& e = j.evals[lane.eval];
   const std::string tmp = j.dir + "/eval/." + e.name + ".tmp.json";
   if (code == 0 && path_exists(tmp)) {
     TDA_CHECK(std::rename(tmp.c_str(), eval_file(j.dir, e.name).c_str()) == 0,
@@ -390,24 +441,31 @@ void Runner::child_done(Job& j) {
   } else if (stopping_) {
     std::remove(tmp.c_str());
     j.st.evals[e.name] = "interrupted";
-    finish(j, "interrupted");
+    if (std::none_of(j.lanes.begin(), j.lanes.end(),
+                     [](const EvalLane& l) { return l.child.running(); }))
+      finish(j, "interrupted");
     return;
   } else {
     std::remove(tmp.c_str());
     j.st.evals[e.name] = "failed";
-    j.st.eval_errors[e.name] = j.child.error_line();
+    j.st.eval_errors[e.name] = lane.child.error_line();
     say(&j, "eval " + e.name + " FAILED: " + j.st.eval_errors[e.name] + " (log " + j.dir +
-                "/eval.log)");
+                (j.lanes.size() > 1 ? "/eval/" + e.name + ".log)" : "/eval.log)"));
   }
-  ++j.next_eval;
   advance(j);
 }
 
 int Runner::run() {
   lock();
+  // Whose lock it is, for `tda sweep status` (sweep/watch.h).
+  write_file_durable(dir_ + "/sweep.pid", std::to_string(::getpid()) + "\n");
   write_sweep_json();
-  say(nullptr, "sweep " + s_.name + ": " + std::to_string(jobs_.size()) + " runs in " + dir_ +
-                   (o_.parallel > 1 ? ", " + std::to_string(o_.parallel) + " at once" : ""));
+  const size_t lanes = jobs_.empty() ? 1 : eval_gpus(jobs_.front()).size();
+  say(nullptr,
+      "sweep " + s_.name + ": " + std::to_string(jobs_.size()) + " runs in " + dir_ +
+          (o_.parallel > 1 ? ", " + std::to_string(o_.parallel) + " at once" : "") +
+          (lanes > 1 ? "; each run's evaluations " + std::to_string(lanes) + " at once, one per GPU"
+                     : ""));
   auto old_int = std::signal(SIGINT, on_sweep_signal);
   auto old_term = std::signal(SIGTERM, on_sweep_signal);
   auto old_hup = std::signal(SIGHUP, on_sweep_signal);   // a closed terminal
@@ -421,12 +479,17 @@ int Runner::run() {
             "run the same command again to resume" +
                 std::string(sigs > 1 ? "" : " (interrupt again to stop at once)"));
       stopping_ = true;
-      for (auto& j : jobs_) j.child.signal_group(SIGINT);
+      for (auto& j : jobs_) {
+        j.child.signal_group(SIGINT);
+        for (const EvalLane& l : j.lanes) l.child.signal_group(SIGINT);
+      }
       forwarded_ = sigs;
     }
     int active = 0;
     for (auto& j : jobs_) {
       if (j.child.running() && j.child.poll()) child_done(j);
+      for (EvalLane& l : j.lanes)
+        if (l.child.running() && l.child.poll()) eval_done(j, l);
       active += j.phase == Phase::Training || j.phase == Phase::Evaluating;
     }
     if (!stopping_) {
@@ -454,7 +517,10 @@ int Runner::run() {
       }
     }
     bool busy = false;
-    for (const auto& j : jobs_) busy = busy || j.child.running();
+    for (const auto& j : jobs_) {
+      busy = busy || j.child.running();
+      for (const EvalLane& l : j.lanes) busy = busy || l.child.running();
+    }
     const bool waiting = !stopping_ && std::any_of(jobs_.begin(), jobs_.end(), [](const Job& j) {
       return j.selected && j.phase != Phase::Finished;
     });

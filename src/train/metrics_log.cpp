@@ -15,7 +15,8 @@ bool superseded(const std::string& line, int step) {
   if (!j.is_object()) return true;  // torn or foreign: not a record of this run
   if (!j.contains("step") || !j["step"].is_number_integer()) return false;
   const long s = j["step"].get<long>();
-  return s > step || (s == step && j.value("type", "") == "val");
+  const std::string type = j.value("type", "");
+  return s > step || (s == step && (type == "val" || type == "eval"));
 }
 
 }  // namespace

@@ -174,6 +174,8 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   step_report_ = std::make_unique<StepReport>(cfg_, model_->train_flops_per_token(m.seq_len), *ops_,
                                               comm_->world());
   if (comm_->rank() == 0) spdlog::info("{}", step_report_->mfu_basis());
+  // Before anything is written: a missing task file must not leave a half-started run.
+  if (t.eval_every > 0) loop_eval_ = std::make_unique<LoopEval>(t, comm_->rank(), comm_->world());
 
   // Rank 0 alone looks at the disk (checkpoints live where rank 0 wrote them, which need not be
   // a shared file system); the other ranks receive what it read.
@@ -443,9 +445,26 @@ void Trainer::maybe_sample() {
   // A sample can end inside a multi-byte character (or a byte-level model make any bytes):
   // one text, valid UTF-8, for the log, metrics.jsonl and TensorBoard.
   std::string storage;
-  const std::string text(sanitize_utf8(sample_text(*model_, "\n", so), &storage));
+  const std::string text(sanitize_utf8(sample_text(*model_, t.sample_prompt, so), &storage));
   log_json({{"type", "sample"}, {"step", state_.step}, {"text", text}});
   spdlog::info("sample at step {}:\n{}", state_.step, text);
+}
+
+void Trainer::run_loop_eval() {
+  const auto& t = cfg_.train;
+  // The weights after s updates, at the mechanism's step s (as validation: dex's lambda(s)).
+  model_->set_step(state_.step);
+  // At most a micro-batch's tokens per forward: no activations beyond what training holds.
+  const LoopEvalResult r = loop_eval_->run(*model_, *comm_, t.micro_batch * cfg_.model.seq_len);
+  log_json({{"type", "eval"},
+            {"step", state_.step},
+            {"task", r.task},
+            {"acc", r.acc},
+            {"acc_norm", r.acc_norm},
+            {"items", r.items}});
+  if (comm_->rank() == 0)
+    spdlog::info("step {:6d} | eval {} acc {:.4f} | acc_norm {:.4f} | {} items", state_.step,
+                 r.task, r.acc, r.acc_norm, r.items);
 }
 
 int Trainer::run() {
@@ -488,6 +507,7 @@ int Trainer::run_loop(int last) {
       stopped = true;
       break;
     }
+    if (t.eval_every > 0 && state_.step % t.eval_every == 0) run_loop_eval();
     StepMetrics sm;
     if (!run_step(&sm, true)) {
       stopped = true;
@@ -516,8 +536,9 @@ int Trainer::run_loop(int last) {
                    state_.step > first ? "checkpointing at" : "nothing new to save at",
                    state_.step);
     log_json({{"type", "event"}, {"event", "interrupted"}, {"step", state_.step}});
-  } else if (t.val_every > 0 && state_.step > first) {
-    validate();
+  } else if (state_.step > first) {
+    if (t.val_every > 0) validate();
+    if (t.eval_every > 0) run_loop_eval();
   }
   // Nothing new to save when no step finished here (the checkpoint resumed from, if any, holds
   // this state) or when a periodic checkpoint of this very step was just written.

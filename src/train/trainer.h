@@ -20,6 +20,7 @@
 #include "distributed/communicator.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
+#include "train/loop_eval.h"
 #include "train/optimizer.h"
 #include "train/run_dir.h"
 #include "train/step_report.h"
@@ -94,6 +95,8 @@ class Trainer {
   // the kept records of the step resumed from, the config as text.
   void open_tensorboard();
   void maybe_sample();
+  // train.eval_every: the zero-shot task on every rank's share, one "eval" record (rank 0).
+  void run_loop_eval();
   // Rank 0 read a checkpoint into the model and the optimizer state (host, P floats each):
   // every rank gets its share.
   void share_resumed(std::vector<std::vector<float>>& state);
@@ -124,6 +127,7 @@ class Trainer {
   // zeroing pass of its own.
   bool grads_zero_ = false;
   std::vector<double> val_history_;
+  std::unique_ptr<LoopEval> loop_eval_;  // null unless train.eval_every > 0
   FILE* metrics_ = nullptr;
   std::unique_ptr<TensorBoardWriter> tb_;  // rank 0, log.tensorboard
   std::unique_ptr<StepReport> step_report_;
