@@ -118,7 +118,7 @@ def rows(runs, smooth):
 
 def write_csv(path, data):
     with open(path, "w", newline="") as f:
-        w = csv.writer(f)
+        w = csv.writer(f, lineterminator="\n")
         w.writerow(["run", "type", "step", "tokens", "metric", "value", "smoothed"])
         for row in data:
             w.writerow([repr(v) if isinstance(v, float) else ("" if v is None else v)

@@ -59,7 +59,7 @@ std::string train_cmd(const std::string& run, const std::string& data, const std
   const std::string src = source_dir();
   return "train --config " + src + "/configs/tiny/softmax.json --out " + run +
          " --set model.n_layer=1 --set model.d_model=64 --set model.n_head=1"
-         " --set model.seq_len=64 --set train.micro_batch=2 --set train.total_batch_tokens=128"
+         " --set model.seq_len=64 --set train.micro_batch=2 --set train.total_batch_tokens=256"
          " --set train.max_steps=6 --set train.val_every=0 --set train.log_every=1"
          " --set train.checkpoint_every=2 --set train.keep_checkpoints=0"
          " --set train.eval_every=2 --set train.eval_items=5 --set train.eval_data=" +
@@ -73,8 +73,9 @@ void check_loop_eval(const std::string& launcher) {
   const std::string data = d.path + "/hs.jsonl", run = d.path + "/run";
   write_hellaswag(data);
   std::string log;
-  REQUIRE(run_tda(train_cmd(run, data, launcher + " --steps 4"), &log) == 0);
+  const int rc = run_tda(train_cmd(run, data, launcher + " --steps 4"), &log);
   INFO(log);
+  REQUIRE(rc == 0);
   CHECK(log.find("eval hellaswag acc") != std::string::npos);  // the step line
   REQUIRE(run_tda(train_cmd(run, data, launcher + " --resume auto"), &log) == 0);
   INFO(log);

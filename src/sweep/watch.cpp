@@ -128,11 +128,13 @@ std::string sweep_status_text(const std::string& dir) {
     const json rs = st["runs"].value(name, json::object());
     const std::string state = rs.value("state", "pending");
     const int max_steps = r.value("max_steps", rs.value("max_steps", 0));
+    // Named, not a temporary: items() refers to the object it iterates.
+    const json evals = rs.value("evals", json::object());
     std::string what;
     if (state == "done") {
       ++done;
       int n_done = 0, n_skipped = 0, n_failed = 0;
-      for (const auto& [e, s] : rs.value("evals", json::object()).items()) {
+      for (const auto& [e, s] : evals.items()) {
         n_done += s == "done";
         n_skipped += s == "skipped";
         n_failed += s == "failed";
@@ -150,7 +152,7 @@ std::string sweep_status_text(const std::string& dir) {
       const int step = std::max(p.step, rs.value("step", 0));
       if (state == "evaluating") {
         std::string evs;
-        for (const auto& [e, s] : rs.value("evals", json::object()).items())
+        for (const auto& [e, s] : evals.items())
           if (s == "running") evs += (evs.empty() ? "" : ", ") + e;
         what = "evaluating" + (evs.empty() ? "" : " (" + evs + ")");
       } else {
