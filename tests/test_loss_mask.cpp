@@ -29,7 +29,7 @@ long counted(const std::vector<int32_t>& t) {
 
 }  // namespace
 
-TEST_CASE("lm_head_loss: ignored targets add no loss and no gradient; the mean is over the rest",
+TEST_CASE("lm_head_loss: ignored targets add no loss and no gradient and the mean is over the rest",
           "[ops]") {
   CpuOps ops;
   const int N = 9, C = 10, Vp = 24, Vr = 19;
