@@ -32,14 +32,17 @@ def main():
     task = r["task"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     trained_len = None
-    for k in r["kinds"]:
+    # tab20: eleven kinds and more without two curves of one colour (the default cycle has 10)
+    colours = plt.cm.tab20.colors
+    for i, k in enumerate(r["kinds"]):
         evals = k["evals"]
         trained_len = min(e["length"] for e in evals)
         for ax, rope in zip(axes, ("trained", "ntk")):
             # 1x is the same model under both: it starts both curves
             pts = sorted((e["length"], 100.0 * e[key]) for e in evals
                          if e["rope"] == rope or e["multiple"] == 1)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=k["label"])
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=k["label"],
+                    color=colours[(2 * i) % 20 + (2 * i) // 20])
         line = " ".join(f'{e["length"]}{"n" if e["rope"] == "ntk" else ""}:{100 * e[key]:.0f}%'
                         for e in evals)
         print(f'{k["kind"]:14s} {line}')
