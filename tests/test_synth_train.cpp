@@ -4,6 +4,7 @@
 // writes its accuracy at every length, with and without NTK-aware RoPE.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "backend/cpu/cpu_ops.h"
@@ -79,6 +80,37 @@ TEST_CASE("synthetic training: the step's loss and gradient are means over its a
   CHECK(trainer.evaluate() == Approx(vsum / double(vcount)).epsilon(1e-12));
 }
 
+TEST_CASE("synthetic training: a resume continues the task's stream bit for bit",
+          "[training][synthetic]") {
+  TempDir a, b;
+  const Config cfg = synth_config({"train.max_steps=4"});
+  std::vector<float> straight;
+  double straight_loss = 0;
+  {
+    TrainOptions to;
+    to.out_dir = a.path;
+    Trainer t(cfg, to);
+    for (int i = 0; i < 4; ++i) straight_loss = t.train_step().loss;
+    straight = t.model().params_to_host();
+  }
+  {
+    TrainOptions to;
+    to.out_dir = b.path;
+    to.max_steps_override = 2;
+    Trainer t(cfg, to);
+    REQUIRE(t.run() == 0);  // the final checkpoint at step 2 holds the loader's position
+  }
+  TrainOptions to;
+  to.out_dir = b.path;
+  to.resume = "auto";
+  Trainer t(cfg, to);
+  REQUIRE(t.step() == 2);
+  double resumed_loss = 0;
+  for (int i = 0; i < 2; ++i) resumed_loss = t.train_step().loss;
+  CHECK(resumed_loss == straight_loss);
+  CHECK(t.model().params_to_host() == straight);  // the same batches: every parameter, bit for bit
+}
+
 TEST_CASE("synthetic training: two ranks x B train like one rank x 2B", "[dist][mpi]") {
   if (!dist_test::have_mpirun()) TDA_SKIP("mpirun not found (apt-get install openmpi-bin)");
   TempDir one, two;
@@ -123,6 +155,15 @@ TEST_CASE("tda synth: trains the kinds it is given and scores them at every leng
       CHECK(x.at("accuracy").get<double>() <= 1.0);
     }
     CHECK(k.at("steps") == 2);
+  }
+  // The plotting script reads it (where the venv's Python with matplotlib is).
+  const std::string py = source_dir() + "/.venv/bin/python";
+  if (std::filesystem::exists(py)) {
+    CHECK(run_command(py + " " + source_dir() + "/scripts/plot_synth.py " + dir.path +
+                          "/results.json -o " + dir.path + "/acc.png",
+                      &out) == 0);
+    CHECK(std::filesystem::exists(dir.path + "/acc.png"));
+    CHECK(out.find("softmax") != std::string::npos);
   }
   // A kind that is not registered, and a config without a task, are one-line errors.
   CHECK(run_tda(common + " --kinds softmax,nope", &out) != 0);
