@@ -3,6 +3,7 @@
 //   logits = x W^T                                   (tda::cuda::gemm, fp32 out)
 //   m = max_{v<V_real} l_v;  S = sum_{v<V_real} exp(l_v - m);  loss = m + log S - l_target
 //   dlogits_v = grad_scale (exp(l_v - m)/S - [v == target]),  0 for padded v >= V_real
+//   target kIgnoreTarget (backend/ops.h): loss 0 and dlogits 0 on the row
 //   dx = dlogits W;  dW += dlogits^T x                (tda::cuda::gemm, fp32 accumulation)
 // One block per row, two passes over it (llm.c's fused classifier): the first finds m and S at
 // once, each thread keeping a running max and a sum rescaled when the max moves (online
@@ -28,7 +29,19 @@ __global__ void softmax_xent_kernel(float* logits, __nv_bfloat16* dlogits_bf16, 
   __shared__ float smem[32];
   float* l = logits + size_t(blockIdx.x) * V_padded;
   const int tgt = targets[blockIdx.x];
-  const float target_logit = l[tgt];  // read before any thread overwrites the row
+  __nv_bfloat16* lb = dlogits_bf16 ? dlogits_bf16 + size_t(blockIdx.x) * V_padded : nullptr;
+  if (tgt == kIgnoreTarget) {  // a target that does not count (the whole block branches alike)
+    if (threadIdx.x == 0) losses[blockIdx.x] = 0.0f;
+    if (!grad) return;
+    for (int v = threadIdx.x; v < V_padded; v += blockDim.x) {
+      if (lb)
+        lb[v] = __float2bfloat16(0.0f);
+      else
+        l[v] = 0.0f;
+    }
+    return;
+  }
+  const float target_logit = l[tgt];   // read before any thread overwrites the row
   float tmx = -INFINITY, tsum = 0.0f;  // this thread's running max and sum of exp(l - tmx)
   for (int v = threadIdx.x; v < V_real; v += blockDim.x) {
     const float x = l[v];
@@ -46,7 +59,6 @@ __global__ void softmax_xent_kernel(float* logits, __nv_bfloat16* dlogits_bf16, 
   if (threadIdx.x == 0) losses[blockIdx.x] = mx + logf(sum) - target_logit;
   if (!grad) return;
   const float k = grad_scale / sum;
-  __nv_bfloat16* lb = dlogits_bf16 ? dlogits_bf16 + size_t(blockIdx.x) * V_padded : nullptr;
   for (int v = threadIdx.x; v < V_padded; v += blockDim.x) {
     float g = v < V_real ? expf(l[v] - mx) * k : 0.0f;
     if (v == tgt) g -= grad_scale;

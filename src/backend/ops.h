@@ -13,6 +13,11 @@ namespace tda {
 class Bf16Matmuls;  // backend/mixed_precision.h
 class Device;       // backend/device.h
 
+// A target that does not count (lm_head_loss): its loss is 0 and its row gets no gradient, as
+// PyTorch's cross_entropy(ignore_index=...). The synthetic tasks (data/synthetic.h) score only
+// their query positions with it; the caller divides by the targets that count.
+constexpr int32_t kIgnoreTarget = -1;
+
 // Arguments of the streaming attention kernels. One struct for all mechanisms; each mechanism
 // sets the fields it uses (src/attention/policies.h holds the per-mechanism math). Tensors are
 // (B, H, T, D) contiguous unless qk_bh_stride says otherwise. Per-row statistics `stats` are

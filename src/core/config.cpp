@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/synthetic.h"
 
 namespace tda {
 
@@ -73,7 +74,9 @@ const json& config_defaults() {
               "rope_theta": 10000.0, "rope_ntk_factor": 1.0, "norm_eps": 1e-5},
     "attention": {"kind": "softmax", "impl": "auto"},
     "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
-             "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true},
+             "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true,
+             "synthetic": {"task": "", "vocab": 256, "pairs": 8, "queries": 0,
+                           "distractors": 0}},
     "train": {"total_batch_tokens": 524288, "micro_batch": 16, "max_steps": 19073,
               "val_every": 250, "val_batches": 20, "checkpoint_every": 5000,
               "keep_checkpoints": 3, "sample_every": 0, "sample_tokens": 64,
@@ -240,6 +243,10 @@ Config config_from_json(const json& user, const std::string& origin) {
   c.data.train = get<std::string>(r, "data", "train");
   c.data.val = get<std::string>(r, "data", "val");
   c.data.shuffle = get<bool>(r, "data", "shuffle");
+  const json& syn = r["data"]["synthetic"];
+  c.data.synthetic = {syn["task"].get<std::string>(), syn["vocab"].get<int>(),
+                      syn["pairs"].get<int>(), syn["queries"].get<int>(),
+                      syn["distractors"].get<int>()};
   auto& t = c.train;
   t.total_batch_tokens = get<long>(r, "train", "total_batch_tokens");
   t.micro_batch = get<int>(r, "train", "micro_batch");
@@ -379,6 +386,9 @@ Config config_from_json(const json& user, const std::string& origin) {
             origin + ": train.device must be \"cpu\" or \"cuda\", got \"" + t.device + "\"");
   TDA_CHECK(c.dist.zero_stage == 0 || c.dist.zero_stage == 1,
             origin + ": dist.zero_stage must be 0 or 1");
+  const std::string synthetic =
+      synthetic_config_problem(c.data.synthetic, m.seq_len, m.real_vocab_size);
+  TDA_CHECK(synthetic.empty(), origin + ": " + synthetic);
   return c;
 }
 

@@ -65,9 +65,16 @@ struct AttentionConfig {
   }
 };
 
+// data.synthetic: a retrieval task generated on the fly instead of shards (data/synthetic.h).
+struct SyntheticConfig {
+  std::string task;  // "" (read the shards), "mqar", "mqar_noisy", "needles"
+  int vocab, pairs, queries, distractors;
+};
+
 struct DataConfig {
   std::string train, val;
   bool shuffle;
+  SyntheticConfig synthetic;
 };
 
 struct TrainConfig {

@@ -7,8 +7,21 @@
 #include "core/fs.h"
 #include "core/rng.h"
 #include "data/shard.h"
+#include "data/synthetic.h"
 
 namespace tda {
+
+std::unique_ptr<BatchSource> make_batch_source(const Config& cfg, bool val, int rank, int world) {
+  const auto& t = cfg.train;
+  const auto& m = cfg.model;
+  if (!cfg.data.synthetic.task.empty())
+    return std::make_unique<SyntheticLoader>(cfg.data.synthetic,
+                                             val ? SyntheticSplit::kVal : SyntheticSplit::kTrain,
+                                             t.micro_batch, m.seq_len, t.seed, rank, world);
+  return std::make_unique<DataLoader>(val ? cfg.data.val : cfg.data.train, t.micro_batch, m.seq_len,
+                                      m.real_vocab_size, !val && cfg.data.shuffle, t.seed, rank,
+                                      world);
+}
 
 DataLoader::DataLoader(const std::string& pattern, int B, int T, int vocab_size, bool shuffle,
                        uint64_t seed, int rank, int world)

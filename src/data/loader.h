@@ -11,8 +11,11 @@
 // The position (epoch, shard, sample cursor) is all a checkpoint needs to resume exactly.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/config.h"
 
 namespace tda {
 
@@ -20,17 +23,36 @@ struct LoaderPosition {
   int64_t epoch = 0, shard = 0, cursor = 0;  // cursor counts samples consumed in this shard
 };
 
-class DataLoader {
+// Where the trainer's micro-batches come from: token shards (DataLoader) or a synthetic task
+// generated from a seed (SyntheticLoader, data/synthetic.h).
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // Fills inputs/targets (B*T each) with the next micro-batch of this rank.
+  virtual void next(int32_t* inputs, int32_t* targets) = 0;
+  virtual void reset() = 0;  // back to the first sample (validation restarts every evaluation)
+  virtual LoaderPosition position() const = 0;
+  virtual void set_position(const LoaderPosition& p) = 0;
+  virtual const std::vector<std::string>& files() const = 0;  // shards read (none: synthetic)
+  // Whether targets may be kIgnoreTarget (backend/ops.h): the trainer then counts the ones that
+  // do count over each step's micro-batches and ranks, for the mean.
+  virtual bool ignores_targets() const { return false; }
+};
+
+// The trainer's source of the config's training (val false) or validation data for `rank` of
+// `world`: data.synthetic.task when set, else the shards of data.train / data.val.
+std::unique_ptr<BatchSource> make_batch_source(const Config& cfg, bool val, int rank, int world);
+
+class DataLoader : public BatchSource {
  public:
   DataLoader(const std::string& pattern, int B, int T, int vocab_size, bool shuffle, uint64_t seed,
              int rank = 0, int world = 1);
-  // Fills inputs/targets (B*T each) with the next micro-batch of this rank.
-  void next(int32_t* inputs, int32_t* targets);
-  void reset();  // back to the first sample (validation restarts every evaluation)
-  LoaderPosition position() const { return pos_; }
-  void set_position(const LoaderPosition& p);
+  void next(int32_t* inputs, int32_t* targets) override;
+  void reset() override;
+  LoaderPosition position() const override { return pos_; }
+  void set_position(const LoaderPosition& p) override;
   int64_t samples_per_epoch() const;
-  const std::vector<std::string>& files() const { return files_; }
+  const std::vector<std::string>& files() const override { return files_; }
 
  private:
   void order_shards();  // shard_order_ for pos_.epoch

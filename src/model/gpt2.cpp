@@ -249,10 +249,12 @@ GPT2::Acts GPT2::acts(int l) const {
               fcg_ + Lgelu * stored_floats(4 * NC)};
 }
 
-void GPT2::check_tokens(const int32_t* tokens, int limit, const char* what) const {
+void GPT2::check_tokens(const int32_t* tokens, int limit, const char* what,
+                        bool allow_ignore) const {
   for (int n = 0; n < B_ * T_; ++n)
-    TDA_CHECK(tokens[n] >= 0 && tokens[n] < limit, std::string("model: ") + what + " token " +
-                                                       std::to_string(tokens[n]) + " out of range");
+    TDA_CHECK(
+        (tokens[n] >= 0 && tokens[n] < limit) || (allow_ignore && tokens[n] == kIgnoreTarget),
+        std::string("model: ") + what + " token " + std::to_string(tokens[n]) + " out of range");
 }
 
 namespace {
@@ -342,7 +344,7 @@ double GPT2::forward(const int32_t* inputs, const int32_t* targets, bool train, 
   TDA_CHECK(B_ > 0, "model: set_batch() before forward()");
   const int N = B_ * T_, C = m_.d_model;
   check_tokens(inputs, m_.vocab_size, "input");
-  check_tokens(targets, m_.real_vocab_size, "target");
+  check_tokens(targets, m_.real_vocab_size, "target", /*allow_ignore=*/true);
   // Inputs, targets and (training) the embedding backward's plan go up together: the one
   // host-to-device transfer of a micro-step.
   int32_t* host = tokens_host_.data();
@@ -362,7 +364,9 @@ double GPT2::forward(const int32_t* inputs, const int32_t* targets, bool train, 
   ops_.download(losses_host_.data(), losses_, size_t(N) * sizeof(float));
   double sum = 0.0;
   for (int n = 0; n < N; ++n) sum += losses_host_[size_t(n)];
-  return sum / N;
+  counted_ = N - std::count(targets, targets + N, kIgnoreTarget);
+  loss_sum_ = sum;
+  return counted_ > 0 ? sum / double(counted_) : 0.0;
 }
 
 void GPT2::forward_logits(const int32_t* inputs, int T, float* logits) {
@@ -373,6 +377,21 @@ void GPT2::forward_logits(const int32_t* inputs, int T, float* logits) {
   ops_.lm_head_logits(logits_, lnf_out_ + size_t(T - 1) * m_.d_model, params_.data() + lm_head_,
                       m_.d_model, m_.vocab_size);
   ops_.download(logits, logits_, size_t(m_.vocab_size) * sizeof(float));
+}
+
+void GPT2::logits_at(const int32_t* inputs, const std::vector<int>& rows, float* logits) {
+  TDA_CHECK(B_ > 0, "model: set_batch() before logits_at()");
+  const int N = B_ * T_, V = m_.vocab_size;
+  check_tokens(inputs, V, "input");
+  tokens_.upload(inputs, size_t(N));
+  forward_trunk();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    TDA_CHECK(rows[i] >= 0 && rows[i] < N, "model: logits_at row " + std::to_string(rows[i]) +
+                                               " outside the batch of " + std::to_string(N));
+    ops_.lm_head_logits(logits_, lnf_out_ + size_t(rows[i]) * m_.d_model, params_.data() + lm_head_,
+                        m_.d_model, V);
+    ops_.download(logits + i * size_t(V), logits_, size_t(V) * sizeof(float));
+  }
 }
 
 void GPT2::backward() {

@@ -82,16 +82,24 @@ class GPT2 {
   // flat_size() of a model of this config, without building one.
   static size_t flat_floats(const ModelConfig& m, const AttentionConfig& a);
 
-  // Mean loss over the B*T targets. With `train`, also computes the LM head's gradients with
-  // d(loss)/d(logit) scaled by grad_scale (so micro-batches accumulate to a mean), leaving the
-  // rest of the backward to backward().
+  // Mean loss over the B*T targets that count (kIgnoreTarget, backend/ops.h, does not; 0 when
+  // none counts). With `train`, also computes the LM head's gradients with d(loss)/d(logit)
+  // scaled by grad_scale (so micro-batches accumulate to a mean), leaving the rest of the
+  // backward to backward().
   double forward(const int32_t* inputs, const int32_t* targets, bool train, float grad_scale);
+  // The last forward()'s loss summed over its counted targets, and their number: a mean over
+  // several micro-batches or ranks is the sum of the sums over the sum of the counts.
+  double loss_sum() const { return loss_sum_; }
+  long counted_targets() const { return counted_; }
   void backward();
   // Per-token cross-entropy (B*T, natural log) of the last forward() with targets; row b*T + t
   // is -log p(targets[b,t] | inputs[b, 0..t]). Host memory (downloaded by forward()).
   const float* token_losses() const { return losses_host_.data(); }
   // Host logits (V_padded) at the last of T positions of `inputs` (host, T tokens).
   void forward_logits(const int32_t* inputs, int T, float* logits);
+  // Host logits (V_padded each) at the given rows (b*T + t) of a batch of the set_batch shape,
+  // from one forward over `inputs` (host, B*T tokens): the answers of a whole batch at once.
+  void logits_at(const int32_t* inputs, const std::vector<int>& rows, float* logits);
 
   void zero_grad();
   // The flat parameter / gradient buffers in the backend's memory (device pointers on CUDA),
@@ -141,7 +149,8 @@ class GPT2 {
     float *x, *ln1, *rstd1, *proj, *attn, *y, *atty, *xmid, *ln2, *rstd2, *fc, *fcg;
   };
   Acts acts(int l) const;
-  void check_tokens(const int32_t* tokens, int limit, const char* what) const;
+  void check_tokens(const int32_t* tokens, int limit, const char* what,
+                    bool allow_ignore = false) const;
   void forward_trunk();  // from the inputs in tokens_
   // Block l (pre-norm: x + attention(RMSNorm x), then + MLP(RMSNorm .)) on `rows` token rows,
   // a.x -> xout (which may be a.x). a.proj and a.y span the attention's ctx.T rows, this
@@ -202,6 +211,8 @@ class GPT2 {
   int recompute_ = 0;  // train.recompute: 1 one GELU buffer for all layers, 2 also one per norm
   float* dres16_ = nullptr;  // dtype bf16: dres_ in bf16 elements (residual_norm_backward)
   std::vector<float> losses_host_;
+  double loss_sum_ = 0.0;  // of the last forward() (loss_sum())
+  long counted_ = 0;
 };
 
 }  // namespace tda

@@ -162,14 +162,10 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   const size_t P = model_->flat_size();
   optimizer_ = make_data_parallel_optimizer(make_optimizer(cfg_.optim), *model_, *ops_, *comm_,
                                             cfg_.optim, cfg_.dist);
-  inputs_.resize(size_t(t.micro_batch) * m.seq_len);
+  inputs_.resize(size_t(accum_) * t.micro_batch * m.seq_len);  // a step's micro-batches
   targets_.resize(inputs_.size());
-  train_loader_ =
-      std::make_unique<DataLoader>(cfg_.data.train, t.micro_batch, m.seq_len, m.real_vocab_size,
-                                   cfg_.data.shuffle, t.seed, comm_->rank(), comm_->world());
-  val_loader_ =
-      std::make_unique<DataLoader>(cfg_.data.val, t.micro_batch, m.seq_len, m.real_vocab_size,
-                                   false, t.seed, comm_->rank(), comm_->world());
+  train_loader_ = make_batch_source(cfg_, /*val=*/false, comm_->rank(), comm_->world());
+  val_loader_ = make_batch_source(cfg_, /*val=*/true, comm_->rank(), comm_->world());
   state_.config = cfg_.raw;
   step_report_ = std::make_unique<StepReport>(cfg_, model_->train_flops_per_token(m.seq_len), *ops_,
                                               comm_->world());
@@ -286,7 +282,7 @@ void Trainer::check_data() {
   auto last = t0;
   bool said = false;
   for (const auto& [what, loader] :
-       {std::pair<const char*, DataLoader*>{"data.train", train_loader_.get()},
+       {std::pair<const char*, BatchSource*>{"data.train", train_loader_.get()},
         {"data.val", val_loader_.get()}}) {
     check_shards(loader->files(), vocab, [&](uint64_t done, uint64_t total) {
       const auto now = std::chrono::steady_clock::now();
@@ -362,21 +358,34 @@ bool Trainer::run_step(StepMetrics* out, bool interruptible) {
   phase("zero_grad");
   if (!grads_zero_) model_->zero_grad();
   grads_zero_ = false;  // from here on the step accumulates into them
+  // The step's loss is the mean over the targets that count on every rank: the LM head's
+  // gradient scale needs their number before the first forward, so the step's micro-batches are
+  // read first. Shards count every target; a synthetic task only its query positions.
+  phase("data");
+  for (int micro = 0; micro < accum_; ++micro)
+    train_loader_->next(inputs_.data() + size_t(micro) * N, targets_.data() + size_t(micro) * N);
+  double counted = double(N) * accum_ * comm_->world();
+  if (train_loader_->ignores_targets()) {
+    counted = comm_->all_reduce_sum(double(
+        inputs_.size() - size_t(std::count(targets_.begin(), targets_.end(), kIgnoreTarget))));
+    TDA_CHECK(counted > 0, "data: step " + std::to_string(state_.step) +
+                               " has no target that counts (every target is ignored)");
+  }
   double loss = 0.0;
-  const float grad_scale = 1.0f / float(N * accum_ * comm_->world());
+  const float grad_scale = float(1.0 / counted);
   for (int micro = 0; micro < accum_; ++micro) {
     // A 162M step on the CPU is minutes of micro-batches: a stop must not wait for all of them.
     // Nothing is updated before the optimizer, so dropping the step loses only its work.
     if (interruptible && stop_requested()) return false;
-    phase("data");
-    train_loader_->next(inputs_.data(), targets_.data());
+    const size_t at = size_t(micro) * N;
     phase("forward");
-    loss += model_->forward(inputs_.data(), targets_.data(), true, grad_scale);
+    model_->forward(inputs_.data() + at, targets_.data() + at, true, grad_scale);
+    loss += model_->loss_sum();
     phase("backward");
     model_->backward();
   }
   phase("optimizer");
-  loss = comm_->all_reduce_sum(loss / accum_) / comm_->world();
+  loss = comm_->all_reduce_sum(loss) / counted;
   TDA_CHECK(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) +
                                      " at step " + std::to_string(state_.step) +
                                      "; checkpoints written before this step are intact");
@@ -410,13 +419,16 @@ bool Trainer::run_evaluate(double* out, bool interruptible) {
   // the previous step's value, or 0 right after a resume.
   model_->set_step(state_.step);
   val_loader_->reset();
-  double sum = 0.0;
+  double sum = 0.0, counted = 0.0;  // over the targets that count, as the training loss
   for (int i = 0; i < t.val_batches; ++i) {
     if (interruptible && stop_requested()) return false;
     val_loader_->next(inputs_.data(), targets_.data());
-    sum += model_->forward(inputs_.data(), targets_.data(), false, 0.f);
+    model_->forward(inputs_.data(), targets_.data(), false, 0.f);
+    sum += model_->loss_sum();
+    counted += double(model_->counted_targets());
   }
-  *out = comm_->all_reduce_sum(sum / t.val_batches) / comm_->world();
+  counted = comm_->all_reduce_sum(counted);
+  *out = counted > 0 ? comm_->all_reduce_sum(sum) / counted : 0.0;
   return true;
 }
 

@@ -114,7 +114,7 @@ class Trainer {
   std::unique_ptr<Communicator> own_comm_;
   Communicator* comm_;
   std::unique_ptr<GPT2> model_;
-  std::unique_ptr<DataLoader> train_loader_, val_loader_;
+  std::unique_ptr<BatchSource> train_loader_, val_loader_;  // shards or a synthetic task
   // AdamW, its state in the backend's memory, replicated or sharded (ZeRO-1): optimizer.h.
   std::unique_ptr<DataParallelOptimizer> optimizer_;
   std::vector<int32_t> inputs_, targets_;

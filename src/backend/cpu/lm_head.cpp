@@ -1,9 +1,11 @@
 // Fused LM head + cross-entropy, chunked over rows so no (N, V) logits buffer exists.
 //   logits = x W^T;  p = softmax(logits[:V_real]);  loss_n = logsumexp - logits[target]
 //   dlogits = grad_scale * (p - onehot(target)), 0 on padded columns
+//   a target kIgnoreTarget: loss 0 and dlogits 0 on its row (ops.h)
 //   dx = dlogits W;  dW += dlogits^T x
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -35,10 +37,15 @@ void CpuOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, c
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; ++r) {
       float* l = buf + size_t(r) * V_padded;
+      const int tgt = targets[n0 + r];
+      if (tgt == kIgnoreTarget) {  // a target that does not count: no loss, no gradient
+        losses[n0 + r] = 0.0f;
+        if (dx) std::fill(l, l + V_padded, 0.0f);
+        continue;
+      }
       float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
       for (int v = 0; v < V_real; ++v) mx = l[v] > mx ? l[v] : mx;
-      const int tgt = targets[n0 + r];
       const float target_logit = l[tgt];
       // One exponential per logit, kept in place for the gradient.
       float sum = 0.f;
