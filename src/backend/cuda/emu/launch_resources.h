@@ -168,7 +168,7 @@ inline constexpr KernelResourceRow kLaunchResources[] = {
     {"tda::cuda::(anonymous namespace)::sigmoid_gate_backward_grouped_kernel", 40, 0, 40, 0, 1024},
     {"tda::cuda::(anonymous namespace)::sigmoid_gate_backward_kernel", 24, 0, 27, 0, 1024},
     {"tda::cuda::(anonymous namespace)::sigmoid_gate_forward_kernel", 24, 0, 28, 0, 1024},
-    {"tda::cuda::(anonymous namespace)::softmax_xent_kernel", 21, 128, 22, 128, 1024},
+    {"tda::cuda::(anonymous namespace)::softmax_xent_kernel", 24, 128, 25, 128, 1024},
     {"tda::cuda::(anonymous namespace)::sum_partials_kernel", 18, 256, 18, 256, 1024},
     {"tda::cuda::(anonymous namespace)::sum_squares_partial_kernel", 20, 256, 18, 256, 1024},
     {"tda::cuda::(anonymous namespace)::threshold_tau_kernel", 30, 0, 32, 0, 1024},
