@@ -168,6 +168,10 @@ TEST_CASE("tda synth: trains the kinds it is given and scores them at every leng
   // A kind that is not registered, and a config without a task, are one-line errors.
   CHECK(run_tda(common + " --kinds softmax,nope", &out) != 0);
   CHECK(out.find("'nope', which is not a registered kind") != std::string::npos);
+  CHECK(run_tda("synth --config " + source_dir() + "/configs/synth/mqar.json --out " + dir.path +
+                    "/bad --multiples 1,,2",
+                &out) != 0);
+  CHECK(out.find("synth: --multiples item '' is not a positive integer") != std::string::npos);
   CHECK(run_tda("synth --config " + source_dir() + "/configs/tiny/softmax.json", &out) != 0);
   CHECK(out.find("sets no data.synthetic.task") != std::string::npos);
 }

@@ -27,26 +27,6 @@
 namespace tda {
 namespace {
 
-std::vector<int> parse_lengths(const std::string& s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    int x = 0;
-    try {
-      x = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TDA_CHECK(used == item.size() && !item.empty() && x > 0,
-              "eval passkey: --lengths item '" + item + "' is not a positive integer");
-    v.push_back(x);
-  }
-  TDA_CHECK(!v.empty(), "eval passkey: --lengths is empty");
-  return v;
-}
-
 int cmd_eval_passkey(int argc, char** argv) {
   cxxopts::Options opts(argv[0],
                         "Passkey retrieval (the paper's appendix prompt, greedy decoding)");
@@ -70,7 +50,7 @@ int cmd_eval_passkey(int argc, char** argv) {
     return r.count("help") ? 0 : 2;
   }
   PasskeyOptions o;
-  o.lengths = parse_lengths(r["lengths"].as<std::string>());
+  o.lengths = parse_positive_ints(r["lengths"].as<std::string>(), "eval passkey: --lengths");
   o.trials = r["trials"].as<int>();
   o.needles = r["needles"].as<int>();
   o.seed = r["seed"].as<uint64_t>();

@@ -27,24 +27,6 @@
 namespace tda {
 namespace {
 
-std::vector<int> parse_multiples(const std::string& s) {
-  std::vector<int> v;
-  for (const auto& item : split_list(s)) {
-    size_t used = 0;
-    int x = 0;
-    try {
-      x = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TDA_CHECK(used == item.size() && x >= 1,
-              "synth: --multiples item '" + item + "' is not a positive integer");
-    v.push_back(x);
-  }
-  TDA_CHECK(!v.empty(), "synth: --multiples is empty");
-  return v;
-}
-
 std::vector<std::string> pick_kinds(const std::string& flag) {
   std::vector<std::string> all;
   for (const auto& [name, kind] : attention_registry()) all.push_back(name);
@@ -78,7 +60,8 @@ int cmd_synth(int argc, char** argv) {
   if (!parse_config_command(opts, argc, argv, &r, &code)) return code;
   const std::string config_path = r["config"].as<std::string>();
   const std::vector<std::string> sets = set_flags(r);
-  const std::vector<int> multiples = parse_multiples(r["multiples"].as<std::string>());
+  const std::vector<int> multiples =
+      parse_positive_ints(r["multiples"].as<std::string>(), "synth: --multiples");
   const std::vector<std::string> kinds = pick_kinds(r["kinds"].as<std::string>());
   const int sequences = r["sequences"].as<int>();
   TDA_CHECK(sequences >= 1, "synth: --sequences must be >= 1, got " + std::to_string(sequences));
