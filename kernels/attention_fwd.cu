@@ -28,13 +28,14 @@ namespace tda::cuda {
 namespace {
 using namespace fa;
 
-template <class P, bool kTwo, int kDk, int kDv, bool kCount>
+template <class P, bool kTwo, int kDk, int kDv, bool kCount, int kRT>
 __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf16Operands in) {
-  constexpr int LD = ld<kDk>(), kN = kDv / 8;
+  static_assert(kRT == 1 || (kRT == 2 && !kTwo && !kCount), "32-row warps: one view, no counts");
+  constexpr int LD = ld<kDk>(), kN = kDv / 8, kBM = kTile * kRT;
   constexpr bool kTwoAcc = kTwo && P::kNormalized;  // diff softmax: one accumulator per view
   TDA_DYNAMIC_SHARED(uint16_t, smem);
-  uint16_t* sq = smem;
-  uint16_t* sk = sq + tile_elems<kDk>();
+  uint16_t* sq = smem;  // kBM rows
+  uint16_t* sk = sq + kRT * tile_elems<kDk>();
   uint16_t* sq2 = sk + tile_elems<kDk>();  // two views only
   uint16_t* sk2 = sq2 + (kTwo ? tile_elems<kDk>() : 0);
   uint16_t* sv = sk2 + (kTwo ? tile_elems<kDk>() : 0);
@@ -42,8 +43,8 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
   const int T = a.T, Dv = a.Dv;
   size_t bh;
   if (!block_bh(a, &bh)) return;  // past B*H: the rounding of a (y, z)-split grid
-  const int i0 = int(blockIdx.x) * kTile, i1 = min(T, i0 + kTile), qs = a.q_start;
-  if (i0 + kTile <=
+  const int i0 = int(blockIdx.x) * kBM, i1 = min(T, i0 + kBM), qs = a.q_start;
+  if (i0 + kBM <=
       qs) {  // KV-cache decoding: a block of rows below q_start is not computed (output 0)
     for (int x = threadIdx.x; x < (i1 - i0) * Dv; x += kThreads) {
       a.out[(bh * T + i0) * Dv + x] = 0.f;
@@ -56,41 +57,56 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
   // is for all of this thread's copies, and the barrier after it for everyone's, which is also
   // what frees the other operand's buffer for its refill.
   const size_t bqk = bh * size_t(T) * kDk, bv = bh * size_t(T) * kDv;
-  // K is copied with no row test (kAnyRow): only the diagonal tile reaches past T, and there every
+  // K is copied with no row test (kAnyRow): only the diagonal tiles reach past T, and there every
   // key past T is masked (ok() below), its score neither in a max nor weighed. V keeps the test on
-  // the diagonal tile: a weight of 0 times an unfilled row could be 0 x NaN.
+  // the diagonal tiles: a weight of 0 times an unfilled row could be 0 x NaN.
   auto load_k = [&](int j0) {
     load_tile_async<kDk, true>(sk, in.k + bqk, j0, T);
     if (kTwo) load_tile_async<kDk, true>(sk2, in.k2 + bqk, j0, T);
     cp_async_commit();
   };
   load_tile_async<kDk>(sq, in.q + bqk, i0, T);
+  if constexpr (kRT == 2) {
+    // Rows i0 + 64 ... of a block whose second half starts past T are zero-filled at the first
+    // half's addresses: they stay inside the operand buffer's tile of padding.
+    const bool half2 = i0 + kTile < T;
+    load_tile_async<kDk>(sq + tile_elems<kDk>(), in.q + bqk, half2 ? i0 + kTile : i0,
+                         half2 ? T : 0);
+  }
   if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T);
   load_k(0);  // one group: Q (Q2) and the first K (K2)
 
-  int row[2];  // this lane's two query rows (accumulator rows g and g + 8)
-  float tau[2];
-  typename P::Row st1[2], st2[2];
+  // This lane's query rows: per row tile rt (16 rows of the warp's 16 kRT), accumulator rows g
+  // and g + 8.
+  int row[kRT][2];
+  float tau[kRT][2];
+  typename P::Row st1[kRT][2], st2[kRT][2];
   TDA_UNROLL
+  for (int rt = 0; rt < kRT; ++rt) TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
-    row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
-    const bool in = row[h] < T;
+    row[rt][h] = i0 + 16 * (kRT * warp + rt) + (lane >> 2) + 8 * h;
+    const bool in = row[rt][h] < T;
     float st;
-    row_tau_stat<P, kTwo>(a, bh * T + (in ? row[h] : 0), row[h], in, &tau[h], &st);
-    if constexpr (P::kStatTau) st1[h].norm = st;  // entmax: norm_i from the pre-pass
+    row_tau_stat<P, kTwo>(a, bh * T + (in ? row[rt][h] : 0), row[rt][h], in, &tau[rt][h], &st);
+    if constexpr (P::kStatTau) st1[rt][h].norm = st;  // entmax: norm_i from the pre-pass
   }
-  float acc1[kN][4], acc2[kTwoAcc ? kN : 1][4], surv[3][2] = {};
+  float acc1[kRT][kN][4], acc2[kTwoAcc ? kN : 1][4], surv[3][2] = {};
   TDA_UNROLL
+  for (int rt = 0; rt < kRT; ++rt) TDA_UNROLL
   for (int n = 0; n < kN; ++n) TDA_UNROLL
-  for (int c = 0; c < 4; ++c) acc1[n][c] = acc2[kTwoAcc ? n : 0][c] = 0.f;
+  for (int c = 0; c < 4; ++c) acc1[rt][n][c] = acc2[kTwoAcc ? n : 0][c] = 0.f;
   long long n_total = 0, n_skipped = 0;
 
-  // valid(i, j) = j <= i, i in [q_start, T). Only the diagonal tile (j0 = i0, the last) tests
-  // j <= i: the tiles before it, FlashAttention-2's steady-state loop, weigh every score, the rows
-  // past T or below q_start included (their scores are finite and their results never written),
-  // and test only the row, for the tile skip. A valid row's arithmetic is the same as with the
-  // test.
-  const bool row_ok[2] = {row[0] < T && row[0] >= qs, row[1] < T && row[1] >= qs};
+  // valid(i, j) = j <= i, i in [q_start, T). Only the diagonal tiles (j0 >= i0, the last one or
+  // two) test j <= i: the tiles before them, FlashAttention-2's steady-state loop, weigh every
+  // score, the rows past T or below q_start included (their scores are finite and their results
+  // never written), and test only the row, for the tile skip. A valid row's arithmetic is the
+  // same as with the test. With kRT = 2 the second diagonal tile is wholly masked for warps 0
+  // and 1: their weights there are 0 and their online max does not move.
+  bool row_ok[kRT][2];
+  TDA_UNROLL
+  for (int rt = 0; rt < kRT; ++rt) TDA_UNROLL
+  for (int h = 0; h < 2; ++h) row_ok[rt][h] = row[rt][h] < T && row[rt][h] >= qs;
   auto tile = [&](const int j0, auto diagonal) {
     constexpr bool kDiag = decltype(diagonal)::value;
     const bool more = j0 + kTile < i1;
@@ -100,8 +116,8 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
     cp_async_commit();
     // recomputed where needed (an 8x4 predicate array costs registers the two-accumulator kinds
     // do not have)
-    auto ok = [&](int nt, int c) {
-      return !kDiag || (j0 + acc_col(lane, nt, c) <= row[c >> 1] && row_ok[c >> 1]);
+    auto ok = [&](int rt, int nt, int c) {
+      return !kDiag || (j0 + acc_col(lane, nt, c) <= row[rt][c >> 1] && row_ok[rt][c >> 1]);
     };
     ++n_total;
     if constexpr (kTwoAcc) {
@@ -112,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
       unsigned nz1 = 0;
       TDA_UNROLL
       for (int view = 0; view < 2; ++view) {
-        typename P::Row(&st)[2] = view == 0 ? st1 : st2;  // view is a constant once unrolled
+        typename P::Row(&st)[2] = view == 0 ? st1[0] : st2[0];  // a constant once unrolled
         mma_rows<kDk, 8, true>(sc, (view == 0 ? sq : sq2) + 16 * warp * LD, view == 0 ? sk : sk2,
                                lane, a.Dqk);
         TDA_UNROLL
@@ -122,13 +138,13 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
           for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
           for (int c = 2 * h; c < 2 * h + 2; ++c) {
             sc[nt][c] *= a.score_scale;
-            if (ok(nt, c)) mx = fmaxf(mx, sc[nt][c]);
+            if (ok(0, nt, c)) mx = fmaxf(mx, sc[nt][c]);
           }
           const float f = P::rebase(st[h], quad_max(mx));
           TDA_UNROLL
           for (int n = 0; n < kN; ++n) {
             if (view == 0)
-              acc1[n][2 * h] *= f, acc1[n][2 * h + 1] *= f;
+              acc1[0][n][2 * h] *= f, acc1[0][n][2 * h + 1] *= f;
             else
               acc2[n][2 * h] *= f, acc2[n][2 * h + 1] *= f;
           }
@@ -137,11 +153,11 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
         for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
         for (int c = 0; c < 4; ++c) {
           const int h = c >> 1;
-          if (!ok(nt, c)) {
+          if (!ok(0, nt, c)) {
             sc[nt][c] = 0.f;
             continue;
           }
-          const float w = P::weight(st[h], sc[nt][c], tau[h], P::param(a));
+          const float w = P::weight(st[h], sc[nt][c], tau[0][h], P::param(a));
           P::add(st[h], w);
           if (kCount) {
             surv[view][h] += (w != 0.f);
@@ -154,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
         if (view == 0) {
           cp_async_wait<0>();
           __syncthreads();  // V(j) has landed
-          mma_acc<kDv, 8, true>(acc1, sc, sv, lane, Dv);
+          mma_acc<kDv, 8, true>(acc1[0], sc, sv, lane, Dv);
         } else {
           mma_acc<kDv, 8, true>(acc2, sc, sv, lane, Dv);  // the same V tile
         }
@@ -165,57 +181,69 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
       }
       return;
     }
-    float s1[8][4], s2[kTwo ? 8 : 1][4];
+    float s1[kRT][8][4], s2[kTwo ? kRT : 1][kTwo ? 8 : 1][4];
+    (void)s2;  // read by two views, and by the liveness test of the kinds that skip tiles
     // the counting instance (diagnostics) keeps mma_rows' cut at D: straight-line, softplus's
     // spills (108 bytes, sm_80)
-    mma_rows<kDk, 8, kCount>(s1, sq + 16 * warp * LD, sk, lane, a.Dqk);
-    if (kTwo) mma_rows<kDk, 8, kCount>(s2, sq2 + 16 * warp * LD, sk2, lane, a.Dqk);
+    mma_rows_rt<kDk, 8, kRT, kCount>(s1, sq + 16 * kRT * warp * LD, sk, lane, a.Dqk);
+    if constexpr (kTwo)
+      mma_rows_rt<kDk, 8, kRT, kCount>(s2, sq2 + 16 * warp * LD, sk2, lane, a.Dqk);
     // softmax keeps its scores raw (folds_scale): no liveness either, as it skips no tile
     constexpr bool kFold = folds_scale<P, kTwo>(), kShift = shifts_scores<P>();
     static_assert(!kFold || !(kTwo || P::kSparse), "one view, no tile skip");
     bool alive = true;
-    if constexpr (!kFold)
-      alive = scale_rows_alive<kTwo, kDiag, kShift>(s1, s2, a.score_scale, tau, row_ok, ok);
+    if constexpr (!kFold) {
+      alive = false;
+      TDA_UNROLL
+      for (int rt = 0; rt < kRT; ++rt)
+        alive = alive | scale_rows_alive<kTwo, kDiag, kShift>(
+                            s1[rt], s2[kTwo ? rt : 0], a.score_scale, tau[rt], row_ok[rt],
+                            [&](int nt, int c) { return ok(rt, nt, c); });
+    }
     // A tile whose every weight is exactly 0 adds nothing (sparse policies). The next K is copied
     // at one place for both outcomes: after a barrier that follows every S of K(j) (the vote's,
     // or the one that waits for V(j)).
     const bool live = !(P::kSparse && !a.no_skip && !__syncthreads_or(alive));
     if (live) {
-      if (P::kOnlineMax) {
-        TDA_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          float mx1 = -INFINITY;
-          TDA_UNROLL
-          for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
-          for (int c = 2 * h; c < 2 * h + 2; ++c)
-            if (ok(nt, c)) mx1 = fmaxf(mx1, s1[nt][c]);
-          const float c1 = P::rebase(st1[h], kFold ? quad_max(mx1) * a.score_scale : quad_max(mx1));
-          TDA_UNROLL
-          for (int n = 0; n < kN; ++n) acc1[n][2 * h] *= c1, acc1[n][2 * h + 1] *= c1;
-        }
-      }
       TDA_UNROLL
-      for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        const int h = c >> 1;
-        if (!ok(nt, c)) {
-          s1[nt][c] = 0.f;
-          continue;
+      for (int rt = 0; rt < kRT; ++rt) {
+        if (P::kOnlineMax) {
+          TDA_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            float mx1 = -INFINITY;
+            TDA_UNROLL
+            for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+            for (int c = 2 * h; c < 2 * h + 2; ++c)
+              if (ok(rt, nt, c)) mx1 = fmaxf(mx1, s1[rt][nt][c]);
+            const float c1 =
+                P::rebase(st1[rt][h], kFold ? quad_max(mx1) * a.score_scale : quad_max(mx1));
+            TDA_UNROLL
+            for (int n = 0; n < kN; ++n) acc1[rt][n][2 * h] *= c1, acc1[rt][n][2 * h + 1] *= c1;
+          }
         }
-        const float t = kShift ? 0.f : tau[h];  // shifted scores: r = s - tau_i is in s1, s2
-        float w1;
-        if constexpr (kFold)
-          w1 = P::weight_raw(st1[h], s1[nt][c], a.score_scale);
-        else
-          w1 = P::weight(st1[h], s1[nt][c], t, P::param(a));
-        P::add(st1[h], w1);
-        if (kCount) surv[0][h] += (w1 != 0.f);
-        s1[nt][c] = w1;
-        if (kTwo) {  // un-normalised two-view kinds: one accumulator of Delta a = a1 - lambda a2
-          const float w2 = P::weight(st2[h], s2[nt][c], t, P::param(a));
-          P::add(st2[h], w2);
-          if (kCount) surv[1][h] += (w2 != 0.f), surv[2][h] += (w1 != 0.f && w2 != 0.f);
-          s1[nt][c] = w1 - *a.lambda * w2;  // a device scalar (ops.h), read where it is used
+        TDA_UNROLL
+        for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+        for (int c = 0; c < 4; ++c) {
+          const int h = c >> 1;
+          if (!ok(rt, nt, c)) {
+            s1[rt][nt][c] = 0.f;
+            continue;
+          }
+          const float t = kShift ? 0.f : tau[rt][h];  // shifted scores: r = s - tau_i is in s1, s2
+          float w1;
+          if constexpr (kFold)
+            w1 = P::weight_raw(st1[rt][h], s1[rt][nt][c], a.score_scale);
+          else
+            w1 = P::weight(st1[rt][h], s1[rt][nt][c], t, P::param(a));
+          P::add(st1[rt][h], w1);
+          if (kCount) surv[0][h] += (w1 != 0.f);
+          s1[rt][nt][c] = w1;
+          if constexpr (kTwo) {  // un-normalised two-view kinds: one accumulator of a1 - lambda a2
+            const float w2 = P::weight(st2[rt][h], s2[rt][nt][c], t, P::param(a));
+            P::add(st2[rt][h], w2);
+            if (kCount) surv[1][h] += (w2 != 0.f), surv[2][h] += (w1 != 0.f && w2 != 0.f);
+            s1[rt][nt][c] = w1 - *a.lambda * w2;  // a device scalar (ops.h), read where it is used
+          }
         }
       }
       cp_async_wait<0>();
@@ -224,25 +252,29 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
       ++n_skipped;
     }
     if (more) load_k(j0 + kTile);
-    if (live) mma_acc<kDv, 8, kCount>(acc1, s1, sv, lane, Dv);
+    if (live) mma_acc_rt<kDv, 8, kRT, kCount>(acc1, s1, sv, lane, Dv);
   };
   if constexpr (kTwoAcc) {  // diff softmax: a second copy of its tile spills at Dv = 128
     for (int j0 = 0; j0 < i1; j0 += kTile) tile(j0, std::true_type{});
   } else {
     for (int j0 = 0; j0 < i0; j0 += kTile) tile(j0, std::false_type{});
-    tile(i0, std::true_type{});
+    if constexpr (kRT == 1)
+      tile(i0, std::true_type{});
+    else
+      for (int j0 = i0; j0 < i1; j0 += kTile) tile(j0, std::true_type{});
   }
 
   constexpr int nst = n_stats<P, kTwo>();
   TDA_UNROLL
+  for (int rt = 0; rt < kRT; ++rt) TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
-    quad_merge<P>(st1[h]);
-    if (kTwoAcc) quad_merge<P>(st2[h]);
+    quad_merge<P>(st1[rt][h]);
+    if (kTwoAcc) quad_merge<P>(st2[rt][h]);
     TDA_UNROLL
     for (int s = 0; s < 3 && kCount; ++s) surv[s][h] = quad_sum(surv[s][h]);
-    if (row[h] >= T) continue;
-    const size_t r = bh * T + row[h];
-    if (row[h] < qs) {  // below q_start: output 0, stats and survivors untouched
+    if (row[rt][h] >= T) continue;
+    const size_t r = bh * T + row[rt][h];
+    if (row[rt][h] < qs) {  // below q_start: output 0, stats and survivors untouched
       for (int d = 2 * (lane & 3); d < Dv; d += 8) TDA_UNROLL
       for (int c = 0; c < 2 && d + c < Dv; ++c) {
         a.out[r * Dv + d + c] = 0.f;
@@ -250,7 +282,8 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
       }
       continue;
     }
-    const float inv1 = 1.f / P::norm(st1[h]), inv2 = kTwoAcc ? 1.f / P::norm(st2[h]) : 0.f;
+    const float inv1 = 1.f / P::norm(st1[rt][h]);
+    const float inv2 = kTwoAcc ? 1.f / P::norm(st2[rt][h]) : 0.f;
     const float lam = kTwoAcc ? *a.lambda : 0.f;
     TDA_UNROLL
     for (int n = 0; n < kN; ++n) TDA_UNROLL
@@ -261,14 +294,14 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
         // out = A1 V - lambda A2 V;  out2 = A2 V (the backward needs D2 and dlambda)
         const float o2 = acc2[n][2 * h + c] * inv2;
         a.out2[r * Dv + d] = o2;
-        a.out[r * Dv + d] = acc1[n][2 * h + c] * inv1 - lam * o2;
+        a.out[r * Dv + d] = acc1[rt][n][2 * h + c] * inv1 - lam * o2;
       } else {
-        a.out[r * Dv + d] = acc1[n][2 * h + c] * inv1;
+        a.out[r * Dv + d] = acc1[rt][n][2 * h + c] * inv1;
       }
     }
     if ((lane & 3) == 0) {
-      if (nst >= 1 && !P::kStatTau) a.stats[r * nst] = P::stat(st1[h]);
-      if (nst >= 2 && !P::kStatTau) a.stats[r * nst + 1] = P::stat(st2[h]);
+      if (nst >= 1 && !P::kStatTau) a.stats[r * nst] = P::stat(st1[rt][h]);
+      if (nst >= 2 && !P::kStatTau) a.stats[r * nst + 1] = P::stat(st2[rt][h]);
       if (kCount) {
         const int ns = kTwo ? 3 : 1;
         TDA_UNROLL
@@ -285,25 +318,31 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
   }
 }
 
-template <class P, bool kTwo, int kDk, int kDv, bool kCount>
+template <class P, bool kTwo, int kDk, int kDv, bool kCount, int kRT>
 void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
+  // Q (kRT tiles), K, V; Q2, K2 for two views
   const size_t smem =
-      (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
-  constexpr auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv, kCount>;
+      (size_t(kRT + 1 + (kTwo ? 2 : 0)) * tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
+  constexpr auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv, kCount, kRT>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_forward smem");
   TileArgs ka;
   set_tile_args<P>(&ka, a);
-  check(launch<kernel>(tile_grid(a, "attention_forward"), dim3(kThreads), smem, stream(), ka, in),
+  check(launch<kernel>(tile_grid(a, "attention_forward", kTile * kRT), dim3(kThreads), smem,
+                       stream(), ka, in),
         "attention_forward");
 }
 
 template <class P, bool kTwo, int kDk, int kDv>
 void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
-  if (a.survivors)
-    launch_forward<P, kTwo, kDk, kDv, true>(a, in);
-  else
-    launch_forward<P, kTwo, kDk, kDv, false>(a, in);
+  if (a.survivors) {
+    launch_forward<P, kTwo, kDk, kDv, true, 1>(a, in);
+  } else if (attn_forward_block_rows(a) == 2 * kTile) {
+    if constexpr (!kTwo && kDk == 64 && kDv == 64)  // what attn_forward_block_rows allows
+      launch_forward<P, kTwo, kDk, kDv, false, 2>(a, in);
+  } else {
+    launch_forward<P, kTwo, kDk, kDv, false, 1>(a, in);
+  }
 }
 
 template <class P, bool kTwo>

@@ -19,6 +19,9 @@ struct AttnProblem {
   float alpha = 1.5f;        // entmax
   int q_start = 0;           // forward only (run_attention then skips the backward)
   bool diff_layout = false;  // q2 = q + T*Dqk inside one (B, 2H, T, Dqk) buffer (the Diff layout)
+  bool counts = true;        // survivors and tile counters requested (forward)
+  bool backward = true;      // run the backward after the forward (q_start 0 only)
+  int fwd_block_rows = 0;    // AttnArgs::fwd_block_rows
   std::vector<float> q, k, v, g, q2, k2, tau;
   std::vector<float> q_scale;  // AttnArgs::q_scale when not empty, heads q_scale_h_stride apart
   int q_scale_h_stride = 0;
@@ -109,10 +112,13 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
   a.out = out.get();
   a.out2 = p.math == AttnMath::kDiffSoftmax ? out2.get() : nullptr;
   a.stats = st.get();
-  a.survivors = surv.get();
-  a.tiles_skipped = cnt.get();
-  a.tiles_total = cnt.get() + 1;
-  a.entmax_threshold_tiles = cnt.get() + 2;
+  if (p.counts) {
+    a.survivors = surv.get();
+    a.tiles_skipped = cnt.get();
+    a.tiles_total = cnt.get() + 1;
+    a.entmax_threshold_tiles = cnt.get() + 2;
+  }
+  a.fwd_block_rows = p.fwd_block_rows;
   a.dout = g.get();
   a.dq = dq.get();
   a.dk = dk.get();
@@ -125,9 +131,10 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
   a.drow_lambda = dlam.get();
   a.q_start = p.q_start;
   ops.attention_forward(a);
-  if (p.q_start == 0 && !p.drop) {
+  if (p.q_start == 0 && !p.drop && p.backward) {
     ops.attention_backward(a);
-  } else if (p.q_start == 0) {  // the negative control: each backend's entry point that drops it
+  } else if (p.q_start == 0 &&
+             p.drop) {  // the negative control: each backend's entry point that drops it
     if (dynamic_cast<CudaOps*>(&ops)) {
       DeviceBuffer<float> scratch(std::max<size_t>(cuda::attention_backward_scratch(a), 1));
       DeviceBuffer<uint16_t> operands(
@@ -145,7 +152,7 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
     s.resize(rows * nst);
     o["stats"] = s;
   }
-  o["survivors"] = surv.to_host();
+  if (p.counts) o["survivors"] = surv.to_host();
   o["dq"] = dq.to_host();  // the diff layout holds dq and dq2 in one buffer
   o["dk"] = dk.to_host();
   o["dv"] = dv.to_host();

@@ -243,7 +243,7 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
 
   // Attention: tda kernel time over SDPA's at the same shape; the line cut by a timeout is ignored.
   const json& att = r.at("attention");
-  REQUIRE(att.size() == 5);  // the trained lines are Table 5's alone
+  REQUIRE(att.size() == 6);  // the trained lines are Table 5's alone
   for (const auto& a : att) {
     if (a.at("kind") == "softmax" && a.at("T") == 1024) {
       CHECK(a.at("kernel_ms").get<double>() == Approx(3.0 + 6.0));
@@ -254,6 +254,14 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   CHECK(has(md, "| PyTorch SDPA | 4.50 | 18.00 |"));
   CHECK(has(md, "| softmax | 2.00 | 1.50 |"));
   CHECK(has(md, "| softmax (cudnn) | 0.67 | - |"));
+  // Our forward at 128-row blocks is its own row, and the shape table picks the faster per
+  // (kind, T): softmax at T 1024, 3.0 ms at 64 rows, 2.0 at 128.
+  CHECK(has(md, "| softmax [fwd 128] | 1.78 | - |"));
+  const json& fs = r.at("fwd_shape");
+  REQUIRE(fs.size() == 1);
+  CHECK(fs[0].at("best_rows") == 128);
+  CHECK(fs[0].at("speedup").get<double>() == Approx(1.5));
+  CHECK(has(md, "| softmax | 1024 | 3.00 | 2.00 | 128 | 1.50 |"));
 
   // Table 5, the paper's layout: lengths across, SDPA flash then the paper's kinds in its order,
   // each on random q, k and (where measured) a trained model's; time over SDPA's at the same (b, h)

@@ -149,6 +149,31 @@ def read_sanitizer(work):
     return runs
 
 
+def fwd_rows(r):
+    """The query rows per block our forward ran a line's calls with (lines before the option:
+    64)."""
+    return r.get("fwd_block_rows_ran", 64)
+
+
+def fwd_shape(work):
+    """Per (kind, T): our forward kernel's median ms at each block shape timed (64, 128 rows:
+    bench attention --fwd-block-rows), and the faster: the measured choice of
+    attention.fwd_block_rows for that kind and length on this GPU."""
+    cells = {}
+    for r in read_jsonl(os.path.join(work, "tda_attention.jsonl")):
+        if r.get("mode") != "time" or (r.get("attention_impl") or "own") != "own":
+            continue
+        cells.setdefault((r["kind"], r["T"]), {})[fwd_rows(r)] = r["kernel_fwd_ms"]
+    out = []
+    for (kind, T), ms in sorted(cells.items()):
+        if len(ms) < 2:
+            continue
+        best = min(ms, key=ms.get)
+        out.append({"kind": kind, "T": T, "fwd_ms": {str(k): v for k, v in sorted(ms.items())},
+                    "best_rows": best, "speedup": ms[64] / ms[best] if ms[best] > 0 else None})
+    return out
+
+
 def attention_rows(work):
     tda = read_jsonl(os.path.join(work, "tda_attention.jsonl"))
     sdpa = {r["T"]: r for r in read_jsonl(os.path.join(work, "sdpa.jsonl")) if "fwd_ms" in r}
@@ -158,9 +183,12 @@ def attention_rows(work):
             continue
         s = sdpa.get(r["T"])
         k = r["kernel_fwd_ms"] + r["kernel_bwd_ms"]
-        # a kind timed on cuDNN (bench attention --impl cudnn) is its own row
+        # a kind timed on cuDNN (bench attention --impl cudnn) is its own row, and so is our
+        # forward at 128-row blocks (--fwd-block-rows 128)
         impl = r.get("attention_impl") or "own"
         kind = r["kind"] if impl == "own" else "%s (%s)" % (r["kind"], impl)
+        if impl == "own" and fwd_rows(r) == 128:
+            kind += " [fwd 128]"
         row = {"kind": kind, "impl": impl, "T": r["T"], "B": r["B"], "heads": r["heads"],
                "kernel_ms": k, "kernel_fwd_ms": r["kernel_fwd_ms"],
                "kernel_bwd_ms": r["kernel_bwd_ms"],
@@ -188,7 +216,7 @@ def table5(work):
     over its model's layers, so divided by layers_timed (one layer, as SDPA's)."""
     sdpa = [r for r in read_jsonl(os.path.join(work, "sdpa.jsonl")) if "fwd_ms" in r]
     lines = [r for r in read_jsonl(os.path.join(work, "tda_attention.jsonl"))
-             if r.get("mode") == "time" or r.get("source") == "checkpoint"]
+             if (r.get("mode") == "time" or r.get("source") == "checkpoint") and fwd_rows(r) == 64]
     rows = []
     for label, kind, impl in TABLE5:
         for inputs in ("random", "trained"):
@@ -326,6 +354,7 @@ def build(work):
         "attention": att,
         "sdpa": sdpa,
         "table5": table5(work),
+        "fwd_shape": fwd_shape(work),
         "train": train_rows(work, peak),
         "profile": profile_rows(work, env.get("gpu")),
     }
@@ -428,6 +457,15 @@ def markdown(rep):
         md += ["not run", ""]
 
     md += table5_markdown(rep["table5"])
+
+    fs = rep.get("fwd_shape") or []
+    if fs:
+        md += ["## Forward block shape (attention.fwd_block_rows)", "",
+               "Our forward kernel alone, median ms, at 64 and 128 query rows per block (the same "
+               "bits; docs/cuda.md), and the faster on this GPU:", ""]
+        md += table(["kind", "T", "64 rows", "128 rows", "faster", "speed-up"],
+                    [[f["kind"], f["T"], fmt(f["fwd_ms"].get("64")), fmt(f["fwd_ms"].get("128")),
+                      f["best_rows"], fmt(f["speedup"])] for f in fs]) + [""]
 
     tr = rep["train"]
     md += ["## One training step, d12 (12 layers, d 768, 12 heads, vocabulary 50,304)", ""]

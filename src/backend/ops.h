@@ -123,6 +123,10 @@ struct AttnArgs {
   // block's key tiles, summed over the blocks).
   long long* entmax_threshold_tiles = nullptr;
   bool no_skip = false;  // disable tile skipping (tests compare against it)
+  // CUDA forward: query rows per block, 64 or 128 (0: the backend's setting, AttentionImplRequest;
+  // attn_forward_block_rows below says which calls can take 128). A shape, not a
+  // result: every row's output is the same bits either way (tests/test_cuda_attention.cpp).
+  int fwd_block_rows = 0;
   // Forward only: rows i < q_start are skipped (out/out2 rows written as 0, stats and
   // survivors untouched); row i >= q_start is exactly what a full forward computes for it.
   // KV-cache decoding (model/generator.h) computes only the new rows. Backward requires 0.
@@ -144,6 +148,15 @@ struct AttnArgs {
   float* drow_tau = nullptr;     // dL/dtau_i = -sum_j (ds1_ij + ds2_ij)     (threshold kinds)
   float* drow_lambda = nullptr;  // dL/dlambda contribution of row i          (two-view kinds)
 };
+
+// The query rows per block our CUDA forward runs a call with: 128 (each warp 32 rows) where
+// a.fwd_block_rows asks for it and the call allows it (one view, head dims <= 64, no survivor or
+// tile counts: those are defined on 64 x 64 tiles, the CPU's), else 64.
+inline int attn_forward_block_rows(const AttnArgs& a) {
+  const bool wide = a.fwd_block_rows == 128 && !attn_two_views(a.math) && a.Dqk <= 64 &&
+                    a.Dv <= 64 && !a.survivors && !a.tiles_total && !a.tiles_skipped;
+  return wide ? 128 : 64;
+}
 
 // A query row scale (AttnArgs::q_scale) is served for one view with q in the compact layout.
 inline bool attn_q_scale_ok(const AttnArgs& a) {
@@ -195,6 +208,8 @@ struct AttentionImplRequest {
   bool strict = false;  // a failed self-check stops the run (tda::Error) instead of falling back
   std::string kind;     // the attention kind, for messages
   AttnMath math = AttnMath::kSoftmax;
+  // attention.fwd_block_rows: our forward kernels' query rows per block (0: default, 64; or 128)
+  int fwd_block_rows = 0;
 };
 
 class Ops {

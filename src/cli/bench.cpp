@@ -218,7 +218,11 @@ int bench_attention(int argc, char** argv) {
       "impl",
       "cuda time: attention.impl of the timed calls: own (our kernels), cudnn or auto "
       "(docs/cuda.md)",
-      cxxopts::value<std::string>()->default_value("own"))("h,help", "help");
+      cxxopts::value<std::string>()->default_value("own"))(
+      "fwd-block-rows",
+      "cuda time: our forward's query rows per block, a list of 0 (default), 64, 128: one line "
+      "each (docs/cuda.md)",
+      cxxopts::value<std::string>()->default_value("0"))("h,help", "help");
   alias_flag(argc, argv, "--T", "--lengths");
   auto r = opts.parse(argc, argv);
   if (r.count("help")) {
@@ -261,6 +265,12 @@ int bench_attention(int argc, char** argv) {
     o.warmup = r["warmup"].as<int>();
     o.impl = r["impl"].as<std::string>();
     check_attention_impl(o.impl);
+    o.fwd_block_rows.clear();
+    for (const auto& v : split_list(r["fwd-block-rows"].as<std::string>())) {
+      TDA_CHECK(v == "0" || v == "64" || v == "128",
+                "bench attention: --fwd-block-rows " + v + " must be 0, 64 or 128");
+      o.fwd_block_rows.push_back(std::stoi(v));
+    }
     if (r.count("reps")) o.reps = r["reps"].as<int>();
     return bench_attention_gpu(*backend, kinds, Ts, o);
   }

@@ -15,6 +15,10 @@ struct GpuAttnBench {
   // attention.impl of the timed calls: "own" (our kernels), "cudnn" or "auto" (Ops::
   // set_attention_impl); a kind cuDNN cannot run is an error under "cudnn".
   std::string impl = "own";
+  // attention.fwd_block_rows of the timed calls, one line each (0: the default shape); a kind
+  // whose calls cannot take 128 rows (attn_forward_block_rows) says so in fwd_block_rows_ran,
+  // or, when the list has more than one value, gets no 128 line.
+  std::vector<int> fwd_block_rows = {0};
 };
 
 // One JSON line per (kind, T): layer and kernel forward/backward medians (bench_gpu.cpp).

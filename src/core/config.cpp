@@ -72,7 +72,7 @@ const json& config_defaults() {
     "model": {"n_layer": 12, "d_model": 768, "n_head": 12, "seq_len": 1024,
               "vocab_size": 50304, "real_vocab_size": 50257,
               "rope_theta": 10000.0, "rope_ntk_factor": 1.0, "norm_eps": 1e-5},
-    "attention": {"kind": "softmax", "impl": "auto"},
+    "attention": {"kind": "softmax", "impl": "auto", "fwd_block_rows": 0},
     "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
              "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true,
              "synthetic": {"task": "", "vocab": 256, "pairs": 8, "queries": 0,
@@ -237,9 +237,14 @@ Config config_from_json(const json& user, const std::string& origin) {
   a.kind = get<std::string>(r, "attention", "kind");
   a.impl = get<std::string>(r, "attention", "impl");
   check_attention_impl(a.impl);
+  a.fwd_block_rows = get<int>(r, "attention", "fwd_block_rows");
+  TDA_CHECK(a.fwd_block_rows == 0 || a.fwd_block_rows == 64 || a.fwd_block_rows == 128,
+            "config: attention.fwd_block_rows " + std::to_string(a.fwd_block_rows) +
+                " must be 0 (default), 64 or 128");
   a.options = r["attention"];
   a.options.erase("kind");
   a.options.erase("impl");
+  a.options.erase("fwd_block_rows");
   c.data.train = get<std::string>(r, "data", "train");
   c.data.val = get<std::string>(r, "data", "val");
   c.data.shuffle = get<bool>(r, "data", "shuffle");

@@ -55,6 +55,9 @@ struct AttentionConfig {
   // Which implementation runs the kind's attention: "auto", "own" or "cudnn" (backend/ops.h,
   // AttentionImplRequest). A choice of this run, not of the model: a resume may change it.
   std::string impl = "auto";
+  // Query rows per block of our CUDA forward kernels: 0 (default: 64), 64 or 128 (one-view kinds
+  // at head dim 64; docs/cuda.md). Code, not model, like impl.
+  int fwd_block_rows = 0;
   json options;  // every declared attention.<key> -> its value
   template <class T>
   T option(const std::string& key) const {

@@ -295,9 +295,9 @@ std::vector<std::string> cleanup_checkpoints(const std::string& run_dir) {
 
 std::string model_config_differences(const json& saved, const json& current) {
   // Keys that only set initial values (the checkpoint's tensors replace them on resume), and
-  // attention.impl, which picks the code that computes the same model.
+  // attention.impl and attention.fwd_block_rows, which pick the code that computes the same model.
   static const std::set<std::string> init_only = {"attention.lambda_init", "attention.ssmax_s_init",
-                                                  "attention.impl"};
+                                                  "attention.impl", "attention.fwd_block_rows"};
   const json& defaults = config_defaults();
   auto value = [&](const json& cfg, const std::string& sec, const std::string& key) {
     if (cfg.contains(sec) && cfg[sec].contains(key)) return cfg[sec][key];

@@ -82,11 +82,13 @@ SdpaPrimitive* vendor_sdpa(std::string* why) {
     v.tried = true;
     if (!v.make)
 #if defined(TDA_CUDA_EMU)
-      v.why = "this build has no cuDNN attention (the CPU's SIMT emulator runs our kernels "
-              "alone; scripts/build_cuda.sh builds the GPU binary with it)";
+      v.why =
+          "this build has no cuDNN attention (the CPU's SIMT emulator runs our kernels "
+          "alone; scripts/build_cuda.sh builds the GPU binary with it)";
 #else
-      v.why = "this build has no cuDNN attention (its configure found no cuDNN or no "
-              "cudnn-frontend headers: docs/cuda.md, \"cuDNN attention\")";
+      v.why =
+          "this build has no cuDNN attention (its configure found no cuDNN or no "
+          "cudnn-frontend headers: docs/cuda.md, \"cuDNN attention\")";
 #endif
     else
       v.made = v.make(&v.why);
@@ -225,7 +227,12 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
   checked_.clear();
   shapes_.clear();
   const std::string kind = r.kind.empty() ? attn_math_name(r.math) : r.kind;
-  if (r.impl == "own") return "attention: our kernels (attention.impl own)";
+  TDA_CHECK(r.fwd_block_rows == 0 || r.fwd_block_rows == 64 || r.fwd_block_rows == 128,
+            "attention.fwd_block_rows " + std::to_string(r.fwd_block_rows) +
+                " must be 0 (default), 64 or 128");
+  const std::string shape =
+      r.fwd_block_rows ? "; our forward: " + std::to_string(r.fwd_block_rows) + "-row blocks" : "";
+  if (r.impl == "own") return "attention: our kernels (attention.impl own" + shape + ")";
   const std::string refusal = vendor_math_refusal(r.math);
   std::string why;
   SdpaPrimitive* p = refusal.empty() ? vendor_sdpa(&why) : nullptr;
@@ -236,8 +243,8 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
     TDA_CHECK(p, "attention.impl \"cudnn\": " + why);
   }
   if (!p)
-    return "attention: our kernels for " + kind + " (attention.impl auto; cuDNN: " +
-           (refusal.empty() ? why : "not for this kind: " + refusal) + ")";
+    return "attention: our kernels for " + kind + " (attention.impl auto" + shape +
+           "; cuDNN: " + (refusal.empty() ? why : "not for this kind: " + refusal) + ")";
   vendor_ = p;
   return "attention: " + p->name() + " for " + kind + " (attention.impl " + impl_label(r.impl) +
          "; each shape is checked against our kernels at its first call)";

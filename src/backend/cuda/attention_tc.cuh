@@ -138,8 +138,11 @@ __device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r
   }
 }
 
-// acc[nt] (16 x 8 each, nt < kNT: a 16 x 8kNT tile) = A(16 x kD) B(kD x 8kNT), A row-major at
-// a_base, B n-major at b_base (both with row stride ld<kD>). The whole bucket is multiplied, D or
+// acc[rt][nt] (16 x 8 each, nt < kNT: a 16 x 8kNT tile per row tile rt < kRT) = A_rt(16 x kD)
+// B(kD x 8kNT), A_rt row-major at a_base + 16 rt rows, B n-major at b_base (both with row stride
+// ld<kD>). Each B fragment is loaded once for the kRT row tiles: with kRT = 2 (a warp owns 32
+// query rows, FlashAttention-2's forward warp tile at head dim 64) a fragment load per 4 mma
+// instead of 2, half the shared-memory reads of B per product. The whole bucket is multiplied, D or
 // not: every tile is zero past D (load_tile_async fills the columns past the copies' row and
 // those copies are zero past D), so those products add exactly 0. A test of D per 16 columns
 // made every fragment load a branch, and ptxas rebuilt each one's lane address from %tid inside
@@ -148,47 +151,71 @@ __device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r
 // hoisting every fragment load ahead of the mma, are what keeps a kernel inside the register
 // file: diff softmax's forward and dq (two accumulators; straight-line they spill at Dv = 128)
 // and the forward's survivor-counting instance (softplus's spilled).
-template <int kD, int kNT, bool kCutD = false>
-__device__ inline void mma_rows(float acc[kNT][4], const uint16_t* a_base, const uint16_t* b_base,
-                                int lane, int D = kD) {
+template <int kD, int kNT, int kRT, bool kCutD = false>
+__device__ inline void mma_rows_rt(float (*acc)[kNT][4], const uint16_t* a_base,
+                                   const uint16_t* b_base, int lane, int D = kD) {
   static_assert(kNT % 2 == 0 && kD % 16 == 0, "B fragments are loaded two n-blocks at a time");
   TDA_UNROLL
-  for (int nt = 0; nt < kNT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  for (int rt = 0; rt < kRT; ++rt) TDA_UNROLL
+  for (int nt = 0; nt < kNT; ++nt)
+    acc[rt][nt][0] = acc[rt][nt][1] = acc[rt][nt][2] = acc[rt][nt][3] = 0.f;
   TDA_UNROLL
   for (int kc = 0; kc < kD / 16; ++kc) {
     if (kCutD && 16 * kc >= D) continue;
-    uint32_t a[4];
-    frag_a(a, a_base + 16 * kc, ld<kD>(), lane);
+    uint32_t a[kRT][4];
+    TDA_UNROLL
+    for (int rt = 0; rt < kRT; ++rt)
+      frag_a(a[rt], a_base + 16 * rt * ld<kD>() + 16 * kc, ld<kD>(), lane);
     TDA_UNROLL
     for (int nt = 0; nt < kNT; nt += 2) {
       uint32_t b[4];
       frag_b2_nmajor(b, b_base + 8 * nt * ld<kD>() + 16 * kc, ld<kD>(), lane);
-      mma_m16n8k16_bf16(acc[nt], a, b, acc[nt]);
-      mma_m16n8k16_bf16(acc[nt + 1], a, b + 2, acc[nt + 1]);
+      TDA_UNROLL
+      for (int rt = 0; rt < kRT; ++rt) {
+        mma_m16n8k16_bf16(acc[rt][nt], a[rt], b, acc[rt][nt]);
+        mma_m16n8k16_bf16(acc[rt][nt + 1], a[rt], b + 2, acc[rt][nt + 1]);
+      }
     }
   }
 }
-
-// acc[n] (16 x 8, n < kD/8: a 16 x kD tile) += W(16 x 8kNT, in accumulator layout) B(8kNT x kD),
-// B k-major at b_base (a row of the tile per key/query). As in mma_rows, the bucket's columns
-// past D are zero in B, so acc's columns past D hold products with 0 (never written out);
-// kCutD skips them.
+// kRT = 1: one 16-row tile.
 template <int kD, int kNT, bool kCutD = false>
-__device__ inline void mma_acc(float acc[kD / 8][4], const float w[kNT][4], const uint16_t* b_base,
-                               int lane, int D = kD) {
+__device__ inline void mma_rows(float acc[kNT][4], const uint16_t* a_base, const uint16_t* b_base,
+                                int lane, int D = kD) {
+  mma_rows_rt<kD, kNT, 1, kCutD>(reinterpret_cast<float(*)[kNT][4]>(acc), a_base, b_base, lane, D);
+}
+
+// acc[rt][n] (16 x 8, n < kD/8: a 16 x kD tile per row tile) += W[rt](16 x 8kNT, in accumulator
+// layout) B(8kNT x kD), B k-major at b_base (a row of the tile per key/query). As in mma_rows,
+// the bucket's columns past D are zero in B, so acc's columns past D hold products with 0 (never
+// written out); kCutD skips them. Each B fragment serves the kRT row tiles.
+template <int kD, int kNT, int kRT, bool kCutD = false>
+__device__ inline void mma_acc_rt(float (*acc)[kD / 8][4], const float (*w)[kNT][4],
+                                  const uint16_t* b_base, int lane, int D = kD) {
   TDA_UNROLL
   for (int kc = 0; kc < kNT / 2; ++kc) {
-    uint32_t a[4];
-    frag_a_from_acc(a, w[2 * kc], w[2 * kc + 1]);
+    uint32_t a[kRT][4];
+    TDA_UNROLL
+    for (int rt = 0; rt < kRT; ++rt) frag_a_from_acc(a[rt], w[rt][2 * kc], w[rt][2 * kc + 1]);
     TDA_UNROLL
     for (int n = 0; n < kD / 8; n += 2) {
       if (kCutD && 8 * n >= D) continue;
       uint32_t b[4];
       frag_b2_kmajor(b, b_base + 16 * kc * ld<kD>() + 8 * n, ld<kD>(), lane);
-      mma_m16n8k16_bf16(acc[n], a, b, acc[n]);
-      if (!kCutD || 8 * (n + 1) < D) mma_m16n8k16_bf16(acc[n + 1], a, b + 2, acc[n + 1]);
+      TDA_UNROLL
+      for (int rt = 0; rt < kRT; ++rt) {
+        mma_m16n8k16_bf16(acc[rt][n], a[rt], b, acc[rt][n]);
+        if (!kCutD || 8 * (n + 1) < D)
+          mma_m16n8k16_bf16(acc[rt][n + 1], a[rt], b + 2, acc[rt][n + 1]);
+      }
     }
   }
+}
+template <int kD, int kNT, bool kCutD = false>
+__device__ inline void mma_acc(float acc[kD / 8][4], const float w[kNT][4], const uint16_t* b_base,
+                               int lane, int D = kD) {
+  mma_acc_rt<kD, kNT, 1, kCutD>(reinterpret_cast<float(*)[kD / 8][4]>(acc),
+                                reinterpret_cast<const float(*)[kNT][4]>(w), b_base, lane, D);
 }
 
 // Sum / max over the 4 lanes of a quad (the lanes that share accumulator rows).
@@ -445,9 +472,9 @@ inline size_t qk_stride(const AttnArgs& a) {
   return a.qk_bh_stride ? a.qk_bh_stride : size_t(a.T) * a.Dqk;
 }
 
-// The tiled kernels' grid: x = tiles of kTile rows, (y, z) = b*H + h (grid.h).
-inline dim3 tile_grid(const AttnArgs& a, const char* what) {
-  return attention_tile_grid(a.T, size_t(a.B) * size_t(a.H), kTile, what);
+// The tiled kernels' grid: x = blocks of `rows` query rows (or keys), (y, z) = b*H + h (grid.h).
+inline dim3 tile_grid(const AttnArgs& a, const char* what, int rows = kTile) {
+  return attention_tile_grid(a.T, size_t(a.B) * size_t(a.H), rows, what);
 }
 // This block's b*H + h; false for the few blocks past B*H when (y, z) round it up. Read from the
 // special registers, not kept in one (the 2-D grid's blockIdx.y cost none either).

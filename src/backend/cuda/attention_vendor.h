@@ -59,6 +59,8 @@ class AttentionImpl {
   // and tests read them).
   long long vendor_calls() const { return vendor_calls_; }
   long long own_calls() const { return own_calls_; }
+  // attention.fwd_block_rows as requested (0: the default), for the calls our kernels take.
+  int fwd_block_rows() const { return req_.fwd_block_rows; }
   const std::vector<std::string>& lines() const { return lines_; }
 
  private:
@@ -66,7 +68,7 @@ class AttentionImpl {
   AttentionImplRequest req_;
   SdpaPrimitive* vendor_ = nullptr;  // null: own kernels only
   using Key = std::tuple<int, int, int, int, int, float>;
-  std::map<Key, bool> checked_;       // per (math, H, head dims, row scale, scale): check passed
+  std::map<Key, bool> checked_;  // per (math, H, head dims, row scale, scale): check passed
   std::map<std::pair<SdpaShape, bool>, bool> shapes_;  // per call shape and pass: prepared
   long long vendor_calls_ = 0, own_calls_ = 0;
   std::vector<std::string> lines_;

@@ -281,6 +281,12 @@ void CudaOps::attention_forward(const AttnArgs& a) {
       a.saved ? nullptr  // the copies go to a.saved
               : cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, false),
                               "attention operands (bf16 q, k, v, dO)");
+  if (a.fwd_block_rows == 0 && attention_impl_.fwd_block_rows() != 0) {
+    AttnArgs b = a;
+    b.fwd_block_rows = attention_impl_.fwd_block_rows();
+    cuda::attention_forward(b, ops);
+    return;
+  }
   cuda::attention_forward(a, ops);
 }
 
