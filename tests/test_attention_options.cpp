@@ -71,7 +71,8 @@ TEST_CASE("attention options: a kind reads exactly the options it declares", "[a
     }
     json others = json::object(), mine = json::object();
     for (auto it = defaults.begin(); it != defaults.end(); ++it) {
-      if (it.key() == "kind" || it.key() == "impl") continue;  // not options of a kind
+      if (it.key() == "kind" || it.key() == "impl" || it.key() == "fwd_block_rows")
+        continue;  // not options of a kind: which code runs it
       const bool is_mine = std::find(declared.begin(), declared.end(), it.key()) != declared.end();
       (is_mine ? mine : others)[it.key()] = changed(it.key(), it.value());
     }
@@ -117,17 +118,20 @@ TEST_CASE("attention options: --set of an option the kind does not read names th
 namespace tda {
 
 // The attention defaults are exactly the declared options (plus the kind and the implementation
-// that runs it), so a kind's new option needs no edit of the config code; their bounds are
-// enforced with the config's messages.
+// that runs it: impl, fwd_block_rows), so a kind's new option needs no edit of the config code;
+// their bounds are enforced with the config's messages.
 TEST_CASE("attention options: the config's attention defaults and bounds are the declared ones",
           "[attention][config]") {
-  json want = {{"kind", "softmax"}, {"impl", "auto"}};
+  json want = {{"kind", "softmax"}, {"impl", "auto"}, {"fwd_block_rows", 0}};
   for (const auto& [name, kind] : attention_registry())
     for (const auto& o : kind.info.options) want[o.key] = o.def;
   CHECK(config_defaults().at("attention") == want);
   // a declared bound (entmax's alpha in (1, 2]) and a declared default of a non-softmax kind
   CHECK_THROWS_WITH(parse_config("{}", {"attention.entmax_alpha=2.5"}, "t"),
                     Catch::Contains("'attention.entmax_alpha' must be in (1, 2], got 2.5"));
+  CHECK_THROWS_WITH(parse_config("{}", {"attention.fwd_block_rows=96"}, "t"),
+                    Catch::Contains("attention.fwd_block_rows 96 must be 0 (default), 64 or 128"));
+  CHECK(parse_config("{}", {"attention.fwd_block_rows=128"}, "t").attention.fwd_block_rows == 128);
   const Config c = parse_config("{}", {"attention.kind=dex"}, "t");
   CHECK(c.attention.option<int>("dex_anneal_steps") == 715);
   CHECK(c.attention.option<int>("dex_anneal_steps") == 715);
