@@ -315,10 +315,10 @@ def sass_of(obj, arch):
 
 # Our kernels at head dim 64 (Dqk = Dv = 64): softmax, and tda's math (threshold, two views, power 2).
 OURS = [
-    ("softmax", "fwd", "attention_fwd.o", r"fa_forward_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb0E"),
+    ("softmax", "fwd", "attention_fwd.o", r"fa_forward_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb0ELi1E"),
     ("softmax", "dq", "attention_bwd.o", r"fa_dq_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64E"),
     ("softmax", "dk/dv", "attention_bwd.o", r"fa_dkdv_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64E"),
-    ("tda", "fwd", "attention_fwd.o", r"fa_forward_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64ELb0E"),
+    ("tda", "fwd", "attention_fwd.o", r"fa_forward_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64ELb0ELi1E"),
     ("tda", "dq", "attention_bwd.o", r"fa_dq_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64E"),
     ("tda", "dk/dv", "attention_bwd.o", r"fa_dkdv_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64E"),
 ]
