@@ -1,7 +1,8 @@
 // Streaming attention forward on tensor cores (FlashAttention-2 schedule) for every tiled
 // mechanism, templated on the policies of attention/policies.h exactly as the CPU reference
 // (src/backend/cpu/attention_stream.cpp). Per (b, h) and query block of 64 rows (one CUDA block,
-// 16 rows per warp), key tiles j0 = 0, 64, ... up to the diagonal:
+// 16 rows per warp; kRT = 2: 128 rows, 32 per warp, attention.fwd_block_rows), key tiles
+// j0 = 0, 64, ... up to the diagonal:
 //   S = scale Q K^T            bf16 operands (rounded once per call into bf16 copies that the
 //                              tiles are copied from by cp.async), fp32 accumulate
 //   online-max policies:       m' = max(m, max_j s_ij), acc and l rescaled by exp(m - m')

@@ -1,8 +1,9 @@
 // Building blocks of the tensor-core attention kernels (kernels/attention_fwd.cu,
 // kernels/attention_bwd.cu): bf16 tiles in shared memory, mma.m16n8k16 fragments, quad
 // reductions. FlashAttention-2 layout: a block owns kTile = 64 query rows (forward, dq) or 64 keys
-// (dk/dv), each of its 4 warps 16 of them; the other side streams through shared memory in tiles
-// of 64. kTile equals the CPU kernel's tile, so tiles_skipped / tiles_total compare one to one.
+// (dk/dv), each of its 4 warps 16 of them (the forward's 128-row shape: 32, mma_rows_rt); the
+// other side streams through shared memory in tiles of 64. kTile equals the CPU kernel's tile,
+// so tiles_skipped / tiles_total compare one to one.
 //
 // Fragment layout (PTX ISA, m16n8k16; g = lane/4, t = lane%4): an accumulator c[4] of a 16x8
 // tile holds (row g, cols 2t, 2t+1) in c[0], c[1] and (row g+8, same cols) in c[2], c[3]. Two
