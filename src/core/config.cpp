@@ -66,6 +66,12 @@ void check_attention_impl(const std::string& impl) {
             "config: attention.impl \"" + impl + "\" must be auto, own or cudnn");
 }
 
+void check_fwd_block_rows(int rows) {
+  TDA_CHECK(rows == 0 || rows == 64 || rows == 128, "config: attention.fwd_block_rows " +
+                                                        std::to_string(rows) +
+                                                        " must be 0 (default), 64 or 128");
+}
+
 const json& config_defaults() {
   static const json d = [] {
     json j = json::parse(R"({
@@ -238,9 +244,7 @@ Config config_from_json(const json& user, const std::string& origin) {
   a.impl = get<std::string>(r, "attention", "impl");
   check_attention_impl(a.impl);
   a.fwd_block_rows = get<int>(r, "attention", "fwd_block_rows");
-  TDA_CHECK(a.fwd_block_rows == 0 || a.fwd_block_rows == 64 || a.fwd_block_rows == 128,
-            "config: attention.fwd_block_rows " + std::to_string(a.fwd_block_rows) +
-                " must be 0 (default), 64 or 128");
+  check_fwd_block_rows(a.fwd_block_rows);
   a.options = r["attention"];
   a.options.erase("kind");
   a.options.erase("impl");

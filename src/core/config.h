@@ -46,6 +46,8 @@ std::string fmt_num(double v);
 using AttentionCheck = std::string (*)(const AttentionConfig&);
 // Throws tda::Error naming attention.impl unless it is auto, own or cudnn.
 void check_attention_impl(const std::string& impl);
+// Throws tda::Error naming attention.fwd_block_rows unless it is 0 (default), 64 or 128.
+void check_fwd_block_rows(int rows);
 void declare_attention_check(const std::string& kind, AttentionCheck check);
 
 // The attention options: the kind, and every declared attention.<key> with its value, which the

@@ -227,9 +227,7 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
   checked_.clear();
   shapes_.clear();
   const std::string kind = r.kind.empty() ? attn_math_name(r.math) : r.kind;
-  TDA_CHECK(r.fwd_block_rows == 0 || r.fwd_block_rows == 64 || r.fwd_block_rows == 128,
-            "attention.fwd_block_rows " + std::to_string(r.fwd_block_rows) +
-                " must be 0 (default), 64 or 128");
+  check_fwd_block_rows(r.fwd_block_rows);
   const std::string shape =
       r.fwd_block_rows ? "; our forward: " + std::to_string(r.fwd_block_rows) + "-row blocks" : "";
   if (r.impl == "own") return "attention: our kernels (attention.impl own" + shape + ")";
