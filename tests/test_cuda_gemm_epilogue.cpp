@@ -1,4 +1,5 @@
-// The fused MLP GELU matmuls (Ops::matmul_gelu_forward / matmul_backward_dgelu) of CudaOps,
+// The fused MLP GELU matmuls (Ops::matmul_gelu_forward / matmul_backward_dgelu) and the residual
+// matmul (Ops::matmul_residual_forward) of CudaOps,
 // i.e. tda::cuda::gemm with the GELU_AUX / DGELU epilogues, against CpuOps, which runs the
 // unfused defaults (matmul_* then gelu_*). Emulated: the GEMM is the CPU SGEMM and the epilogue
 // the GELU kernels, so fp32 agrees to the tolerance of the gelu test in test_cuda_ops.cpp
@@ -14,6 +15,8 @@
 #include <catch2/catch.hpp>
 
 #include "backend/cuda/common.h"
+#include "backend/cuda/device_stats.h"
+#include "backend/device.h"
 #include "model/gpt2.h"
 #include "test_cuda_util.h"
 
@@ -221,6 +224,64 @@ TEST_CASE("cuda: fused GELU matmuls on the bf16 path", "[cuda][emu]") {
   }
 }
 
+// The residual matmul, y = r + x W^T (the attention's and the MLP's output projections): the
+// emulated cuBLASLt call adds r to its fp32 product, so it is CpuOps's composition (matmul_forward
+// then add_inplace) bit for bit, on both paths, and launches no kernel of its own.
+TEST_CASE("cuda: the residual matmul equals the CPU's matmul then add, with no add kernel",
+          "[cuda][emu]") {
+  const auto x = rnd(size_t(N) * C, 81), W = rnd(size_t(OC) * C, 82),
+             r = rnd(size_t(N) * OC, 83, -3.f, 3.f);
+  EmulatedDevice& emu = *cuda::emulated_device();
+  auto cpu_residual = [&](const std::vector<float>& xs, const std::vector<float>& Ws) {
+    std::vector<float> y(size_t(N) * OC);
+    CpuOps().matmul_residual_forward(y.data(), xs.data(), Ws.data(), N, C, OC, r.data());
+    return y;
+  };
+  const std::vector<float> ref = cpu_residual(x, W);
+  {
+    std::vector<float> plain(size_t(N) * OC), sum = plain;
+    CpuOps().matmul_forward(plain.data(), x.data(), W.data(), N, C, OC);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = plain[i] + r[i];
+    CHECK(same_bits(ref, sum));        // the reference is the product plus r, one fp32 add
+    CHECK(rel_err(ref, plain) > 0.1);  // control: r is not negligible
+  }
+
+  CudaOps gpu;
+  DeviceBuffer<float> gx(x), gW(W), gr(r), gy(size_t(N) * OC);
+  const DeviceStats before = emu.stats();
+  gpu.matmul_residual_forward(gy.get(), gx.get(), gW.get(), N, C, OC, gr.get());
+  const DeviceStats d = emu.stats().since(before);
+  CHECK(same_bits(gy.to_host(), ref));
+  CHECK(same_bits(gr.to_host(), r));  // r read only
+  CHECK(d.gemms == 1);
+  CHECK(d.launches == 0);  // the add is the GEMM's: no add_inplace pass over y
+
+  // bf16 path: x stored in bf16, W from the master copy; the product of the rounded inputs plus
+  // r, and the plain bf16 matmul (r null) followed by the add kernel gives the same bits.
+  const auto W2 = rnd(size_t(OC) * C, 84);
+  Bf16Gpu b16(W, W2);
+  auto bits = [](DeviceBuffer<__nv_bfloat16>& b) { return reinterpret_cast<uint16_t*>(b.get()); };
+  DeviceBuffer<__nv_bfloat16> gx16(x.size());
+  cuda::cast_to_bf16(gx16.get(), gx.get(), x.size());
+  DeviceBuffer<float> gy16(size_t(N) * OC), gplain(size_t(N) * OC);
+  const DeviceStats before16 = emu.stats();
+  b16.gpu.matmul_forward_bf16(gy16.get(), bits(gx16), b16.W, N, C, OC, gr.get());
+  CHECK(emu.stats().since(before16).launches == 0);
+  const auto got16 = gy16.to_host();
+  CHECK(same_bits(got16, cpu_residual(bf16_round(x), bf16_round(W))));
+  b16.gpu.matmul_forward_bf16(gplain.get(), bits(gx16), b16.W, N, C, OC, nullptr);
+  b16.gpu.add_inplace(gplain.get(), gr.get(), r.size());
+  CHECK(same_bits(got16, gplain.to_host()));
+  CHECK(rel_err(got16, ref) < 1e-2);       // the bf16 bound of the GELU test above
+  CHECK(rel_err(got16, ref) > 10 * kTol);  // control: the bf16 path was taken
+
+  // The same in the model's order on the fp32 backend in bf16 mode (matmul_residual_forward
+  // casts x as matmul_forward does).
+  DeviceBuffer<float> gy3(size_t(N) * OC);
+  b16.gpu.matmul_residual_forward(gy3.get(), gx.get(), b16.W, N, C, OC, gr.get());
+  CHECK(same_bits(gy3.to_host(), got16));
+}
+
 // bf16 storage of the GEMM-input activations (Bf16Matmuls::*_bf16, dtype bf16 in the model). The
 // emulated GEMM is the SGEMM of the exactly widened bf16 inputs, so each stored value is checked
 // bit for bit against the rounding of an fp32 reference, and the whole against fp32 at the bf16
@@ -264,7 +325,7 @@ TEST_CASE(
     CHECK(same_bits(widen(go16, nx), bf16_round(o)));
     CHECK(rel_err(widen(go16, nx), o) > 10 * kTol);  // control: it was rounded
     gpu.matmul_forward(gy32.get(), go.get(), gW, N, C, OC);
-    gpu.matmul_forward_bf16(gy16.get(), bits(go16), gW, N, C, OC);
+    gpu.matmul_forward_bf16(gy16.get(), bits(go16), gW, N, C, OC, nullptr);
     CHECK(same_bits(gy16.to_host(), gy32.to_host()));
   }
 
@@ -286,7 +347,7 @@ TEST_CASE(
   // The next GEMM (the model's mlp_proj) reads y in bf16 as it is: z(N, C) = y(N, OC) V^T, V
   // being W2's floats read as a (C, OC) matrix.
   DeviceBuffer<float> gz(size_t(N) * C);
-  gpu.matmul_forward_bf16(gz.get(), bits(gy), gW2, N, OC, C);
+  gpu.matmul_forward_bf16(gz.get(), bits(gy), gW2, N, OC, C, nullptr);
   CHECK(same_bits(gz.to_host(), sgemm(false, true, N, C, OC, y, OC, bf16_round(W2), OC)));
 
   // Backward: dpre(N, OC) = bf16((dz V) * gelu'(pre)), dV += dz^T y, with y and pre as stored;
@@ -422,6 +483,16 @@ TEST_CASE("cuda: gemm epilogues on strided and transposed operands", "[cuda][emu
       CHECK(rel_err(dense(got, M, Nc, ldc), prod) > 100 * kTol);  // negative control
       CHECK(padding_kept(got, M, Nc, ldc, pad));
       CHECK(same_bits(gpre.to_host(), pre));
+      // kResidual: C = P + aux, aux read only, at its own row stride
+      DeviceBuffer<float> gres(c0);
+      cuda::gemm(ta, tb, M, Nc, K, 1.0f, ga.get(), lda, gb.get(), ldb, 0.0f, gres.get(), ldc,
+                 cuda::Epilogue::kResidual, gpre.get(), ldx);
+      std::vector<float> sum(prod.size());
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] = prod[i] + pre_d[i];
+      const auto res = gres.to_host();
+      CHECK(same_bits(dense(res, M, Nc, ldc), sum));
+      CHECK(padding_kept(res, M, Nc, ldc, pad));
+      CHECK(same_bits(gpre.to_host(), pre));
     }
 }
 
@@ -439,4 +510,14 @@ TEST_CASE("cuda: gemm refuses epilogue calls it leaves undefined or that would r
   CHECK_THROWS_WITH(call(0.0f, aux.get(), Nc - 1), Catch::Contains("needs aux"));
   CHECK_THROWS_WITH(call(0.0f, c.get() + 3, Nc), Catch::Contains("overlaps C"));
   CHECK_NOTHROW(call(0.0f, c.get() + size_t(M) * Nc, Nc));  // adjacent, not overlapping
+  // The residual epilogue: r is the only addend (beta 0) and must not overlap the output.
+  auto residual = [&](float beta, float* r) {
+    cuda::gemm(false, false, M, Nc, K, 1.0f, a.get(), K, b.get(), Nc, beta, c.get(), Nc,
+               cuda::Epilogue::kResidual, r, Nc);
+  };
+  CHECK_THROWS_WITH(residual(1.0f, aux.get()),
+                    Catch::Contains("a residual epilogue needs beta == 0"));
+  CHECK_THROWS_WITH(residual(0.0f, nullptr), Catch::Contains("needs aux"));
+  CHECK_THROWS_WITH(residual(0.0f, c.get() + 3), Catch::Contains("overlaps C"));
+  CHECK_NOTHROW(residual(0.0f, aux.get()));
 }

@@ -96,10 +96,10 @@ TEST_CASE("cuda grids: the attention kernels' grid visits every (b*h, tile) once
 TEST_CASE("cuda grids: RMSNorm dw and ReLA-norm dgamma/dw past 65,535 row chunks match the CPU",
           "[cuda][grid][emu]") {
   // Chunks of one row make N = 65,600 rows 65,600 chunks (the default 32-row chunks reach that at
-  // N = 2.1M, too slow to emulate); the reduction stages run alone (their row-wise dx/du kernels
-  // put rows on x and are unchanged). C = 5: one partial warp of columns. Both sides fp32; the
-  // CUDA side sums chunk partials in order, so the error is a few ulps of the scale (the 1e-5 of
-  // test_cuda_variant_ops.cpp).
+  // N = 2.1M, too slow to emulate): RMSNorm's whole backward (one block per chunk), the ReLA
+  // norm's reduction stages alone (its row-wise du kernel puts rows on x and is unchanged). C = 5:
+  // one partial warp of columns. Both sides fp32; the CUDA side sums chunk partials in order, so
+  // the error is a few ulps of the scale (the 1e-5 of test_cuda_variant_ops.cpp).
   CpuOps cpu;
   CudaOps gpu;
   const int N = 65600, C = 5, kChunk = 1;
@@ -110,11 +110,12 @@ TEST_CASE("cuda grids: RMSNorm dw and ReLA-norm dgamma/dw past 65,535 row chunks
     std::vector<float> y(x.size()), rstd(N), dx(x.size(), 0.f), dw(C, 0.f);
     cpu.rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
     cpu.rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C);
-    DeviceBuffer<float> grstd(rstd), gdw(std::vector<float>(C, 0.f)),
-        scratch(cuda::rmsnorm_backward_scratch(N, C, kChunk));
-    cuda::rmsnorm_backward_dw(gdw.get(), gdy.get(), gx.get(), grstd.get(), N, C, scratch.get(),
-                              kChunk);
+    DeviceBuffer<float> grstd(rstd), gw(w), gdx(std::vector<float>(x.size(), 0.f)),
+        gdw(std::vector<float>(C, 0.f)), scratch(cuda::rmsnorm_backward_scratch(N, C, kChunk));
+    cuda::rmsnorm_backward(gdx.get(), gdw.get(), gdy.get(), gx.get(), gw.get(), grstd.get(), N, C,
+                           scratch.get(), nullptr, kChunk);
     CHECK(rel_err(gdw.to_host(), dw) < 1e-5);
+    CHECK(rel_err(gdx.to_host(), dx) < 1e-5);
   }
   {
     // The gated norm: both dgamma and dw (the centred one shares the kernels, without dw).

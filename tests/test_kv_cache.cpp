@@ -160,6 +160,11 @@ class RecordingOps final : public ForwardingOps {
     matmul_rows.push_back(N);
     in_.matmul_gelu_forward(y, pre, x, W, N, C, OC);
   }
+  void matmul_residual_forward(float* y, const float* x, const float* W, int N, int C, int OC,
+                               const float* r) override {
+    matmul_rows.push_back(N);
+    in_.matmul_residual_forward(y, x, W, N, C, OC, r);
+  }
   void attention_forward(const AttnArgs& a) override {
     attention_rows.push_back(a.T - a.q_start);
     if (!relative_tau || !a.tau || a.q_start == 0) return in_.attention_forward(a);

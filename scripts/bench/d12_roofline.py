@@ -60,15 +60,17 @@ def micro_rows(a, dtype):
     def add(name, phase, calls, flops, nbytes, pipe="fp32", ub=None):
         rows.append((name, phase, calls, flops, nbytes, pipe, ub))
 
-    def gemm(name, phase, calls, M, Nn, K, beta=0, sgemm_only=False, bf16_out=False):
+    def gemm(name, phase, calls, M, Nn, K, beta=0, sgemm_only=False, bf16_out=False,
+             residual=False):
         # C(M,Nn) = A(M,K) B(K,Nn): inputs once, the output written (and read when beta = 1):
-        # fp32, or bf16 where the bf16 path stores it (the MLP's pre-activation)
+        # fp32, or bf16 where the bf16 path stores it (the MLP's pre-activation); a residual
+        # (Ops::matmul_residual_forward: cuBLASLt's beta C, C apart from the output) read in fp32
         low = bf and not sgemm_only
         api = "GemmEx bf16" if low else "Sgemm fp32"
         out = 2 if low and bf16_out else f4
         add(f"{name} {M}x{Nn}x{K} ({api})", phase, calls, 2 * M * Nn * K,
-            (M * K + K * Nn) * (2 if low else 4) + M * Nn * out * (1 + beta),
-            "bf16" if low else "sgemm")
+            (M * K + K * Nn) * (2 if low else 4) + M * Nn * out * (1 + beta) +
+            (M * Nn * f4 if residual else 0), "bf16" if low else "sgemm")
 
     def column_sum(tag, calls, rows_, width):
         # kernels/reduce.cu: groups of >= 32 rows per block (at most 256 groups), then the groups
@@ -79,22 +81,31 @@ def micro_rows(a, dtype):
         add(f"column_sum {tag}", "bwd", calls, groups * width, (groups + 2) * width * f4)
 
     def rms(tag, phase_calls, rows_, width, y_bytes=f4, dx16_bytes=0):
-        # forward: read x, write y (+rstd; y in bf16 where the bf16 path stores it); backward:
-        # dx kernel reads dy, x and read-modify-writes dx (and, in the bf16 path, writes dx's
-        # bf16 copy, the residual gradient's GEMMs' dy); the dw kernel reads dy and x again;
-        # then column sums over 32-row chunks.
+        # forward: read x, write y (+rstd; y in bf16 where the bf16 path stores it); backward,
+        # one block per 32-row chunk: reads dy, x and read-modify-writes dx (and, in the bf16
+        # path, writes dx's bf16 copy, the residual gradient's GEMMs' dy), then the chunk's dw
+        # partial from the same rows (cache hits, not counted); then column sums over the chunks.
+        # The H200 run's code (fused = False) had the partial in a second kernel reading dy and x
+        # from memory again.
         n, ch = rows_ * width, -(-rows_ // 32)
         fw, bw_ = phase_calls
         add(f"rmsnorm_forward {tag}", "fwd", fw, 4 * n, n * (f4 + y_bytes) + (rows_ + width) * f4)
-        add(f"rmsnorm_backward_dx {tag}", "bwd", bw_, 7 * n,
-            (4 * n + rows_ + width) * f4 + n * dx16_bytes)
-        add(f"rmsnorm_dw_partial {tag}", "bwd", bw_, 3 * n, (2 * n + rows_ + ch * width) * f4)
+        dx_bytes = (4 * n + rows_ + width) * f4 + n * dx16_bytes
+        if fused:
+            add(f"rmsnorm_backward (dx, dw partial) {tag}", "bwd", bw_, 10 * n,
+                dx_bytes + ch * width * f4)
+        else:
+            add(f"rmsnorm_backward_dx {tag}", "bwd", bw_, 7 * n, dx_bytes)
+            add(f"rmsnorm_dw_partial {tag}", "bwd", bw_, 3 * n, (2 * n + rows_ + ch * width) * f4)
         column_sum(f"(dw chunks of {tag})", bw_, ch, width)
 
     # --- trunk, forward then backward (gpt2.cpp); GELU/exp/tanh counted as ~1 FLOP each.
     # bf16 stores the activations that are only GEMM inputs (ln_1, ln_2, the attention output and
     # the MLP's pre-activation and GELU; backend/mixed_precision.h): read in 2 bytes, cast once.
     act_b = 2 if bf else f4  # bytes per stored GEMM-input element
+    # fused = False: the code of the H200 run (CALIBRATION), before the residual adds went into
+    # the GEMMs and the norms' backward into one kernel
+    fused = getattr(a, "fused", True)
     add("embedding_forward", "fwd", 1, 0, N * 4 + 2 * NC * f4)
     if bf:
         rms("(N x C, ln_1/ln_2 bf16 out)", (2 * L, 2 * L), N, C, y_bytes=2, dx16_bytes=2)
@@ -102,10 +113,13 @@ def micro_rows(a, dtype):
     else:
         rms("(N x C)", (2 * L + 1, 2 * L + 1), N, C)
     gemm("gemm c_attn fwd", "fwd", L, N, W, C)
-    gemm("gemm c_proj fwd", "fwd", L, N, C, C)
+    # the output projections add the residual stream in the GEMM; the code of the H200 run
+    # (CALIBRATION) ran a separate add_inplace pass after each instead
+    gemm("gemm c_proj fwd", "fwd", L, N, C, C, residual=fused)
     gemm("gemm c_fc fwd", "fwd", L, N, F, C, bf16_out=True)
-    gemm("gemm mlp_proj fwd", "fwd", L, N, C, F)
-    add("add_inplace (residual)", "fwd", 2 * L, NC, 3 * NC * f4)
+    gemm("gemm mlp_proj fwd", "fwd", L, N, C, F, residual=fused)
+    if not fused:
+        add("add_inplace (residual)", "fwd", 2 * L, NC, 3 * NC * f4)
     add("gelu_forward", "fwd", L, 10 * N * F, 2 * N * F * act_b)
     for name, ci, oc in (("mlp_proj", F, C), ("c_fc", C, F), ("c_proj", C, C), ("c_attn", C, W)):
         gemm(f"gemm {name} bwd dx", "bwd", L, N, ci, oc)
@@ -249,9 +263,10 @@ def op_class(name, phase):
     return "other"
 
 
-def class_bounds(kind, dtype, gpu, B=16, T=1024, skip=0.0):
+def class_bounds(kind, dtype, gpu, B=16, T=1024, skip=0.0, fused=True):
     """Roofline bound (ms) per op class of one micro-step plus one optimizer step on one GPU."""
-    a = argparse.Namespace(kind=kind, dtype=dtype, B=B, T=T, skip=skip, entmax_iters=30)
+    a = argparse.Namespace(kind=kind, dtype=dtype, B=B, T=T, skip=skip, entmax_iters=30,
+                           fused=fused)
     g = GPUS[gpu]
     out = dict.fromkeys(OP_CLASSES, 0.0)
     for r in micro_rows(a, dtype) + opt_rows(kind, dtype, 1):
@@ -268,8 +283,9 @@ def class_bounds(kind, dtype, gpu, B=16, T=1024, skip=0.0):
 # attention ran at 7% (softmax) of the bf16 peak the bound assumes (one 64-row query block of 4
 # warps per CUDA block, a two-kernel backward that recomputes the scores twice: docs/perf.md);
 # the rest pays cuBLASLt's efficiency at these shapes, ~600 launches per micro-step and small
-# memory-bound kernels well under the HBM bandwidth. A calibrated prediction is bound x factor;
-# it describes the code of that run, not later kernels, and is printed apart from the bounds.
+# memory-bound kernels well under the HBM bandwidth. A calibrated prediction is bound x factor,
+# the factors taken on that run's code (fused = False), the bound of the code now;
+# it assumes later kernels reach their bounds as that run's did, and is printed apart from them.
 CALIBRATION = {  # (kind, GPU): measured ms per d12 micro-step (+ optimizer) of that run
     ("softmax", "H200"): {"attention": 3.78 * 12 / 16 * 12, "step": 88.0},
     ("tda", "H200"): {"attention": 8.00 * 12 / 16 * 12, "step": 137.4},
@@ -282,7 +298,7 @@ def calibration_factors(kind, gpu):
     m = CALIBRATION.get((kind, gpu))
     if not m:
         return None
-    b = class_bounds(kind, "bf16", gpu)
+    b = class_bounds(kind, "bf16", gpu, fused=False)  # that run's code
     rest = sum(b.values()) - b["attention"]
     return {"attention": m["attention"] / b["attention"],
             "rest": (m["step"] - m["attention"]) / rest}
@@ -391,8 +407,9 @@ def main():
         if not f or not c:
             continue
         b = class_bounds(a.kind, "bf16", key, a.B, a.T, a.skip)
-        title(f"calibrated prediction, {cfg}, bf16, {key}: bound x measured/bound of "
-              f"{CALIBRATION_SOURCE} (a prediction for that run's code, not a measurement)", md)
+        title(f"calibrated prediction, {cfg}, bf16, {key}: this code's bound x measured/bound "
+              f"of {CALIBRATION_SOURCE} (factors from that run's code; a prediction, not a "
+              f"measurement)", md)
         table(["op class", "bound ms", "factor (measured / bound)", "calibrated ms"],
               [[k, f"{b[k]:.2f}", f"{f['attention' if k == 'attention' else 'rest']:.2f}",
                 f"{c[k]:.2f}"] for k in OP_CLASSES] +

@@ -50,9 +50,10 @@ class Bf16Matmuls {
   // y[i] = bf16(x[i]), round to nearest even: the rounding an fp32 GEMM input gets, done once
   // where the input is stored (the attention's output, written in fp32 by every kind).
   virtual void store_bf16(uint16_t* y, const float* x, size_t n) = 0;
-  // y(N,OC) = x(N,C) W^T with x stored in bf16 (no cast: it is a GEMM input as it is).
+  // y(N,OC) = x(N,C) W^T with x stored in bf16 (no cast: it is a GEMM input as it is), plus
+  // r(N,OC) unless r is null (Ops::matmul_residual_forward: the residual added in the GEMM).
   virtual void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
-                                   int OC) = 0;
+                                   int OC, const float* r) = 0;
   // Ops::matmul_backward with x stored in bf16: dx = dy W, dW += dy^T x.
   virtual void matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
                                     const float* W, int N, int C, int OC, bool accumulate_dx) = 0;

@@ -1,5 +1,6 @@
-// The Ops defaults: the fused MLP GELU matmuls as their unfused parts, and plain host memory,
-// so the CPU backend's buffers are ordinary arrays (no copies beyond what the caller asks for).
+// The Ops defaults: the fused GELU and residual matmuls as their unfused parts, and plain host
+// memory, so the CPU backend's buffers are ordinary arrays (no copies beyond what the caller asks
+// for).
 #include "backend/ops.h"
 
 #include <algorithm>
@@ -17,6 +18,12 @@ void Ops::matmul_gelu_forward(float* y, float* pre, const float* x, const float*
                               int OC) {
   matmul_forward(pre, x, W, N, C, OC);
   gelu_forward(y, pre, size_t(N) * size_t(OC));
+}
+
+void Ops::matmul_residual_forward(float* y, const float* x, const float* W, int N, int C, int OC,
+                                  const float* r) {
+  matmul_forward(y, x, W, N, C, OC);
+  add_inplace(y, r, size_t(N) * size_t(OC));
 }
 
 void Ops::matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,

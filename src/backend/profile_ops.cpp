@@ -16,7 +16,7 @@ std::string ProfileOps::matmul_label(const char* op, int N, int C, int OC) const
   return std::string(op) + name + " " + shape(N, C, OC);
 }
 
-bool ProfileOps::composes_gelu() const {
+bool ProfileOps::composes_fusions() const {
   return std::string(in_.name()) == "cpu";
 }
 
@@ -107,17 +107,24 @@ void ProfileOps::matmul_backward(float* dx, float* dW, const float* dy, const fl
 }
 void ProfileOps::matmul_gelu_forward(float* y, float* pre, const float* x, const float* W, int N,
                                      int C, int OC) {
-  // The CPU backend's fused op is the default composition: compose it here, so that its matmul
-  // and GELU are timed apart. A backend that really fuses them (CUDA) is timed as one op.
-  if (composes_gelu()) return Ops::matmul_gelu_forward(y, pre, x, W, N, C, OC);
+  // The CPU backend's fused ops are the default compositions: compose them here, so that the
+  // matmul and its epilogue (GELU, residual add) are timed apart. A backend that really fuses
+  // them (CUDA) is timed as one op.
+  if (composes_fusions()) return Ops::matmul_gelu_forward(y, pre, x, W, N, C, OC);
   TDA_TIMED(matmul_label("matmul_gelu_forward", N, C, OC),
             ForwardingOps::matmul_gelu_forward(y, pre, x, W, N, C, OC));
 }
 void ProfileOps::matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,
                                        const float* W, const float* pre, int N, int C, int OC) {
-  if (composes_gelu()) return Ops::matmul_backward_dgelu(dpre, dW, dy, x, W, pre, N, C, OC);
+  if (composes_fusions()) return Ops::matmul_backward_dgelu(dpre, dW, dy, x, W, pre, N, C, OC);
   TDA_TIMED(matmul_label("matmul_backward_dgelu", N, C, OC),
             ForwardingOps::matmul_backward_dgelu(dpre, dW, dy, x, W, pre, N, C, OC));
+}
+void ProfileOps::matmul_residual_forward(float* y, const float* x, const float* W, int N, int C,
+                                         int OC, const float* r) {
+  if (composes_fusions()) return Ops::matmul_residual_forward(y, x, W, N, C, OC, r);
+  TDA_TIMED(matmul_label("matmul_residual_forward", N, C, OC),
+            ForwardingOps::matmul_residual_forward(y, x, W, N, C, OC, r));
 }
 void ProfileOps::lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
                               const int32_t* targets, int N, int C, int Vp, int Vr, float gs) {
@@ -150,10 +157,10 @@ class ProfileOps::TimedBf16 final : public Bf16Matmuls {
     Timer timer(&owner_, "store_bf16");
     in_.store_bf16(y, x, n);
   }
-  void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
-                           int OC) override {
+  void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C, int OC,
+                           const float* r) override {
     Timer timer(&owner_, owner_.matmul_label("matmul_forward_bf16", N, C, OC));
-    in_.matmul_forward_bf16(y, x, W, N, C, OC);
+    in_.matmul_forward_bf16(y, x, W, N, C, OC, r);
   }
   void matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
                             const float* W, int N, int C, int OC, bool acc) override {

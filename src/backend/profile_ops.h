@@ -103,6 +103,8 @@ class ProfileOps final : public TimedOps {
                            int OC) override;
   void matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,
                              const float* W, const float* pre, int N, int C, int OC) override;
+  void matmul_residual_forward(float* y, const float* x, const float* W, int N, int C, int OC,
+                               const float* r) override;
   void lm_head_loss(float* losses, float* dx, float* dW, const float* x, const float* W,
                     const int32_t* targets, int N, int C, int Vp, int Vr, float gs) override;
   void attention_forward(const AttnArgs& a) override;
@@ -114,7 +116,7 @@ class ProfileOps final : public TimedOps {
  private:
   class TimedBf16;
   std::unique_ptr<TimedBf16> bf16_;
-  bool composes_gelu() const;
+  bool composes_fusions() const;  // the inner backend runs the fused matmuls' defaults
   std::string matmul_label(const char* op, int N, int C, int OC) const;
   std::map<std::pair<int, int>, std::string> matmul_names_;
 };

@@ -276,9 +276,12 @@ void GPT2::norm_forward(float* y, float* rstd, const float* x, const float* w, i
     ops_.rmsnorm_forward(y, rstd, x, w, rows, C, eps);
 }
 
-void GPT2::stored_matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC) {
+void GPT2::stored_matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC,
+                                 const float* r) {
   if (bf16_)
-    bf16_->matmul_forward_bf16(y, bf16_elements(x), W, N, C, OC);
+    bf16_->matmul_forward_bf16(y, bf16_elements(x), W, N, C, OC, r);
+  else if (r)
+    ops_.matmul_residual_forward(y, x, W, N, C, OC, r);
   else
     ops_.matmul_forward(y, x, W, N, C, OC);
 }
@@ -328,16 +331,14 @@ void GPT2::block_forward(int l, const AttnContext& ctx, int rows, int row0, cons
     bf16_->store_bf16(bf16_elements(a.atty), y, nC);
     y = a.atty;
   }
-  stored_matmul_forward(a.xmid, y, P + L.c_proj, rows, C, C);
-  ops_.add_inplace(a.xmid, a.x, nC);
+  stored_matmul_forward(a.xmid, y, P + L.c_proj, rows, C, C, a.x);  // xmid = x + y Wo^T
   norm_forward(a.ln2, a.rstd2, a.xmid, P + L.ln2, rows);
   if (bf16_)
     bf16_->matmul_gelu_forward_bf16(bf16_elements(a.fcg), bf16_elements(a.fc), bf16_elements(a.ln2),
                                     P + L.c_fc, rows, C, 4 * C);
   else
     ops_.matmul_gelu_forward(a.fcg, a.fc, a.ln2, P + L.c_fc, rows, C, 4 * C);
-  stored_matmul_forward(xout, a.fcg, P + L.mlp_proj, rows, 4 * C, C);
-  ops_.add_inplace(xout, a.xmid, nC);
+  stored_matmul_forward(xout, a.fcg, P + L.mlp_proj, rows, 4 * C, C, a.xmid);  // xmid + MLP
 }
 
 double GPT2::forward(const int32_t* inputs, const int32_t* targets, bool train, float grad_scale) {

@@ -169,7 +169,9 @@ class GPT2 {
   size_t stored_floats(size_t elements) const { return bf16_ ? (elements + 7) / 8 * 4 : elements; }
   // The ops on them, by dtype.
   void norm_forward(float* y, float* rstd, const float* x, const float* w, int rows);
-  void stored_matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC);
+  // y = x W^T, plus r (the residual stream the layer writes into) unless r is null.
+  void stored_matmul_forward(float* y, const float* x, const float* W, int N, int C, int OC,
+                             const float* r = nullptr);
   void stored_matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W,
                               int N, int C, int OC);
   // dres_ += the dx of a norm's backward (x its input, w its weight); under dtype bf16 the sum is

@@ -4,9 +4,10 @@
 // (gemm_lt.cu: fp32 accumulation, CUBLAS_COMPUTE_32F, so no TF32 rounding), with cuBLASLt's GELU
 // epilogues when asked; under the SIMT emulator (TDA_CUDA_EMU) it is the CPU SGEMM (OpenBLAS
 // cblas_sgemm, the routine CpuOps uses, so the emulated backend's matmuls are bit-identical to the
-// CPU's) followed by the GELU kernels of kernels/elementwise.cu for an epilogue, which is also what
-// a GPU runs when cuBLASLt cannot fuse one (aux row stride not a multiple of 8, or no algorithm for
-// the problem).
+// CPU's) followed by the GELU kernels of kernels/elementwise.cu for a GELU epilogue, which is also
+// what a GPU runs when cuBLASLt cannot fuse one (aux row stride not a multiple of 8, or no
+// algorithm for the problem). The residual epilogue is part of every GEMM (cuBLASLt's beta C with
+// C apart from the output): the emulated call adds it on the host, as its own fp32 sum.
 #pragma once
 
 #include <string>
@@ -34,9 +35,11 @@ constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 //   kNone     C = P + beta C
 //   kGeluAux  aux = P, C = gelu(P)                 (aux: the pre-activation a backward needs)
 //   kDgelu    C = P * gelu'(aux)                   (aux: that pre-activation, read only)
-// aux is (M,N) fp32 with row stride ld_aux and must not overlap C; the GELU epilogues need
-// beta == 0 (nothing accumulates into an activation or into an input gradient).
-enum class Epilogue { kNone, kGeluAux, kDgelu };
+//   kResidual C = P + aux                          (aux: the residual stream, read only)
+// aux is (M,N) fp32 with row stride ld_aux and must not overlap C; the epilogues need beta == 0
+// (nothing accumulates into an activation or into an input gradient). kResidual is a linear
+// layer writing into the residual stream (x_out = x + y W^T) with no add pass of its own.
+enum class Epilogue { kNone, kGeluAux, kDgelu, kResidual };
 
 // Row-major C(M,N) = alpha op(A) op(B) + beta C, op(X) = X or X^T as in cblas_sgemm:
 // op(A) is (M,K), op(B) is (K,N); lda/ldb/ldc are row strides of the stored matrices.

@@ -119,6 +119,11 @@ void CudaOps::matmul_gelu_forward(float* y, float* pre, const float* x, const fl
                                   int C, int OC) {
   matmul_forward_ep(y, x, W, N, C, OC, cuda::Epilogue::kGeluAux, pre);
 }
+void CudaOps::matmul_residual_forward(float* y, const float* x, const float* W, int N, int C,
+                                      int OC, const float* r) {
+  // gemm() takes aux as float* because GELU_AUX writes it; the residual is only read.
+  matmul_forward_ep(y, x, W, N, C, OC, cuda::Epilogue::kResidual, const_cast<float*>(r));
+}
 void CudaOps::matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,
                                     const float* W, const float* pre, int N, int C, int OC) {
   matmul_backward_ep(dpre, dW, dy, x, W, N, C, OC, false, cuda::Epilogue::kDgelu, pre);
@@ -154,11 +159,13 @@ void CudaOps::gelu_forward_bf16(uint16_t* y, const uint16_t* pre, size_t n) {
   cuda::gelu_forward(bf16_bits(y), bf16_bits(pre), n);  // matmul_gelu_forward_bf16's kernel
 }
 
-void CudaOps::matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
-                                  int OC) {
+void CudaOps::matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C, int OC,
+                                  const float* r) {
   TDA_CHECK(bf16_, "cuda: matmul_forward_bf16 without enable_bf16_matmuls()");
   const auto* Wb = bf16(bf16_operand(W, size_t(OC) * C, 1));
-  cuda::gemm(false, true, N, OC, C, 1.0f, bf16_bits(x), C, Wb, C, 0.0f, y, OC);
+  const auto ep = r ? cuda::Epilogue::kResidual : cuda::Epilogue::kNone;
+  cuda::gemm(false, true, N, OC, C, 1.0f, bf16_bits(x), C, Wb, C, 0.0f, y, OC, ep,
+             const_cast<float*>(r), OC);
 }
 
 void CudaOps::matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,

@@ -41,14 +41,13 @@ void rmsnorm_forward(__nv_bfloat16* y, float* rstd, const float* x, const float*
                      float eps);
 constexpr int kRmsnormDwRows = 32;
 size_t rmsnorm_backward_scratch(int N, int C, int chunk_rows = kRmsnormDwRows);  // floats
-// dx16, when given, receives bf16(dx) after the accumulation (the bf16 path's residual gradient).
+// dx += ..., dw += the sum over chunks of chunk_rows rows of each chunk's partial, both sums in
+// order; dx must not overlap dy or x. dx16, when given, receives bf16(dx) after the accumulation
+// (the bf16 path's residual gradient). Tests pass a small chunk_rows to reach many chunks at an
+// emulated size.
 void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
                       const float* rstd, int N, int C, float* scratch,
-                      __nv_bfloat16* dx16 = nullptr);
-// Its dw stage: dw += sum over chunks of chunk_rows rows of the chunk's partial, both sums in
-// order. Tests pass a small chunk_rows to reach many chunks at an emulated size.
-void rmsnorm_backward_dw(float* dw, const float* dy, const float* x, const float* rstd, int N,
-                         int C, float* scratch, int chunk_rows = kRmsnormDwRows);
+                      __nv_bfloat16* dx16 = nullptr, int chunk_rows = kRmsnormDwRows);
 
 void embedding_forward(float* y, const int32_t* tokens, const float* wte, int N, int C);
 // plan: embedding_plan() of the tokens (backend/embedding_plan.h), device memory. One block per
@@ -163,9 +162,12 @@ class CudaOps final : public Ops, public Bf16Matmuls {
 #define TDA_OP(ret, fn, params, args) ret fn params override;
 #define TDA_OP_COMPOSED(ret, fn, params, args)
 #include "backend/ops.def"
-  // cuBLASLt GELU_AUX / DGELU epilogues (common.h), fp32 or bf16 inputs like the matmuls.
+  // cuBLASLt GELU_AUX / DGELU epilogues and the residual addend (common.h), fp32 or bf16 inputs
+  // like the matmuls.
   void matmul_gelu_forward(float* y, float* pre, const float* x, const float* W, int N, int C,
                            int OC) override;
+  void matmul_residual_forward(float* y, const float* x, const float* W, int N, int C, int OC,
+                               const float* r) override;
   void matmul_backward_dgelu(float* dpre, float* dW, const float* dy, const float* x,
                              const float* W, const float* pre, int N, int C, int OC) override;
   // One kernel per tensor (kernels/adamw.cu) where the default composes three.
@@ -205,8 +207,8 @@ class CudaOps final : public Ops, public Bf16Matmuls {
   void rmsnorm_forward_bf16(uint16_t* y, float* rstd, const float* x, const float* w, int N, int C,
                             float eps) override;
   void store_bf16(uint16_t* y, const float* x, size_t n) override;
-  void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C,
-                           int OC) override;
+  void matmul_forward_bf16(float* y, const uint16_t* x, const float* W, int N, int C, int OC,
+                           const float* r) override;
   void matmul_backward_bf16(float* dx, float* dW, const float* dy, const uint16_t* x,
                             const float* W, int N, int C, int OC, bool accumulate_dx) override;
   void matmul_backward_bf16_dy(float* dx, float* dW, const uint16_t* dy, const uint16_t* x,

@@ -1,4 +1,4 @@
-// tda::cuda::gemm: cuBLASLt on a GPU, OpenBLAS under the emulator; an epilogue that cuBLASLt
+// tda::cuda::gemm: cuBLASLt on a GPU, OpenBLAS under the emulator; a GELU epilogue that cuBLASLt
 // does not fuse runs as the GELU kernels after the product, on both (see common.h).
 #include "backend/cuda/common.h"
 
@@ -81,23 +81,26 @@ void* device_alloc(size_t bytes, const std::string& what) {
 
 namespace {
 
-// Epilogue calls this entry point leaves undefined (beta != 0: GELU of an accumulated sum) or
-// that would race on a GPU (aux overlapping C) fail here, on both builds alike.
+// Epilogue calls this entry point leaves undefined (beta != 0: GELU of an accumulated sum, or a
+// second addend beside the residual) or that would race on a GPU (aux overlapping C) fail here,
+// on both builds alike.
 void check_epilogue(int M, int N, float beta, const float* C, int ldc, Epilogue ep,
                     const float* aux, int ld_aux) {
   if (ep == Epilogue::kNone) return;
-  TDA_CHECK(beta == 0.0f, "cuda: gemm: a GELU epilogue needs beta == 0");
-  TDA_CHECK(aux && ld_aux >= N, "cuda: gemm: a GELU epilogue needs aux (M,N), ld_aux >= N");
+  const char* what = ep == Epilogue::kResidual ? "a residual" : "a GELU";
+  TDA_CHECK(beta == 0.0f, std::string("cuda: gemm: ") + what + " epilogue needs beta == 0");
+  TDA_CHECK(aux && ld_aux >= N,
+            std::string("cuda: gemm: ") + what + " epilogue needs aux (M,N), ld_aux >= N");
   const auto c0 = reinterpret_cast<uintptr_t>(C), a0 = reinterpret_cast<uintptr_t>(aux);
   const uintptr_t c1 = c0 + (size_t(M - 1) * ldc + N) * sizeof(float);
   const uintptr_t a1 = a0 + (size_t(M - 1) * ld_aux + N) * sizeof(float);
   TDA_CHECK(c1 <= a0 || a1 <= c0, "cuda: gemm: the epilogue's aux overlaps C");
 }
 
-// The epilogue as pointwise kernels over the product already in C (kDgelu) or in aux
+// A GELU epilogue as pointwise kernels over the product already in C (kDgelu) or in aux
 // (kGeluAux): one launch over dense rows, one per row otherwise.
 void epilogue_kernels(Epilogue ep, int M, int N, float* C, int ldc, const float* aux, int ld_aux) {
-  if (ep == Epilogue::kNone) return;
+  if (ep != Epilogue::kGeluAux && ep != Epilogue::kDgelu) return;
   const bool dense = ldc == N && ld_aux == N;
   const int launches = dense ? 1 : M;
   const size_t n = dense ? size_t(M) * N : size_t(N);
@@ -208,12 +211,17 @@ void gemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   if (fused) return;
 #else
   check(emu::detail::fail_if_sticky(), "gemm");  // cuBLASLt fails on a lost context too
-  emu::note_gemm(ep != Epilogue::kNone);
+  emu::note_gemm(ep == Epilogue::kGeluAux || ep == Epilogue::kDgelu);
   reserve_lt_workspace();
   check_operands(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, aux, ld_aux);
   if (!emu::dry_run()) {       // a dry run checks the operands and skips the product
     emu::DeviceAccess access;  // one unprotect (host-access guard) for the product and the check
     host_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out);
+    // cuBLASLt's alpha P + beta C with C the residual and beta 1: the product rounded to fp32,
+    // then one fp32 add (at alpha 1, the bits of matmul_forward followed by add_inplace).
+    if (ep == Epilogue::kResidual)
+      for (int r = 0; r < M; ++r)
+        for (int c = 0; c < N; ++c) C[size_t(r) * ldc + c] += aux[size_t(r) * ld_aux + c];
     check(emu::check_tails("gemm"), "gemm");
   }
 #endif

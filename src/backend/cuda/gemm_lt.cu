@@ -101,12 +101,16 @@ cublasLtEpilogue_t lt_epilogue(Epilogue ep) {
 // cuBLASLt is column-major: a row-major (M,N) C is a column-major (N,M) C^T = op(B)^T op(A)^T,
 // so B is cuBLASLt's first operand and A its second, each keeping its own transposition flag.
 // aux has C's shape, so it too is column-major (N,M) with leading dimension ld_aux.
+// kResidual is no epilogue of cuBLASLt's: it is its beta C term with beta 1 and C the residual
+// (aux), a matrix apart from the output D (our C), each with its own layout.
 bool lt_gemm(cudaDataType_t in, cudaDataType_t out, bool trans_a, bool trans_b, int M, int N, int K,
              float alpha, const void* A, int lda, const void* B, int ldb, float beta, void* C,
              int ldc, Epilogue ep, float* aux, int ld_aux) {
-  const bool fused = ep != Epilogue::kNone;
+  const bool residual = ep == Epilogue::kResidual;
+  const bool fused = ep == Epilogue::kGeluAux || ep == Epilogue::kDgelu;
   // cublasLt.h: a GELU aux leading dimension must be a multiple of 8 (and >= the rows of D).
   if (fused && ld_aux % 8 != 0) return false;
+  if (residual) beta = 1.0f;
   Lt& s = lt();
   MatmulDesc desc;
   lt_check(cublasLtMatmulDescCreate(&desc.h, CUBLAS_COMPUTE_32F, CUDA_R_32F),
@@ -120,15 +124,20 @@ bool lt_gemm(cudaDataType_t in, cudaDataType_t out, bool trans_a, bool trans_b, 
     set(desc.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(ld_aux));
   }
   // Stored shapes (rows, cols) of the column-major views, before cuBLASLt's op().
-  Layout la, lb, lc;
+  Layout la, lb, lc, lr;
   lt_check(cublasLtMatrixLayoutCreate(&la.h, in, trans_b ? K : N, trans_b ? N : K, ldb),
            "cublasLtMatrixLayoutCreate");
   lt_check(cublasLtMatrixLayoutCreate(&lb.h, in, trans_a ? M : K, trans_a ? K : M, lda),
            "cublasLtMatrixLayoutCreate");
   lt_check(cublasLtMatrixLayoutCreate(&lc.h, out, N, M, ldc), "cublasLtMatrixLayoutCreate");
+  if (residual)
+    lt_check(cublasLtMatrixLayoutCreate(&lr.h, out, N, M, ld_aux), "cublasLtMatrixLayoutCreate");
+  // The addend read as cuBLASLt's C and its layout: the residual, or the output itself.
+  const void* addend = residual ? static_cast<const void*>(aux) : C;
+  cublasLtMatrixLayout_t addend_layout = residual ? lr.h : lc.h;
 
   const uint32_t al_a = alignment(B), al_b = alignment(A), al_c = alignment(C);
-  const uint32_t al_aux = fused ? alignment(aux) : 0;
+  const uint32_t al_aux = fused || residual ? alignment(aux) : 0;
   const Key key = {in,  out, trans_a, trans_b, M,    N,    K,    lda,
                    ldb, ldc, int(ep), ld_aux,  al_a, al_b, al_c, al_aux};
   cublasLtMatmulAlgo_t algo;
@@ -141,12 +150,12 @@ bool lt_gemm(cudaDataType_t in, cudaDataType_t out, bool trans_a, bool trans_b, 
       set(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(kLtWorkspaceBytes));
       set(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_a);
       set(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al_b);
-      set(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al_c);
+      set(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, residual ? al_aux : al_c);
       set(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al_c);
       cublasLtMatmulHeuristicResult_t res{};
       int n = 0;
-      const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(s.handle, desc.h, la.h, lb.h, lc.h,
-                                                               lc.h, pref.h, 1, &res, &n);
+      const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+          s.handle, desc.h, la.h, lb.h, addend_layout, lc.h, pref.h, 1, &res, &n);
       Choice c;
       c.found = st == CUBLAS_STATUS_SUCCESS && n > 0 && res.state == CUBLAS_STATUS_SUCCESS;
       c.algo = res.algo;
@@ -159,8 +168,8 @@ bool lt_gemm(cudaDataType_t in, cudaDataType_t out, bool trans_a, bool trans_b, 
     algo = it->second.algo;
   }
   const cublasStatus_t st =
-      cublasLtMatmul(s.handle, desc.h, &alpha, B, la.h, A, lb.h, &beta, C, lc.h, C, lc.h, &algo,
-                     s.workspace, kLtWorkspaceBytes, stream());
+      cublasLtMatmul(s.handle, desc.h, &alpha, B, la.h, A, lb.h, &beta, addend, addend_layout, C,
+                     lc.h, &algo, s.workspace, kLtWorkspaceBytes, stream());
   if (fused && st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
   lt_check(st, "cublasLtMatmul");
   return true;
