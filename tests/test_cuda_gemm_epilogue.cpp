@@ -131,6 +131,14 @@ struct Bf16Gpu {
   }
 };
 
+// For a scope, the emulated cuBLASLt refuses the residual epilogue (a GPU's fallback path).
+struct RefusingLt {
+  RefusingLt() { emu::lt_refuses_residual() = true; }
+  ~RefusingLt() { emu::lt_refuses_residual() = false; }
+  RefusingLt(const RefusingLt&) = delete;
+  RefusingLt& operator=(const RefusingLt&) = delete;
+};
+
 // Backward inputs as the model has them: pre spread over GELU's curved range, x = gelu(pre).
 struct BwdInputs {
   std::vector<float> pre, x, dy, dW0;
@@ -280,6 +288,20 @@ TEST_CASE("cuda: the residual matmul equals the CPU's matmul then add, with no a
   DeviceBuffer<float> gy3(size_t(N) * OC);
   b16.gpu.matmul_residual_forward(gy3.get(), gx.get(), b16.W, N, C, OC, gr.get());
   CHECK(same_bits(gy3.to_host(), got16));
+
+  // A cuBLASLt that refuses the out-of-place addend: the product, then one add_inplace launch,
+  // the same bits.
+  DeviceBuffer<float> gy4(size_t(N) * OC);
+  DeviceStats d4;
+  {
+    RefusingLt refusing;
+    const DeviceStats before4 = emu.stats();
+    gpu.matmul_residual_forward(gy4.get(), gx.get(), gW.get(), N, C, OC, gr.get());
+    d4 = emu.stats().since(before4);
+  }
+  CHECK(same_bits(gy4.to_host(), ref));
+  CHECK(d4.launches == 1);
+  CHECK(d4.gemm_epilogues == 1);
 }
 
 // bf16 storage of the GEMM-input activations (Bf16Matmuls::*_bf16, dtype bf16 in the model). The
@@ -493,6 +515,13 @@ TEST_CASE("cuda: gemm epilogues on strided and transposed operands", "[cuda][emu
       CHECK(same_bits(dense(res, M, Nc, ldc), sum));
       CHECK(padding_kept(res, M, Nc, ldc, pad));
       CHECK(same_bits(gpre.to_host(), pre));
+      {  // refused by cuBLASLt: the product, then the add kernel row by row (strided)
+        RefusingLt refusing;
+        DeviceBuffer<float> gref(c0);
+        cuda::gemm(ta, tb, M, Nc, K, 1.0f, ga.get(), lda, gb.get(), ldb, 0.0f, gref.get(), ldc,
+                   cuda::Epilogue::kResidual, gpre.get(), ldx);
+        CHECK(same_bits(gref.to_host(), res));
+      }
     }
 }
 

@@ -6,8 +6,9 @@
 // cblas_sgemm, the routine CpuOps uses, so the emulated backend's matmuls are bit-identical to the
 // CPU's) followed by the GELU kernels of kernels/elementwise.cu for a GELU epilogue, which is also
 // what a GPU runs when cuBLASLt cannot fuse one (aux row stride not a multiple of 8, or no
-// algorithm for the problem). The residual epilogue is part of every GEMM (cuBLASLt's beta C with
-// C apart from the output): the emulated call adds it on the host, as its own fp32 sum.
+// algorithm for the problem). The residual epilogue is cuBLASLt's beta C with C apart from the
+// output: the emulated call adds it on the host, one fp32 add as cuBLASLt's, and a GPU whose
+// cuBLASLt refuses it runs the add_inplace kernel after the product.
 #pragma once
 
 #include <string>

@@ -97,10 +97,11 @@ void check_epilogue(int M, int N, float beta, const float* C, int ldc, Epilogue 
   TDA_CHECK(c1 <= a0 || a1 <= c0, "cuda: gemm: the epilogue's aux overlaps C");
 }
 
-// A GELU epilogue as pointwise kernels over the product already in C (kDgelu) or in aux
-// (kGeluAux): one launch over dense rows, one per row otherwise.
+// The epilogue as pointwise kernels over the product already in C (kDgelu, kResidual) or in aux
+// (kGeluAux): one launch over dense rows, one per row otherwise. What a GPU runs when cuBLASLt
+// refuses the fused form, and the emulator for the GELU epilogues.
 void epilogue_kernels(Epilogue ep, int M, int N, float* C, int ldc, const float* aux, int ld_aux) {
-  if (ep != Epilogue::kGeluAux && ep != Epilogue::kDgelu) return;
+  if (ep == Epilogue::kNone) return;
   const bool dense = ldc == N && ld_aux == N;
   const int launches = dense ? 1 : M;
   const size_t n = dense ? size_t(M) * N : size_t(N);
@@ -109,8 +110,10 @@ void epilogue_kernels(Epilogue ep, int M, int N, float* C, int ldc, const float*
     const float* a = aux + size_t(r) * ld_aux;
     if (ep == Epilogue::kGeluAux)
       gelu_forward(c, a, n);
-    else
+    else if (ep == Epilogue::kDgelu)
       gelu_backward(c, a, c, n);
+    else
+      add_inplace(c, a, n);
   }
 }
 
@@ -211,7 +214,8 @@ void gemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   if (fused) return;
 #else
   check(emu::detail::fail_if_sticky(), "gemm");  // cuBLASLt fails on a lost context too
-  emu::note_gemm(ep == Epilogue::kGeluAux || ep == Epilogue::kDgelu);
+  const bool lt_adds = ep == Epilogue::kResidual && !emu::lt_refuses_residual();
+  emu::note_gemm(ep != Epilogue::kNone && !lt_adds);
   reserve_lt_workspace();
   check_operands(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, aux, ld_aux);
   if (!emu::dry_run()) {       // a dry run checks the operands and skips the product
@@ -219,11 +223,12 @@ void gemm_any(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
     host_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, out, ld_out);
     // cuBLASLt's alpha P + beta C with C the residual and beta 1: the product rounded to fp32,
     // then one fp32 add (at alpha 1, the bits of matmul_forward followed by add_inplace).
-    if (ep == Epilogue::kResidual)
+    if (lt_adds)
       for (int r = 0; r < M; ++r)
         for (int c = 0; c < N; ++c) C[size_t(r) * ldc + c] += aux[size_t(r) * ld_aux + c];
     check(emu::check_tails("gemm"), "gemm");
   }
+  if (lt_adds) return;  // added with the product, as cuBLASLt adds it
 #endif
   epilogue_kernels(ep, M, N, C, ldc, aux, ld_aux);
 }

@@ -107,9 +107,10 @@ bool lt_gemm(cudaDataType_t in, cudaDataType_t out, bool trans_a, bool trans_b, 
              float alpha, const void* A, int lda, const void* B, int ldb, float beta, void* C,
              int ldc, Epilogue ep, float* aux, int ld_aux) {
   const bool residual = ep == Epilogue::kResidual;
-  const bool fused = ep == Epilogue::kGeluAux || ep == Epilogue::kDgelu;
+  const bool gelu = ep == Epilogue::kGeluAux || ep == Epilogue::kDgelu;
+  const bool fused = gelu || residual;  // may be refused: gemm() then runs the kernels
   // cublasLt.h: a GELU aux leading dimension must be a multiple of 8 (and >= the rows of D).
-  if (fused && ld_aux % 8 != 0) return false;
+  if (gelu && ld_aux % 8 != 0) return false;
   if (residual) beta = 1.0f;
   Lt& s = lt();
   MatmulDesc desc;
@@ -118,7 +119,7 @@ bool lt_gemm(cudaDataType_t in, cudaDataType_t out, bool trans_a, bool trans_b, 
   set(desc.h, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(trans_b ? CUBLAS_OP_T : CUBLAS_OP_N));
   set(desc.h, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(trans_a ? CUBLAS_OP_T : CUBLAS_OP_N));
   set(desc.h, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(lt_epilogue(ep)));
-  if (fused) {
+  if (gelu) {
     // The aux element type defaults to C's (fp32 here), which is what the model stores.
     set(desc.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(aux));
     set(desc.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(ld_aux));
@@ -137,7 +138,7 @@ bool lt_gemm(cudaDataType_t in, cudaDataType_t out, bool trans_a, bool trans_b, 
   cublasLtMatrixLayout_t addend_layout = residual ? lr.h : lc.h;
 
   const uint32_t al_a = alignment(B), al_b = alignment(A), al_c = alignment(C);
-  const uint32_t al_aux = fused || residual ? alignment(aux) : 0;
+  const uint32_t al_aux = fused ? alignment(aux) : 0;
   const Key key = {in,  out, trans_a, trans_b, M,    N,    K,    lda,
                    ldb, ldc, int(ep), ld_aux,  al_a, al_b, al_c, al_aux};
   cublasLtMatmulAlgo_t algo;

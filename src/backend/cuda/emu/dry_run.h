@@ -41,7 +41,7 @@ struct Counters {
   uint64_t launches = 0;          // kernel launches (valid or not)
   uint64_t invalid_launches = 0;  // refused by the launch checks
   uint64_t gemms = 0;             // tda::cuda::gemm calls (one cublasLtMatmul each on a GPU)
-  uint64_t gemm_epilogues = 0;    // of which with a GELU epilogue (cuBLASLt fuses the kernel)
+  uint64_t gemm_epilogues = 0;    // of which with an epilogue kernel (a GPU's cuBLASLt fuses it)
   uint64_t uploads = 0, downloads = 0, device_copies = 0, memsets = 0;
   uint64_t upload_bytes = 0, download_bytes = 0;
   uint64_t synchronize_calls = 0;        // cudaDeviceSynchronize / cudaStreamSynchronize / ...
@@ -151,6 +151,12 @@ inline void reset_launch_records() {
   std::lock_guard<std::mutex> lock(detail::dry().mu);
   Counters& c = detail::dry().counters;
   c.largest = c.max_y = c.max_z = LaunchShape{};
+}
+// Tests: the emulated cuBLASLt refuses the residual epilogue, as a GPU's may, so that gemm.cu
+// runs its fallback (the product, then the add_inplace kernel).
+inline std::atomic<bool>& lt_refuses_residual() {
+  static std::atomic<bool> refuses{false};
+  return refuses;
 }
 // The emulated GEMM (gemm.cu), once per call.
 inline void note_gemm(bool epilogue) {
