@@ -20,7 +20,9 @@ Bytes are compulsory: every tensor a call touches, read or written once (a read-
 counts twice). Attention rows also give the upper bound where every streamed 64-row K/V (or
 Q/dO) tile is re-read from DRAM per block, with no L2 reuse.
 Usage: d12_roofline.py [--kind softmax|tda] [--skip F] [--B 16] [--T 1024] [--dtype both]
-       [--markdown]
+       [--markdown] [--by-class]
+--by-class: per op class, the calls, bytes and H100 bound of one micro-step without (fused =
+False: separate residual adds, two-kernel norm backward, as in the H200 run) and with the fusions.
 """
 import argparse
 
@@ -339,6 +341,28 @@ def title(text, md):
     print(f"### {text}\n" if md else f"== {text} ==")
 
 
+def by_class(a, dtypes, md):
+    """One micro-step per op class: kernel calls, bytes and H100 bound, fused False / True."""
+    g = GPUS["H100"]
+    for dt in dtypes:
+        rows = {f: micro_rows(argparse.Namespace(**{**vars(a), "fused": f}), dt)
+                for f in (False, True)}
+        body = []
+        for c in OP_CLASSES[:-2] + ("other",):  # the optimizer runs once per step, not here
+            sel = {f: [r for r in rows[f] if op_class(r[0], r[1]) == c] for f in rows}
+            calls = {f: sum(r[2] for r in sel[f]) for f in sel}
+            gb = {f: sum(r[2] * r[4] for r in sel[f]) / 1e9 for f in sel}
+            ms = {f: total(sel[f], g) * 1e3 for f in sel}
+            body.append([c, calls[False], calls[True], f"{gb[False]:.2f}", f"{gb[True]:.2f}",
+                         f"{ms[False]:.2f}", f"{ms[True]:.2f}"])
+        body.append(["total"] + [str(sum(int(r[i]) for r in body)) for i in (1, 2)] +
+                    [f"{sum(float(r[i]) for r in body):.2f}" for i in (3, 4, 5, 6)])
+        title(f"d12 micro-step by op class, {a.kind}, B={a.B}, T={a.T}, --dtype {dt}: before "
+              f"(separate residual adds, two-kernel norm backward) and now; {TAG}", md)
+        table(["op class", "calls before", "calls now", "GB before", "GB now", "H100 ms before",
+               "H100 ms now"], body, md)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kind", choices=["softmax", "tda", "entmax"], default="softmax")
@@ -349,12 +373,17 @@ def main():
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--dtype", choices=["fp32", "bf16", "both"], default="both")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--by-class", action="store_true",
+                    help="calls, bytes and bound per op class, without and with the fusions")
     a = ap.parse_args()
     if not 0.0 <= a.skip <= 1.0 or a.B < 1 or a.T < 1:
         ap.error("need 0 <= --skip <= 1, --B >= 1, --T >= 1")
     if a.kind == "softmax":
         a.skip = 0.0
     md, dtypes = a.markdown, ["fp32", "bf16"] if a.dtype == "both" else [a.dtype]
+    if a.by_class:
+        by_class(a, dtypes, md)
+        return
     A, Hh = GPUS["A100"], GPUS["H100"]
     cfg = f"{a.kind}, B={a.B}, T={a.T}" + (f", skip={a.skip:g}" if a.kind == "tda" else "")
     for dt in dtypes:
