@@ -1,5 +1,5 @@
-// tda::cuda::gemm: cuBLASLt on a GPU, OpenBLAS under the emulator; a GELU epilogue that cuBLASLt
-// does not fuse runs as the GELU kernels after the product, on both (see common.h).
+// tda::cuda::gemm: cuBLASLt on a GPU, OpenBLAS under the emulator; an epilogue that cuBLASLt
+// does not fuse runs as kernels after the product (see common.h).
 #include "backend/cuda/common.h"
 
 #if defined(__CUDACC__)
