@@ -11,7 +11,10 @@
 //   (rectifiers)
 // Every output is owned by one block and summed in a fixed order: no atomics, deterministic. A
 // (query tile, key tile) pair with no non-zero weight (sparse policies) has a = f = 0: all its
-// terms vanish and both kernels skip its dO V^T and products.
+// terms vanish and both kernels skip its dO V^T and products. attention.deterministic false
+// (AttnArgs::atomic_dq) runs FlashAttention-2's single kernel instead: the dk/dv kernel also adds
+// dq and the row gradients by fp32 atomics (fa_zero_dq_kernel, below), and the dq kernel is not
+// launched.
 #include <type_traits>
 
 #include "backend/cuda/attention_tc.cuh"
@@ -94,9 +97,8 @@ __device__ inline float grad_entry(const BwdArgs& a, float s1, float s2, float e
 // f e = 2 (m e), and the 2 rides in ds_f = 2 ds_scale and in dtau's final 2 dtau_scale. Doubling
 // is exact, so ds and dtau are grad_entry's bits (but where m e is subnormal, below 1.2e-38).
 template <class P, bool kTwo>
-__device__ inline void grad_entry_clipped(const BwdArgs& a, float r1, float r2, float e,
-                                          float ds_f, float* ds1, float* ds2, float* dtau,
-                                          float* dlam) {
+__device__ inline void grad_entry_clipped(const BwdArgs& a, float r1, float r2, float e, float ds_f,
+                                          float* ds1, float* ds2, float* dtau, float* dlam) {
   const float m1 = fmaxf(r1, 0.f), m2 = kTwo ? fmaxf(r2, 0.f) : 0.f;
   const float u1 = m1 * e, u2 = kTwo ? m2 * (-*a.lambda * e) : 0.f;  // f e / 2
   *dtau -= u1 + u2;  // times 2 dtau_scale once per row
@@ -110,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
     fa_dq_kernel(BwdArgs a, AttnBf16Operands in, size_t sqk, const float* Dbuf) {
   constexpr int kN = kDk / 8, nst = n_stats<P, kTwo>();
   constexpr bool kCut = kTwo && P::kNormalized;  // diff softmax: mma_rows' kCutD
-  constexpr bool kClip = clips_scores<P>();       // grad_entry_clipped
+  constexpr bool kClip = clips_scores<P>();      // grad_entry_clipped
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
   uint16_t* sk = sq + tile_elems<kDk>();
@@ -234,10 +236,101 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// attention.deterministic false (AttnArgs::atomic_dq): FlashAttention-2's backward, one kernel.
+// The dk/dv kernel, which already forms every ds_ij of its key tile, also adds dq_i += sum_j
+// ds_ij k_j and the row gradients by fp32 atomics, so the dq kernel and its second recomputation
+// of S and dO V^T are gone; the sums' order then depends on the blocks' timing. This kernel zeroes
+// what those atomics add into (one warp per row): dq (dq2), drow_tau, and drow_lambda wherever the
+// dq kernel would write it (`lam`: all but diff softmax, whose comes from the rowdot kernel).
+template <bool kTwo>
+__global__ void __launch_bounds__(kThreads) fa_zero_dq_kernel(BwdArgs a, size_t sqk, bool lam) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const size_t r = size_t(blockIdx.x) * kWarps + warp;
+  if (r >= size_t(a.B) * a.H * a.T) return;
+  const size_t at = (r / a.T) * sqk + (r % a.T) * size_t(a.Dqk);
+  for (int d = lane; d < a.Dqk; d += kWarp) {
+    a.dq[at + d] = 0.f;
+    if (kTwo) a.dq2[at + d] = 0.f;
+  }
+  if (lane == 0 && a.drow_tau) a.drow_tau[r] = 0.f;
+  if (lane == 0 && lam && a.drow_lambda) a.drow_lambda[r] = 0.f;
+}
+
+// The atomic dk/dv kernel, after a half's gradient pass: the warp's ds (transposed: rows its 16
+// keys, columns the half's 32 queries, from query xh of the tile) into sds1 (sds2) as rows per
+// query, in bf16 (the bits mma_acc would round them to), for dq_atomic; and per query column the
+// sums over the warp's keys of drow_tau = -(dtau_scale / ds_scale) sum_j (ds1 + ds2)_ij (ds is
+// ds_scale d, or ds_f u = clipped_slope(ds_scale) u where dtau is clipped_slope(dtau_scale) u: the
+// same ratio) and of drow_lambda's terms (kLam; dl: this lane's sums per column), added to the
+// rows by atomics. row0: the tile's first query row (bh T + i0); n_rows: its rows before T.
+template <bool kTwo, bool kLam>
+__device__ inline void store_ds_rows(const BwdArgs& a, const float (*s1)[4], const float (*s2)[4],
+                                     const float (*dl)[2], uint16_t* sds1, uint16_t* sds2, int xh,
+                                     size_t row0, int n_rows, int warp, int lane) {
+  TDA_UNROLL
+  for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
+  for (int c = 0; c < 4; ++c) {
+    const int at = (xh + acc_col(lane, nt, c)) * ld<kTile>() + 16 * warp + acc_row(lane, c);
+    sds1[at] = bf16_bits(s1[nt][c]);
+    if (kTwo) sds2[at] = bf16_bits(s2[nt][c]);
+  }
+  if (!a.drow_tau && !(kLam && a.drow_lambda)) return;  // uniform
+  const float to_tau = -a.dtau_scale / a.ds_scale;
+  TDA_UNROLL
+  for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
+  for (int c = 0; c < 2; ++c) {  // column acc_col(lane, nt, c): rows g (c) and g + 8 (c + 2)
+    float t = s1[nt][c] + s1[nt][c + 2], l = kLam ? dl[nt][c] : 0.f;
+    if (kTwo) t += s2[nt][c] + s2[nt][c + 2];
+    TDA_UNROLL
+    for (int m = 4; m < kWarp; m *= 2) {  // over the 8 lanes of the column (lane bits 2-4)
+      t += __shfl_xor_sync(0xffffffffu, t, m);
+      if (kLam) l += __shfl_xor_sync(0xffffffffu, l, m);
+    }
+    const int x = xh + acc_col(lane, nt, c);
+    if (lane >= 4 || x >= n_rows) continue;
+    if (a.drow_tau) atomicAdd(a.drow_tau + row0 + x, to_tau * t);
+    if (kLam && a.drow_lambda) atomicAdd(a.drow_lambda + row0 + x, l);
+  }
+}
+
+// The atomic dk/dv kernel, after a tile's two halves, for one view: dq_i += sum_j ds_ij k_j for
+// the tile's 64 queries (warp w: queries 16w ... 16w + 15, 32 accumulators), ds from sds (A, a row
+// per query) and k from the key tile sk (B, k-major as V in O = W V), added to dq at base + x Dqk
+// (x: the query within the tile, below n_rows) by fp32 atomics.
+template <int kDk>
+__device__ inline void dq_atomic(const BwdArgs& a, const uint16_t* sds, const uint16_t* sk,
+                                 float* dq, size_t base, int n_rows, int warp, int lane) {
+  float acc[kDk / 8][4] = {};
+  TDA_UNROLL
+  for (int kc = 0; kc < kTile / 16; ++kc) {
+    uint32_t af[4];
+    frag_a(af, sds + 16 * warp * ld<kTile>() + 16 * kc, ld<kTile>(), lane);
+    TDA_UNROLL
+    for (int n = 0; n < kDk / 8; n += 2) {
+      uint32_t b[4];
+      frag_b2_kmajor(b, sk + 16 * kc * ld<kDk>() + 8 * n, ld<kDk>(), lane);
+      mma_m16n8k16_bf16(acc[n], af, b, acc[n]);
+      mma_m16n8k16_bf16(acc[n + 1], af, b + 2, acc[n + 1]);
+    }
+  }
+  TDA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int x = 16 * warp + acc_row(lane, 2 * h);
+    if (x >= n_rows) continue;
+    float* row = dq + base + size_t(x) * a.Dqk;
+    TDA_UNROLL
+    for (int n = 0; n < kDk / 8; ++n) TDA_UNROLL
+    for (int c = 0; c < 2; ++c) {
+      const int d = 8 * n + 2 * (lane & 3) + c;
+      if (d < a.Dqk) atomicAdd(row + d, acc[n][2 * h + c]);
+    }
+  }
+}
+
 // dk, dv per key tile. The 64 queries of a tile are taken in two halves of 32 (transposed score
 // tiles of 16 keys x 32 queries per warp): with dk1, dk2 and dv accumulators live, full 64-wide
 // tiles would not fit in 255 registers.
-template <class P, bool kTwo, int kDk, int kDv>
+template <class P, bool kTwo, int kDk, int kDv, bool kAtomic>
 __global__ void __launch_bounds__(kThreads)
     fa_dkdv_kernel(BwdArgs a, AttnBf16Operands in, size_t sqk, const float* Dbuf) {
   constexpr int kNk = kDk / 8, kNv = kDv / 8, kHalf = kTile / 2, nst = n_stats<P, kTwo>();
@@ -255,6 +348,9 @@ __global__ void __launch_bounds__(kThreads)
   uint16_t* sg = sv + tile_elems<kDv>();
   // per query of the current tile: stats 1 and 2, tau, D1, D2 (fp32)
   float* rowf = reinterpret_cast<float*>(sg + tile_elems<kDv>());
+  // kAtomic: the (query tile x key tile) dS of each view in bf16, a row per query (dq's A operand)
+  uint16_t* sds1 = reinterpret_cast<uint16_t*>(rowf + 5 * kTile);
+  uint16_t* sds2 = sds1 + tile_elems<kTile>();  // two views only
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dk = a.Dqk, Dv = a.Dv;
   size_t bh;
@@ -375,27 +471,41 @@ __global__ void __launch_bounds__(kThreads)
       mma_acc<kDv, 4>(dv, w, sg + xh * ld<kDv>(), lane);
       float e[4][4];
       mma_rows<kDv, 4>(e, sv + 16 * warp * ld<kDv>(), sg + xh * ld<kDv>(), lane);  // v_j.g_i
+      // kAtomic: dL/dlambda's terms -e a2 (rectifier views; the deterministic split sums them in
+      // dq's kernel), summed per query column (acc_col(lane, nt, c), c < 2) over this lane's keys
+      float dl[4][2] = {};
       TDA_UNROLL
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
         const int x = xh + acc_col(lane, nt, c), i = i0 + x;
-        float ds1 = 0.f, ds2 = 0.f;
+        float ds1 = 0.f, ds2 = 0.f, dlam = 0.f;
         if constexpr (kClip) {  // grad_entry_clipped's ds, from m (dtau, dlam are dq's)
           if (ok(c >> 1, i)) {
             ds1 = ds_f * (s1[nt][c] * e[nt][c]);
             if (kTwo) ds2 = ds_f * (s2[nt][c] * (-*a.lambda * e[nt][c]));
+            if (kAtomic && kTwo) dlam = -(e[nt][c] * P::weight_clipped(s2[nt][c]));
           }
         } else if (ok(c >> 1, i)) {
-          float dtau = 0.f, dlam = 0.f;  // dq's
+          float dtau = 0.f;  // dq's
           grad_entry<P, kTwo>(a, s1[nt][c], kTwo ? s2[nt][c] : 0.f, e[nt][c], rowf[x],
                               rowf[kTile + x], kShift ? 0.f : rowf[2 * kTile + x],
                               rowf[3 * kTile + x], rowf[4 * kTile + x], &ds1, &ds2, &dtau, &dlam);
         }
         s1[nt][c] = ds1;
         if (kTwo) s2[nt][c] = ds2;
+        dl[nt][c & 1] += dlam;
       }
+      if constexpr (kAtomic)
+        store_ds_rows<kTwo, kTwo && !P::kNormalized>(a, s1, s2, dl, sds1, sds2, xh, bh * T + i0,
+                                                     T - i0, warp, lane);
       mma_acc<kDk, 4>(dk1, s1, sq + xh * ld<kDk>(), lane);  // dk += dS^T Q
       if (kTwo) mma_acc<kDk, 4>(dk2, s2, sq2 + xh * ld<kDk>(), lane);
+    }
+    if constexpr (kAtomic) {
+      __syncthreads();  // every warp's dS is in sds1 (sds2)
+      const size_t base = bh * sqk + size_t(i0) * Dk;
+      dq_atomic<kDk>(a, sds1, sk, a.dq, base, T - i0, warp, lane);
+      if (kTwo) dq_atomic<kDk>(a, sds2, sk2, a.dq2, base, T - i0, warp, lane);
     }
   };
   // In order of i0 (the sums' order): the diagonal tile, the whole ones, a last one past T.
@@ -435,14 +545,34 @@ void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf,
   const dim3 grid = tile_grid(a, "attention_backward");
   const size_t tiles =
       (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + 2 * tile_elems<kDv>()) * sizeof(uint16_t);
+  const size_t smem = tiles + 5 * kTile * sizeof(float);
+  // FlashAttention-2's single kernel (fa_zero_dq_kernel), where it fits in the registers
+  // (attn_backward_atomic: the (64, 64) bucket, entmax's kernel excepted; the others spilled
+  // 4-176 bytes with it, docs/cuda.md)
+  if constexpr (kDk == 64 && kDv == 64 && !P::kStatTau) {
+    if (attn_backward_atomic(a)) {
+      const size_t rows = size_t(a.B) * a.H * a.T;
+      check(launch<fa_zero_dq_kernel<kTwo>>(dim3(unsigned((rows + kWarps - 1) / kWarps)),
+                                            dim3(kThreads), 0, stream(), ka, sqk,
+                                            !(kTwo && P::kNormalized)),
+            "attention_backward zero dq");
+      const size_t ds = (kTwo ? 2 : 1) * tile_elems<kTile>() * sizeof(uint16_t);
+      constexpr auto* one = fa_dkdv_kernel<P, kTwo, kDk, kDv, true>;
+      check(cudaFuncSetAttribute(one, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem + ds)),
+            "attention_backward smem");
+      check(launch<one>(grid, dim3(kThreads), smem + ds, stream(), ka, in, sqk,
+                        static_cast<const float*>(Dbuf)),
+            "attention_backward dkdv+dq");
+      return;
+    }
+  }
   constexpr auto* dq = fa_dq_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tiles)),
         "attention_backward smem");
   check(launch<dq>(grid, dim3(kThreads), tiles, stream(), ka, in, sqk,
                    static_cast<const float*>(Dbuf)),
         "attention_backward dq");
-  const size_t smem = tiles + 5 * kTile * sizeof(float);
-  constexpr auto* dkdv = fa_dkdv_kernel<P, kTwo, kDk, kDv>;
+  constexpr auto* dkdv = fa_dkdv_kernel<P, kTwo, kDk, kDv, false>;
   check(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_backward smem");
   check(launch<dkdv>(grid, dim3(kThreads), smem, stream(), ka, in, sqk,

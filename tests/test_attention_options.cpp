@@ -71,7 +71,8 @@ TEST_CASE("attention options: a kind reads exactly the options it declares", "[a
     }
     json others = json::object(), mine = json::object();
     for (auto it = defaults.begin(); it != defaults.end(); ++it) {
-      if (it.key() == "kind" || it.key() == "impl" || it.key() == "fwd_block_rows")
+      const auto& code = attention_code_keys();
+      if (it.key() == "kind" || std::find(code.begin(), code.end(), it.key()) != code.end())
         continue;  // not options of a kind: which code runs it
       const bool is_mine = std::find(declared.begin(), declared.end(), it.key()) != declared.end();
       (is_mine ? mine : others)[it.key()] = changed(it.key(), it.value());
@@ -118,11 +119,14 @@ TEST_CASE("attention options: --set of an option the kind does not read names th
 namespace tda {
 
 // The attention defaults are exactly the declared options (plus the kind and the implementation
-// that runs it: impl, fwd_block_rows), so a kind's new option needs no edit of the config code;
-// their bounds are enforced with the config's messages.
+// that runs it: impl, fwd_block_rows, deterministic), so a kind's new option needs no edit of the
+// config code; their bounds are enforced with the config's messages.
 TEST_CASE("attention options: the config's attention defaults and bounds are the declared ones",
           "[attention][config]") {
-  json want = {{"kind", "softmax"}, {"impl", "auto"}, {"fwd_block_rows", 0}};
+  json want = {
+      {"kind", "softmax"}, {"impl", "auto"}, {"fwd_block_rows", 0}, {"deterministic", true}};
+  CHECK(attention_code_keys() ==
+        std::vector<std::string>{"impl", "fwd_block_rows", "deterministic"});
   for (const auto& [name, kind] : attention_registry())
     for (const auto& o : kind.info.options) want[o.key] = o.def;
   CHECK(config_defaults().at("attention") == want);
@@ -132,6 +136,9 @@ TEST_CASE("attention options: the config's attention defaults and bounds are the
   CHECK_THROWS_WITH(parse_config("{}", {"attention.fwd_block_rows=96"}, "t"),
                     Catch::Contains("attention.fwd_block_rows 96 must be 0 (default), 64 or 128"));
   CHECK(parse_config("{}", {"attention.fwd_block_rows=128"}, "t").attention.fwd_block_rows == 128);
+  CHECK(!parse_config("{}", {"attention.deterministic=false"}, "t").attention.deterministic);
+  CHECK_THROWS_WITH(parse_config("{}", {"attention.deterministic=2"}, "t"),
+                    Catch::Contains("attention.deterministic"));
   const Config c = parse_config("{}", {"attention.kind=dex"}, "t");
   CHECK(c.attention.option<int>("dex_anneal_steps") == 715);
   CHECK(c.attention.option<int>("dex_anneal_steps") == 715);

@@ -4,6 +4,7 @@
 // outputs and saved statistics must be the same bits; the 64-row shape is held to the CPU by
 // test_cuda_attention.cpp. Calls that count survivors or tiles, two-view kinds and head dims past
 // 64 keep 64 rows (attn_forward_block_rows), and the launch says which kernel ran.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "backend/cuda/emu/dry_run.h"
@@ -117,4 +118,95 @@ TEST_CASE("cuda attention: calls a 128-row forward cannot serve run 64-row block
   a.fwd_block_rows = 128;
   a.math = AttnMath::kDiffThreshold;
   CHECK(attn_forward_block_rows(a) == 64);
+}
+
+// attention.deterministic false (AttnArgs::atomic_dq): FlashAttention-2's backward, one kernel
+// that adds dq and the row gradients by atomics. The dk/dv kernel's own outputs (dk, dv, dk2) are
+// its split instance's code and must be the same bits; dq (dq2), drow_tau and drow_lambda are the
+// same products summed in another order (per key tile, then across tiles), held to the split's,
+// which test_cuda_attention.cpp holds to the CPU, at 2e-5 of the tensor's scale (fp32 reordering
+// over <= 5 key tiles). The gradient buffers start as NaN: an element neither zeroed nor written
+// shows. Every kind's math, one- and two-view layouts, T inside one tile and across a partial one,
+// and the drop-term negative control (whose ds and drow_tau carry other scales). Calls it does not
+// serve (attn_backward_atomic: head dims past 64, entmax) must give the two kernels' bits.
+TEST_CASE("cuda attention: the atomic backward (one kernel) gives the split's gradients",
+          "[cuda][emu]") {
+  struct Case {
+    AttnMath math;
+    int power, Dqk, Dv;
+    bool diff_layout, drop;
+  };
+  const Case cases[] = {
+      {AttnMath::kSoftmax, 2, 64, 64, false, false},
+      {AttnMath::kSoftplus, 2, 64, 64, false, false},
+      {AttnMath::kRelu, 1, 64, 64, false, false},
+      {AttnMath::kThreshold, 2, 64, 64, false, false},
+      {AttnMath::kThreshold, 1, 64, 64, false, false},
+      {AttnMath::kThreshold, 3, 64, 64, false, false},
+      {AttnMath::kThreshold, 3, 128, 128, false, false},
+      {AttnMath::kThreshold, 2, 64, 64, false, true},
+      {AttnMath::kEntmax, 2, 64, 64, false, false},
+      {AttnMath::kDiffSoftmax, 2, 32, 64, true, false},
+      {AttnMath::kDiffRelu, 1, 64, 128, true, false},
+      {AttnMath::kDiffRelu, 1, 64, 64, false, false},
+      {AttnMath::kDiffThreshold, 2, 64, 64, false, false},
+      {AttnMath::kDiffThreshold, 2, 64, 64, false, true},
+  };
+  for (int T : {17, 130}) {
+    for (const Case& c : cases) {
+      INFO("math " << attn_math_name(c.math) << " p " << c.power << " Dqk " << c.Dqk << " Dv "
+                   << c.Dv << " drop " << c.drop << " T " << T);
+      AttnProblem split;
+      split.math = c.math;
+      split.T = T;
+      split.Dqk = c.Dqk;
+      split.Dv = c.Dv;
+      split.power = c.power;
+      split.lambda = 0.4f;
+      split.diff_layout = c.diff_layout;
+      split.drop = c.drop;
+      split.counts = false;
+      split.fill(300 + T);
+      AttnProblem one = split;
+      one.atomic_dq = true;
+      CudaOps gpu;
+      const uint64_t l0 = emu::counters().launches;
+      const Outputs a = run_attention(gpu, split);
+      const uint64_t l1 = emu::counters().launches;
+      const Outputs b = run_attention(gpu, one);
+      // the zeroing kernel in place of the dq kernel, then the atomic dk/dv instance last; two
+      // views at Dv 128 (whose kernel would spill) keep the two kernels: the same bits
+      AttnArgs asked;
+      asked.math = c.math;
+      asked.Dqk = c.Dqk;
+      asked.Dv = c.Dv;
+      asked.atomic_dq = true;
+      const bool served = attn_backward_atomic(asked);
+      CHECK(served == (c.Dqk <= 64 && c.Dv <= 64 && c.math != AttnMath::kEntmax));
+      const emu::Counters after = emu::counters();
+      CHECK(after.launches - l1 == l1 - l0);
+      CHECK(std::any_of(after.kernels.begin(), after.kernels.end(), [](const std::string* k) {
+        return k->find("fa_zero_dq_kernel") != std::string::npos;
+      }));
+      CHECK(after.last.kernel->find("fa_dkdv_kernel") != std::string::npos);
+      CHECK(after.last.kernel->find(served ? ", true>" : ", false>") != std::string::npos);
+      for (const auto& kv : a) {
+        const std::string& key = kv.first;
+        INFO(key);
+        if (!served) {
+          CHECK(same_bits(b.at(key), kv.second));
+        } else if (key == "dq" || key == "dq2" || key == "drow_lambda" ||
+                   (key == "drow_tau" &&
+                    !(c.math == AttnMath::kSoftmax || c.math == AttnMath::kSoftplus ||
+                      c.math == AttnMath::kDiffSoftmax))) {
+          CHECK(rel_err(b.at(key), kv.second) < 2e-5);
+        } else if (key == "drow_tau") {  // normalised: -sum_j ds_ij cancels to rounding noise
+          const auto& t = b.at(key);
+          CHECK(std::all_of(t.begin(), t.end(), [](float v) { return std::isfinite(v); }));
+        } else {
+          CHECK(same_bits(b.at(key), kv.second));
+        }
+      }
+    }
+  }
 }

@@ -22,6 +22,9 @@ struct AttnProblem {
   bool counts = true;        // survivors and tile counters requested (forward)
   bool backward = true;      // run the backward after the forward (q_start 0 only)
   int fwd_block_rows = 0;    // AttnArgs::fwd_block_rows
+  // AttnArgs::atomic_dq; the gradient buffers then start as NaN, so that any element the
+  // backward does not set (before adding into it) shows
+  bool atomic_dq = false;
   std::vector<float> q, k, v, g, q2, k2, tau;
   std::vector<float> q_scale;  // AttnArgs::q_scale when not empty, heads q_scale_h_stride apart
   int q_scale_h_stride = 0;
@@ -119,6 +122,12 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
     a.entmax_threshold_tiles = cnt.get() + 2;
   }
   a.fwd_block_rows = p.fwd_block_rows;
+  a.atomic_dq = p.atomic_dq;
+  if (p.atomic_dq)
+    for (auto* d : {&dq, &dq2, &dtau, &dlam}) {
+      const std::vector<float> nan(d->size(), NAN);
+      cudaMemcpy(d->get(), nan.data(), nan.size() * sizeof(float), cudaMemcpyHostToDevice);
+    }
   a.dout = g.get();
   a.dq = dq.get();
   a.dk = dk.get();

@@ -67,15 +67,21 @@ struct DropRowSums final : ForwardingOps {
 // The harness's variant, inputs and parameters on CudaOps (device copies of every buffer).
 // save_bf16: a fresh variant of the kind told to keep the kernel's bf16 operand copies, as GPT2
 // tells it under dtype bf16 (AttentionVariant::save_bf16_operands); an empty Result when the kind
-// does not. vendor: attention.impl cudnn with this primitive in cuDNN's place (sdpa.h).
+// does not. vendor: attention.impl cudnn with this primitive in cuDNN's place (sdpa.h). atomic:
+// attention.deterministic false (our backward adds dq and the row gradients by atomics).
 Result run_cuda(AttnHarness& h, bool drop_row_sums = false, bool save_bf16 = false,
-                cuda::SdpaPrimitive* vendor = nullptr) {
+                cuda::SdpaPrimitive* vendor = nullptr, bool atomic = false) {
   emu_test::HostAccessGuard guard;
   CudaOps cuda;
   std::unique_ptr<cuda::ScopedVendorSdpa> scoped;
   if (vendor) {
     scoped = std::make_unique<cuda::ScopedVendorSdpa>(vendor);
     cuda.set_attention_impl({"cudnn", /*strict=*/true, h.var->kind(), h.var->math()});
+  }
+  if (atomic) {
+    const std::string line =
+        cuda.set_attention_impl({"own", false, h.var->kind(), h.var->math(), 0, false});
+    CHECK(line.find("dq by atomics") != std::string::npos);
   }
   DropRowSums dropping(cuda);
   Ops& gpu = drop_row_sums ? static_cast<Ops&>(dropping) : cuda;
@@ -109,16 +115,16 @@ Result run_cuda(AttnHarness& h, bool drop_row_sums = false, bool save_bf16 = fal
 
 void check_kind(const std::string& kind, int d_model, int n_head, int T,
                 const json& options = json::object(), cuda::SdpaPrimitive* vendor = nullptr,
-                bool save_bf16 = false) {
+                bool save_bf16 = false, bool atomic = false) {
   INFO(kind << " " << options.dump() << " d_model " << d_model << " heads " << n_head << " T " << T
-            << (vendor ? " on the vendor path" : ""));
+            << (vendor ? " on the vendor path" : "") << (atomic ? " atomic backward" : ""));
   AttnHarness h(attn_test_config(kind, d_model, n_head, options), 2, T, 1234 + T);
   h.step = 300;  // dex: inside its lambda anneal (715 steps), both lambda terms active
   Rng rng(99);
   for (auto& p : h.params)  // off the init, so that zero-initialised tensors (dex_W) matter
     for (auto& x : p) x += 0.05f * rng.normal();
   h.grads();
-  const Result got = run_cuda(h, false, save_bf16, vendor);
+  const Result got = run_cuda(h, false, save_bf16, vendor, atomic);
   if (vendor) {  // every call (forward and backward) took the vendor
     CHECK(got.vendor_calls == 2);
     CHECK(got.own_calls == 0);
@@ -141,7 +147,10 @@ void check_kind(const std::string& kind, int d_model, int n_head, int T,
   }
   std::printf("cuda variant %-13s %-28s D %2d T %3d%s: y %.2e, worst gradient %.2e\n", kind.c_str(),
               options.dump().c_str(), d_model / n_head, T,
-              vendor ? (save_bf16 ? " vendor bf16" : " vendor") : "", ey, worst);
+              vendor   ? (save_bf16 ? " vendor bf16" : " vendor")
+              : atomic ? " atomic"
+                       : "",
+              ey, worst);
 }
 
 }  // namespace
@@ -150,6 +159,15 @@ TEST_CASE("cuda variants: every kind's forward and all gradients match the CPU b
           "[cuda][emu]") {
   for (const auto& kind : test_kinds())                      // every kind (test_kinds.h)
     for (int T : {1, 17, 130}) check_kind(kind, 128, 2, T);  // head dim 64, as every config
+}
+
+// attention.deterministic false: our backward with dq and the row gradients (drow_tau,
+// drow_lambda, which the variants reduce into beta, lambda and the thresholds' gradients) added by
+// atomics, every kind as the model drives it, within the same bounds.
+TEST_CASE("cuda variants: every kind with the atomic backward matches the CPU backend",
+          "[cuda][emu]") {
+  for (const auto& kind : test_kinds())
+    for (int T : {17, 130}) check_kind(kind, 128, 2, T, json::object(), nullptr, false, true);
 }
 
 // attention.impl cudnn: the kinds whose kernel math is softmax attention, on a stand-in for cuDNN's

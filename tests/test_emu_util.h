@@ -20,6 +20,7 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() { cudaFree(p_); }
   T* get() const { return p_; }
+  size_t size() const { return n_; }
   std::vector<T> to_host() const {
     std::vector<T> h(n_);
     cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);

@@ -243,7 +243,7 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
 
   // Attention: tda kernel time over SDPA's at the same shape; the line cut by a timeout is ignored.
   const json& att = r.at("attention");
-  REQUIRE(att.size() == 6);  // the trained lines are Table 5's alone
+  REQUIRE(att.size() == 7);  // the trained lines are Table 5's alone
   for (const auto& a : att) {
     if (a.at("kind") == "softmax" && a.at("T") == 1024) {
       CHECK(a.at("kernel_ms").get<double>() == Approx(3.0 + 6.0));
@@ -262,6 +262,13 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   CHECK(fs[0].at("best_rows") == 128);
   CHECK(fs[0].at("speedup").get<double>() == Approx(1.5));
   CHECK(has(md, "| softmax | 1024 | 3.00 | 2.00 | 128 | 1.50 |"));
+  // The backward with dq by atomics (attention.deterministic false) is its own row too, and the
+  // backward table sets it beside the two kernels: 6.0 ms against 4.0.
+  CHECK(has(md, "| softmax [bwd atomic] | 1.56 | - |"));
+  const json& bm = r.at("bwd_mode");
+  REQUIRE(bm.size() == 1);
+  CHECK(bm[0].at("speedup").get<double>() == Approx(1.5));
+  CHECK(has(md, "| softmax | 1024 | 6.00 | 4.00 | 1.50 |"));
 
   // Table 5, the paper's layout: lengths across, SDPA flash then the paper's kinds in its order,
   // each on random q, k and (where measured) a trained model's; time over SDPA's at the same (b, h)

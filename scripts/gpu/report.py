@@ -155,15 +155,49 @@ def fwd_rows(r):
     return r.get("fwd_block_rows_ran", 64)
 
 
+def deterministic(r):
+    """Whether a line's backward ran our deterministic two kernels (attention.deterministic,
+    bench attention --deterministic; lines before the option: yes)."""
+    return r.get("deterministic", True)
+
+
+def unserved_atomic(r):
+    """A line that asked for the atomic backward where the kernel does not serve it (two views at
+    Dv 128: attn_backward_atomic), so it timed the two kernels again."""
+    return not deterministic(r) and not r.get("bwd_atomic_ran", True)
+
+
+def own_timings(work):
+    """The timed records of our own kernels (not cuDNN's) from tda bench attention."""
+    return [r for r in read_jsonl(os.path.join(work, "tda_attention.jsonl"))
+            if r.get("mode") == "time" and (r.get("attention_impl") or "own") == "own"]
+
+
+def bwd_mode(work):
+    """Per (kind, T): our backward's median ms with the deterministic two kernels (dq; dk/dv) and
+    with FlashAttention-2's single kernel (dq by atomics: attention.deterministic false), and the
+    speed-up of the second."""
+    cells = {}
+    for r in own_timings(work):
+        if fwd_rows(r) == 64 and not unserved_atomic(r):
+            cells.setdefault((r["kind"], r["T"]), {})[deterministic(r)] = r["kernel_bwd_ms"]
+    out = []
+    for (kind, T), ms in sorted(cells.items()):
+        if len(ms) < 2:
+            continue
+        out.append({"kind": kind, "T": T, "split_ms": ms[True], "atomic_ms": ms[False],
+                    "speedup": ms[True] / ms[False] if ms[False] > 0 else None})
+    return out
+
+
 def fwd_shape(work):
     """Per (kind, T): our forward kernel's median ms at each block shape timed (64, 128 rows:
     bench attention --fwd-block-rows), and the faster: the measured choice of
     attention.fwd_block_rows for that kind and length on this GPU."""
     cells = {}
-    for r in read_jsonl(os.path.join(work, "tda_attention.jsonl")):
-        if r.get("mode") != "time" or (r.get("attention_impl") or "own") != "own":
-            continue
-        cells.setdefault((r["kind"], r["T"]), {})[fwd_rows(r)] = r["kernel_fwd_ms"]
+    for r in own_timings(work):
+        if deterministic(r):
+            cells.setdefault((r["kind"], r["T"]), {})[fwd_rows(r)] = r["kernel_fwd_ms"]
     out = []
     for (kind, T), ms in sorted(cells.items()):
         if len(ms) < 2:
@@ -179,7 +213,7 @@ def attention_rows(work):
     sdpa = {r["T"]: r for r in read_jsonl(os.path.join(work, "sdpa.jsonl")) if "fwd_ms" in r}
     rows = []
     for r in tda:
-        if r.get("mode") != "time":
+        if r.get("mode") != "time" or unserved_atomic(r):
             continue
         s = sdpa.get(r["T"])
         k = r["kernel_fwd_ms"] + r["kernel_bwd_ms"]
@@ -189,6 +223,8 @@ def attention_rows(work):
         kind = r["kind"] if impl == "own" else "%s (%s)" % (r["kind"], impl)
         if impl == "own" and fwd_rows(r) == 128:
             kind += " [fwd 128]"
+        if impl == "own" and not deterministic(r):
+            kind += " [bwd atomic]"
         row = {"kind": kind, "impl": impl, "T": r["T"], "B": r["B"], "heads": r["heads"],
                "kernel_ms": k, "kernel_fwd_ms": r["kernel_fwd_ms"],
                "kernel_bwd_ms": r["kernel_bwd_ms"],
@@ -216,7 +252,8 @@ def table5(work):
     over its model's layers, so divided by layers_timed (one layer, as SDPA's)."""
     sdpa = [r for r in read_jsonl(os.path.join(work, "sdpa.jsonl")) if "fwd_ms" in r]
     lines = [r for r in read_jsonl(os.path.join(work, "tda_attention.jsonl"))
-             if (r.get("mode") == "time" or r.get("source") == "checkpoint") and fwd_rows(r) == 64]
+             if (r.get("mode") == "time" or r.get("source") == "checkpoint") and fwd_rows(r) == 64
+             and deterministic(r)]
     rows = []
     for label, kind, impl in TABLE5:
         for inputs in ("random", "trained"):
@@ -355,6 +392,7 @@ def build(work):
         "sdpa": sdpa,
         "table5": table5(work),
         "fwd_shape": fwd_shape(work),
+        "bwd_mode": bwd_mode(work),
         "train": train_rows(work, peak),
         "profile": profile_rows(work, env.get("gpu")),
     }
@@ -466,6 +504,16 @@ def markdown(rep):
         md += table(["kind", "T", "64 rows", "128 rows", "faster", "speed-up"],
                     [[f["kind"], f["T"], fmt(f["fwd_ms"].get("64")), fmt(f["fwd_ms"].get("128")),
                       f["best_rows"], fmt(f["speedup"])] for f in fs]) + [""]
+
+    bm = rep.get("bwd_mode") or []
+    if bm:
+        md += ["## Backward kernels (attention.deterministic)", "",
+               "Our backward alone, median ms: the deterministic two kernels (dq; dk/dv, each "
+               "recomputing the scores) and FlashAttention-2's single kernel (dq added by fp32 "
+               "atomics; attention.deterministic false, docs/cuda.md):", ""]
+        md += table(["kind", "T", "two kernels", "one kernel (atomic dq)", "speed-up"],
+                    [[b["kind"], b["T"], fmt(b["split_ms"]), fmt(b["atomic_ms"]),
+                      fmt(b["speedup"])] for b in bm]) + [""]
 
     tr = rep["train"]
     md += ["## One training step, d12 (12 layers, d 768, 12 heads, vocabulary 50,304)", ""]

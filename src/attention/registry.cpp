@@ -76,7 +76,8 @@ void check_attention_sets(const Config& cfg, const std::vector<std::string>& set
   for (const auto& kv : sets) {
     if (kv.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string key = kv.substr(prefix.size(), kv.find('=') - prefix.size());
-    if (key == "kind" || key == "impl" || key == "fwd_block_rows" ||
+    const auto& code = attention_code_keys();
+    if (key == "kind" || std::find(code.begin(), code.end(), key) != code.end() ||
         std::find(mine.begin(), mine.end(), key) != mine.end())
       continue;
     std::string readers, own;

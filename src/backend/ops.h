@@ -127,6 +127,11 @@ struct AttnArgs {
   // attn_forward_block_rows below says which calls can take 128). A shape, not a
   // result: every row's output is the same bits either way (tests/test_cuda_attention.cpp).
   int fwd_block_rows = 0;
+  // CUDA backward: FlashAttention-2's single kernel, dq and the row gradients (drow_tau,
+  // drow_lambda) summed by fp32 atomics in an order that varies from run to run (false: the
+  // deterministic split, dq in its own kernel; AttentionImplRequest::deterministic). The CPU
+  // backend is always deterministic and ignores it.
+  bool atomic_dq = false;
   // Forward only: rows i < q_start are skipped (out/out2 rows written as 0, stats and
   // survivors untouched); row i >= q_start is exactly what a full forward computes for it.
   // KV-cache decoding (model/generator.h) computes only the new rows. Backward requires 0.
@@ -156,6 +161,14 @@ inline int attn_forward_block_rows(const AttnArgs& a) {
   const bool wide = a.fwd_block_rows == 128 && !attn_two_views(a.math) && a.Dqk <= 64 &&
                     a.Dv <= 64 && !a.survivors && !a.tiles_total && !a.tiles_skipped;
   return wide ? 128 : 64;
+}
+
+// Whether our CUDA backward runs a call as FlashAttention-2's single kernel (dq by atomics): where
+// a.atomic_dq asks for it and that kernel fits in the registers: head dims <= 64 (the d12 configs'
+// 64 but the Diff kinds' Dv 128) and not entmax (their instances spilled 4-176 bytes,
+// docs/cuda.md); else the deterministic two kernels.
+inline bool attn_backward_atomic(const AttnArgs& a) {
+  return a.atomic_dq && a.Dqk <= 64 && a.Dv <= 64 && a.math != AttnMath::kEntmax;
 }
 
 // A query row scale (AttnArgs::q_scale) is served for one view with q in the compact layout.
@@ -210,6 +223,8 @@ struct AttentionImplRequest {
   AttnMath math = AttnMath::kSoftmax;
   // attention.fwd_block_rows: our forward kernels' query rows per block (0: default, 64; or 128)
   int fwd_block_rows = 0;
+  // attention.deterministic: false lets our CUDA backward add dq by atomics (AttnArgs::atomic_dq)
+  bool deterministic = true;
 };
 
 class Ops {

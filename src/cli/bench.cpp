@@ -222,7 +222,11 @@ int bench_attention(int argc, char** argv) {
       "fwd-block-rows",
       "cuda time: our forward's query rows per block, a list of 0 (default), 64, 128: one line "
       "each (docs/cuda.md)",
-      cxxopts::value<std::string>()->default_value("0"))("h,help", "help");
+      cxxopts::value<std::string>()->default_value("0"))(
+      "deterministic",
+      "cuda time: attention.deterministic of the timed calls, a list of 1 (our two backward "
+      "kernels) and 0 (one kernel, dq by atomics): one line each (docs/cuda.md)",
+      cxxopts::value<std::string>()->default_value("1"))("h,help", "help");
   alias_flag(argc, argv, "--T", "--lengths");
   auto r = opts.parse(argc, argv);
   if (r.count("help")) {
@@ -270,6 +274,11 @@ int bench_attention(int argc, char** argv) {
       TDA_CHECK(v == "0" || v == "64" || v == "128",
                 "bench attention: --fwd-block-rows " + v + " must be 0, 64 or 128");
       o.fwd_block_rows.push_back(std::stoi(v));
+    }
+    o.deterministic.clear();
+    for (const auto& v : split_list(r["deterministic"].as<std::string>())) {
+      TDA_CHECK(v == "1" || v == "0", "bench attention: --deterministic " + v + " must be 1 or 0");
+      o.deterministic.push_back(v == "1");
     }
     if (r.count("reps")) o.reps = r["reps"].as<int>();
     return bench_attention_gpu(*backend, kinds, Ts, o);

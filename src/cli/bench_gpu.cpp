@@ -59,8 +59,13 @@ class KernelTimingOps : public ForwardingOps {
     timed(fwd_, [&] { ForwardingOps::attention_forward(b); });
   }
   void attention_backward(const AttnArgs& a) override {
+    AttnArgs asked = a;  // what attention.deterministic false asks of the call
+    asked.atomic_dq = true;
+    served_atomic_ = attn_backward_atomic(asked);
     timed(bwd_, [&] { ForwardingOps::attention_backward(a); });
   }
+  // Whether the latest backward call could take the single kernel with dq by atomics.
+  bool served_atomic() const { return served_atomic_; }
 
   void count_next_forward() { count_next_ = true; }
   void tiles(long long* skipped, long long* total) const {
@@ -95,7 +100,7 @@ class KernelTimingOps : public ForwardingOps {
     return s;
   }
   DeviceArray<long long> counters_;
-  bool count_next_ = false;
+  bool count_next_ = false, served_atomic_ = false;
   Timers fwd_, bwd_;
 };
 
@@ -120,110 +125,116 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
   const std::string device = gpu.name();
   for (const auto& kind : kinds) {
     for (int T : Ts)
-      for (int rows : o.fwd_block_rows) {
-        const int B = std::max(1, o.tokens / T), C = 64 * o.heads;
-        json j = {{"attention", {{"kind", kind}}},
-                  {"model", {{"n_layer", 1}, {"d_model", C}, {"n_head", o.heads}, {"seq_len", T}}},
-                  {"train", {{"micro_batch", B}, {"total_batch_tokens", B * T}}}};
-        const Config cfg = config_from_json(j, "bench");
-        auto attn = make_attention(cfg.model, cfg.attention);
-        AttnArgs shape;  // what our forward runs these calls with (the timed ones count nothing)
-        shape.math = attn->math();
-        shape.Dqk = shape.Dv = 64;
-        shape.fwd_block_rows = rows;
-        // a kind that cannot take 128 rows would repeat its 64-row line
-        if (rows == 128 && attn_forward_block_rows(shape) != 128 && o.fwd_block_rows.size() > 1)
-          continue;
-        const int W = attn->proj_width(), D = cfg.model.head_dim();
-        const size_t N = size_t(B) * T;
-        auto filled = [&](size_t n, auto&& fill) {
-          std::vector<float> h(n);
-          fill(h);
-          DeviceArray<float> d(ops, n, "bench input");
-          d.upload(h.data(), n);
-          return d;
-        };
-        std::vector<DeviceArray<float>> extra_store, dextra_store;
-        std::vector<float*> extra, dextra;
-        for (const auto& spec : attn->extra_params(0)) {
-          size_t n = 1;
-          for (auto d : spec.shape) n *= size_t(d);
-          extra_store.push_back(filled(
-              n, [&](std::vector<float>& h) { init_param(h.data(), n, spec.init, spec.a, rng); }));
-          dextra_store.push_back(
-              filled(n, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 0.f); }));
-          extra.push_back(extra_store.back().data());
-          dextra.push_back(dextra_store.back().data());
+      for (int rows : o.fwd_block_rows)
+        for (const bool det : o.deterministic) {
+          const int B = std::max(1, o.tokens / T), C = 64 * o.heads;
+          json j = {
+              {"attention", {{"kind", kind}}},
+              {"model", {{"n_layer", 1}, {"d_model", C}, {"n_head", o.heads}, {"seq_len", T}}},
+              {"train", {{"micro_batch", B}, {"total_batch_tokens", B * T}}}};
+          const Config cfg = config_from_json(j, "bench");
+          auto attn = make_attention(cfg.model, cfg.attention);
+          AttnArgs shape;  // what our forward runs these calls with (the timed ones count nothing)
+          shape.math = attn->math();
+          shape.Dqk = shape.Dv = 64;
+          shape.fwd_block_rows = rows;
+          // a kind that cannot take 128 rows would repeat its 64-row line
+          if (rows == 128 && attn_forward_block_rows(shape) != 128 && o.fwd_block_rows.size() > 1)
+            continue;
+          const int W = attn->proj_width(), D = cfg.model.head_dim();
+          const size_t N = size_t(B) * T;
+          auto filled = [&](size_t n, auto&& fill) {
+            std::vector<float> h(n);
+            fill(h);
+            DeviceArray<float> d(ops, n, "bench input");
+            d.upload(h.data(), n);
+            return d;
+          };
+          std::vector<DeviceArray<float>> extra_store, dextra_store;
+          std::vector<float*> extra, dextra;
+          for (const auto& spec : attn->extra_params(0)) {
+            size_t n = 1;
+            for (auto d : spec.shape) n *= size_t(d);
+            extra_store.push_back(filled(n, [&](std::vector<float>& h) {
+              init_param(h.data(), n, spec.init, spec.a, rng);
+            }));
+            dextra_store.push_back(
+                filled(n, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 0.f); }));
+            extra.push_back(extra_store.back().data());
+            dextra.push_back(dextra_store.back().data());
+          }
+          DeviceArray<float> proj(ops, N * W, "bench proj"), dy(ops, N * C, "bench dy");
+          upload_normals(proj);
+          upload_normals(dy);
+          DeviceArray<float> cosv = filled(
+              size_t(T) * D / 2, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 1.f); });
+          DeviceArray<float> sinv = filled(
+              size_t(T) * D / 2, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 0.f); });
+          DeviceArray<float> y(ops, N * C, "bench y"), dproj(ops, N * W, "bench dproj"),
+              act(ops, attn->act_floats(B, T), "attention activations"),
+              scratch(ops, attn->scratch_floats(B, T), "attention scratch");
+          AttnContext ctx{ops, B, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
+          const std::string impl =
+              ops.set_attention_impl({o.impl, false, kind, attn->math(), rows, det});
+          std::unique_ptr<DeviceTimer> tf = gpu.timer(), tb = gpu.timer();
+          std::vector<double> lf, lb, kf, kb;
+          // The counted first forward runs on our kernels (a vendor counts no tiles); another
+          // untimed rep then holds the vendor's self-check and graph builds.
+          const int untimed = o.warmup + (o.impl == "own" ? 0 : 1);
+          for (int rep = 0; rep < untimed + o.reps; ++rep) {
+            if (rep == 0) ops.count_next_forward();
+            tf->start();
+            attn->forward(ctx, proj.data(), y.data(), act.data(), extra);
+            tf->stop();
+            tb->start();
+            attn->backward(ctx, proj.data(), dy.data(), dproj.data(), act.data(), extra, dextra,
+                           scratch.data());
+            tb->stop();
+            double f = 0, b = 0;
+            ops.take(&f, &b);
+            if (rep < untimed) continue;
+            lf.push_back(tf->ms());
+            lb.push_back(tb->ms());
+            kf.push_back(f);
+            kb.push_back(b);
+          }
+          gpu.synchronize();
+          long long skipped = 0, total = 0;
+          ops.tiles(&skipped, &total);
+          // Dense causal softmax attention at this shape (FlashAttention's convention): forward
+          // 4 B H T^2 D / 2, backward 2.5 times that.
+          const double sm_fwd = 4.0 * B * o.heads * double(T) * T * 64 / 2;
+          json out = {{"bench", "attention"},
+                      {"device", "cuda"},
+                      {"mode", "time"},
+                      {"kind", kind},
+                      {"attention_impl", o.impl},
+                      {"attention_impl_line", impl},
+                      {"fwd_block_rows", rows},
+                      {"fwd_block_rows_ran", attn_forward_block_rows(shape)},
+                      {"deterministic", det},
+                      {"bwd_atomic_ran", !det && ops.served_atomic()},
+                      {"T", T},
+                      {"B", B},
+                      {"heads", o.heads},
+                      {"head_dim", 64},
+                      {"timer", timer},
+                      {"device_name", device},
+                      {"reps", o.reps},
+                      {"warmup", o.warmup},
+                      {"layer_fwd_ms", median(lf)},
+                      {"layer_bwd_ms", median(lb)},
+                      {"kernel_fwd_ms", median(kf)},
+                      {"kernel_bwd_ms", median(kb)},
+                      {"softmax_fwd_gflop", sm_fwd / 1e9},
+                      {"softmax_bwd_gflop", 2.5 * sm_fwd / 1e9},
+                      {"tiles_total", total},
+                      {"tiles_skipped", skipped},
+                      {"skip_fraction", total ? double(skipped) / double(total) : 0.0},
+                      {"saved_plus_scratch_bytes",
+                       4.0 * double(attn->act_floats(B, T) + attn->scratch_floats(B, T))}};
+          std::cout << out.dump() << std::endl;
         }
-        DeviceArray<float> proj(ops, N * W, "bench proj"), dy(ops, N * C, "bench dy");
-        upload_normals(proj);
-        upload_normals(dy);
-        DeviceArray<float> cosv = filled(
-            size_t(T) * D / 2, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 1.f); });
-        DeviceArray<float> sinv = filled(
-            size_t(T) * D / 2, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 0.f); });
-        DeviceArray<float> y(ops, N * C, "bench y"), dproj(ops, N * W, "bench dproj"),
-            act(ops, attn->act_floats(B, T), "attention activations"),
-            scratch(ops, attn->scratch_floats(B, T), "attention scratch");
-        AttnContext ctx{ops, B, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
-        const std::string impl = ops.set_attention_impl({o.impl, false, kind, attn->math(), rows});
-        std::unique_ptr<DeviceTimer> tf = gpu.timer(), tb = gpu.timer();
-        std::vector<double> lf, lb, kf, kb;
-        // The counted first forward runs on our kernels (a vendor counts no tiles); another untimed
-        // rep then holds the vendor's self-check and graph builds.
-        const int untimed = o.warmup + (o.impl == "own" ? 0 : 1);
-        for (int rep = 0; rep < untimed + o.reps; ++rep) {
-          if (rep == 0) ops.count_next_forward();
-          tf->start();
-          attn->forward(ctx, proj.data(), y.data(), act.data(), extra);
-          tf->stop();
-          tb->start();
-          attn->backward(ctx, proj.data(), dy.data(), dproj.data(), act.data(), extra, dextra,
-                         scratch.data());
-          tb->stop();
-          double f = 0, b = 0;
-          ops.take(&f, &b);
-          if (rep < untimed) continue;
-          lf.push_back(tf->ms());
-          lb.push_back(tb->ms());
-          kf.push_back(f);
-          kb.push_back(b);
-        }
-        gpu.synchronize();
-        long long skipped = 0, total = 0;
-        ops.tiles(&skipped, &total);
-        // Dense causal softmax attention at this shape (FlashAttention's convention): forward
-        // 4 B H T^2 D / 2, backward 2.5 times that.
-        const double sm_fwd = 4.0 * B * o.heads * double(T) * T * 64 / 2;
-        json out = {{"bench", "attention"},
-                    {"device", "cuda"},
-                    {"mode", "time"},
-                    {"kind", kind},
-                    {"attention_impl", o.impl},
-                    {"attention_impl_line", impl},
-                    {"fwd_block_rows", rows},
-                    {"fwd_block_rows_ran", attn_forward_block_rows(shape)},
-                    {"T", T},
-                    {"B", B},
-                    {"heads", o.heads},
-                    {"head_dim", 64},
-                    {"timer", timer},
-                    {"device_name", device},
-                    {"reps", o.reps},
-                    {"warmup", o.warmup},
-                    {"layer_fwd_ms", median(lf)},
-                    {"layer_bwd_ms", median(lb)},
-                    {"kernel_fwd_ms", median(kf)},
-                    {"kernel_bwd_ms", median(kb)},
-                    {"softmax_fwd_gflop", sm_fwd / 1e9},
-                    {"softmax_bwd_gflop", 2.5 * sm_fwd / 1e9},
-                    {"tiles_total", total},
-                    {"tiles_skipped", skipped},
-                    {"skip_fraction", total ? double(skipped) / double(total) : 0.0},
-                    {"saved_plus_scratch_bytes",
-                     4.0 * double(attn->act_floats(B, T) + attn->scratch_floats(B, T))}};
-        std::cout << out.dump() << std::endl;
-      }
   }
   return 0;
 }

@@ -19,6 +19,10 @@ struct GpuAttnBench {
   // whose calls cannot take 128 rows (attn_forward_block_rows) says so in fwd_block_rows_ran,
   // or, when the list has more than one value, gets no 128 line.
   std::vector<int> fwd_block_rows = {0};
+  // attention.deterministic of the timed calls, one line each: true, our backward's two kernels
+  // (dq; dk/dv); false, FlashAttention-2's single kernel with dq by atomics (AttnArgs::atomic_dq)
+  // where attn_backward_atomic serves the kind's calls (bwd_atomic_ran says whether it did).
+  std::vector<bool> deterministic = {true};
 };
 
 // One JSON line per (kind, T): layer and kernel forward/backward medians (bench_gpu.cpp).

@@ -72,13 +72,19 @@ void check_fwd_block_rows(int rows) {
                                                         " must be 0 (default), 64 or 128");
 }
 
+const std::vector<std::string>& attention_code_keys() {
+  static const std::vector<std::string> keys = {"impl", "fwd_block_rows", "deterministic"};
+  return keys;
+}
+
 const json& config_defaults() {
   static const json d = [] {
     json j = json::parse(R"({
     "model": {"n_layer": 12, "d_model": 768, "n_head": 12, "seq_len": 1024,
               "vocab_size": 50304, "real_vocab_size": 50257,
               "rope_theta": 10000.0, "rope_ntk_factor": 1.0, "norm_eps": 1e-5},
-    "attention": {"kind": "softmax", "impl": "auto", "fwd_block_rows": 0},
+    "attention": {"kind": "softmax", "impl": "auto", "fwd_block_rows": 0,
+                  "deterministic": true},
     "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
              "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true,
              "synthetic": {"task": "", "vocab": 256, "pairs": 8, "queries": 0,
@@ -245,10 +251,10 @@ Config config_from_json(const json& user, const std::string& origin) {
   check_attention_impl(a.impl);
   a.fwd_block_rows = get<int>(r, "attention", "fwd_block_rows");
   check_fwd_block_rows(a.fwd_block_rows);
+  a.deterministic = get<bool>(r, "attention", "deterministic");
   a.options = r["attention"];
   a.options.erase("kind");
-  a.options.erase("impl");
-  a.options.erase("fwd_block_rows");
+  for (const auto& key : attention_code_keys()) a.options.erase(key);
   c.data.train = get<std::string>(r, "data", "train");
   c.data.val = get<std::string>(r, "data", "val");
   c.data.shuffle = get<bool>(r, "data", "shuffle");

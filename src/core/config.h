@@ -48,6 +48,9 @@ using AttentionCheck = std::string (*)(const AttentionConfig&);
 void check_attention_impl(const std::string& impl);
 // Throws tda::Error naming attention.fwd_block_rows unless it is 0 (default), 64 or 128.
 void check_fwd_block_rows(int rows);
+// The attention keys that choose the code computing a kind, not the model: impl, fwd_block_rows,
+// deterministic. No kind declares them, and a resume may change them.
+const std::vector<std::string>& attention_code_keys();
 void declare_attention_check(const std::string& kind, AttentionCheck check);
 
 // The attention options: the kind, and every declared attention.<key> with its value, which the
@@ -60,6 +63,9 @@ struct AttentionConfig {
   // Query rows per block of our CUDA forward kernels: 0 (default: 64), 64 or 128 (one-view kinds
   // at head dim 64; docs/cuda.md). Code, not model, like impl.
   int fwd_block_rows = 0;
+  // false: our CUDA attention backward may sum dq by atomics (FlashAttention-2's single kernel;
+  // bits then vary from run to run, so a resume is no longer bit-exact on a GPU). Code, like impl.
+  bool deterministic = true;
   json options;  // every declared attention.<key> -> its value
   template <class T>
   T option(const std::string& key) const {

@@ -31,7 +31,8 @@ LoadedModel load_model_for_eval(const std::string& dir, const EvalDevice& dev,
   lm.model = std::make_unique<GPT2>(lm.cfg.model, lm.cfg.attention, ops, dev.dtype);
   // the checkpoint's attention.impl; a vendor that fails its self-check leaves the calls to ours
   ops.set_attention_impl({lm.cfg.attention.impl, false, lm.cfg.attention.kind,
-                          lm.model->attention().math(), lm.cfg.attention.fwd_block_rows});
+                          lm.model->attention().math(), lm.cfg.attention.fwd_block_rows,
+                          lm.cfg.attention.deterministic});
   load_checkpoint(dir, *lm.model);
   lm.model->set_step(st.step);
   return lm;

@@ -294,10 +294,13 @@ std::vector<std::string> cleanup_checkpoints(const std::string& run_dir) {
 }
 
 std::string model_config_differences(const json& saved, const json& current) {
-  // Keys that only set initial values (the checkpoint's tensors replace them on resume), and
-  // attention.impl and attention.fwd_block_rows, which pick the code that computes the same model.
-  static const std::set<std::string> init_only = {"attention.lambda_init", "attention.ssmax_s_init",
-                                                  "attention.impl", "attention.fwd_block_rows"};
+  // Keys that only set initial values (the checkpoint's tensors replace them on resume), and the
+  // attention keys that pick the code that computes the same model (attention_code_keys).
+  static const std::set<std::string> init_only = [] {
+    std::set<std::string> s = {"attention.lambda_init", "attention.ssmax_s_init"};
+    for (const auto& key : attention_code_keys()) s.insert("attention." + key);
+    return s;
+  }();
   const json& defaults = config_defaults();
   auto value = [&](const json& cfg, const std::string& sec, const std::string& key) {
     if (cfg.contains(sec) && cfg[sec].contains(key)) return cfg[sec][key];

@@ -228,8 +228,12 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
   shapes_.clear();
   const std::string kind = r.kind.empty() ? attn_math_name(r.math) : r.kind;
   check_fwd_block_rows(r.fwd_block_rows);
-  const std::string shape =
+  std::string shape =
       r.fwd_block_rows ? "; our forward: " + std::to_string(r.fwd_block_rows) + "-row blocks" : "";
+  if (!r.deterministic)
+    shape +=
+        "; our backward: one kernel, dq by atomics, where it serves the calls (head dims <= 64, "
+        "not entmax; not deterministic)";
   if (r.impl == "own") return "attention: our kernels (attention.impl own" + shape + ")";
   const std::string refusal = vendor_math_refusal(r.math);
   std::string why;

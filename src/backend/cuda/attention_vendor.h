@@ -61,6 +61,8 @@ class AttentionImpl {
   long long own_calls() const { return own_calls_; }
   // attention.fwd_block_rows as requested (0: the default), for the calls our kernels take.
   int fwd_block_rows() const { return req_.fwd_block_rows; }
+  // attention.deterministic as requested
+  bool deterministic() const { return req_.deterministic; }
   const std::vector<std::string>& lines() const { return lines_; }
 
  private:

@@ -325,6 +325,12 @@ void CudaOps::attention_backward(const AttnArgs& a) {
                            "backward scratch (attention D_i)");
   uint16_t* ops = cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, true),
                                 "attention operands (bf16 q, k, v, dO)");
+  if (!attention_impl_.deterministic() && !a.atomic_dq) {
+    AttnArgs b = a;
+    b.atomic_dq = true;
+    cuda::attention_backward(b, s, ops);
+    return;
+  }
   cuda::attention_backward(a, s, ops);
 }
 
