@@ -119,14 +119,17 @@ TEST_CASE("attention options: --set of an option the kind does not read names th
 namespace tda {
 
 // The attention defaults are exactly the declared options (plus the kind and the implementation
-// that runs it: impl, fwd_block_rows, deterministic), so a kind's new option needs no edit of the
-// config code; their bounds are enforced with the config's messages.
+// that runs it: impl, fwd_block_rows, deterministic, tuning), so a kind's new option needs no edit
+// of the config code; their bounds are enforced with the config's messages.
 TEST_CASE("attention options: the config's attention defaults and bounds are the declared ones",
           "[attention][config]") {
-  json want = {
-      {"kind", "softmax"}, {"impl", "auto"}, {"fwd_block_rows", 0}, {"deterministic", true}};
+  json want = {{"kind", "softmax"},
+               {"impl", "auto"},
+               {"fwd_block_rows", 0},
+               {"deterministic", true},
+               {"tuning", "auto"}};
   CHECK(attention_code_keys() ==
-        std::vector<std::string>{"impl", "fwd_block_rows", "deterministic"});
+        std::vector<std::string>{"impl", "fwd_block_rows", "deterministic", "tuning"});
   for (const auto& [name, kind] : attention_registry())
     for (const auto& o : kind.info.options) want[o.key] = o.def;
   CHECK(config_defaults().at("attention") == want);
@@ -139,6 +142,9 @@ TEST_CASE("attention options: the config's attention defaults and bounds are the
   CHECK(!parse_config("{}", {"attention.deterministic=false"}, "t").attention.deterministic);
   CHECK_THROWS_WITH(parse_config("{}", {"attention.deterministic=2"}, "t"),
                     Catch::Contains("attention.deterministic"));
+  CHECK(parse_config("{}", {"attention.tuning=t.json"}, "t").attention.tuning == "t.json");
+  CHECK_THROWS_WITH(parse_config("{}", {"attention.tuning="}, "t"),
+                    Catch::Contains("attention.tuning must be auto, none or"));
   const Config c = parse_config("{}", {"attention.kind=dex"}, "t");
   CHECK(c.attention.option<int>("dex_anneal_steps") == 715);
   CHECK(c.attention.option<int>("dex_anneal_steps") == 715);

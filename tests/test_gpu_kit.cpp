@@ -269,6 +269,14 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   REQUIRE(bm.size() == 1);
   CHECK(bm[0].at("speedup").get<double>() == Approx(1.5));
   CHECK(has(md, "| softmax | 1024 | 6.00 | 4.00 | 1.50 |"));
+  // The tuning table (tda tune --from, tuning.json) as written, for committing, and in the
+  // report each choice beside SDPA's same pass at its T: 2.0 / 1.5 forward, 4.0 / 3.0 backward.
+  CHECK(r.at("tuning").at("arch") == "sm_90");
+  CHECK(r.at("tuning").at("entries").size() == 2);
+  CHECK(has(md, "| softmax | 64/64 | 1024 | forward | 64 3.000, 128 2.000 | 128 | 1.500 | 1.33 |"));
+  CHECK(has(md,
+            "| softmax | 64/64 | 1024 | backward | split 6.000, atomic 4.000 | atomic | 3.000 "
+            "| 1.33 |"));
 
   // Table 5, the paper's layout: lengths across, SDPA flash then the paper's kinds in its order,
   // each on random q, k and (where measured) a trained model's; time over SDPA's at the same (b, h)

@@ -223,6 +223,9 @@ if [ -x build-cuda/tda ]; then
     for k in $VENDOR_KINDS; do build-cuda/tda bench attention \
       --device cuda --mode time --impl cudnn --kind \$k --T $LENGTHS \
       >> $WORK/tda_attention.jsonl || { echo \"failed: \$k (cudnn)\"; rc=1; }; done; exit \$rc"
+  # the tuning table from those lines (tda tune --from: nothing timed again), into the report
+  build-cuda/tda tune --from "$WORK/tda_attention.jsonl" --out "$WORK/tuning.json" \
+    >"$WORK/logs/tune.log" 2>&1 || log "tda tune --from failed: see logs/tune.log"
   # the paper's Table 5: its kinds at its lengths, random and trained q, k
   STAGES_AFTER=1
   stage table5 "$([ "$QUICK" = 1 ] && echo 60 || echo 100)" \

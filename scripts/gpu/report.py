@@ -208,6 +208,16 @@ def fwd_shape(work):
     return out
 
 
+def tuning(work):
+    """The tuning table tda tune --from wrote from the tda-attention stage's lines (tuning.json),
+    as written: the file to commit as kernels/tuning/<arch>.json."""
+    path = os.path.join(work, "tuning.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def attention_rows(work):
     tda = read_jsonl(os.path.join(work, "tda_attention.jsonl"))
     sdpa = {r["T"]: r for r in read_jsonl(os.path.join(work, "sdpa.jsonl")) if "fwd_ms" in r}
@@ -393,6 +403,7 @@ def build(work):
         "table5": table5(work),
         "fwd_shape": fwd_shape(work),
         "bwd_mode": bwd_mode(work),
+        "tuning": tuning(work),
         "train": train_rows(work, peak),
         "profile": profile_rows(work, env.get("gpu")),
     }
@@ -514,6 +525,30 @@ def markdown(rep):
         md += table(["kind", "T", "two kernels", "one kernel (atomic dq)", "speed-up"],
                     [[b["kind"], b["T"], fmt(b["split_ms"]), fmt(b["atomic_ms"]),
                       fmt(b["speedup"])] for b in bm]) + [""]
+
+    tu = rep.get("tuning")
+    if tu:
+        shapes = {"forward": ["64", "128"], "backward": ["split", "atomic"]}
+        md += ["## Tuning table (tda tune)", "",
+               "The fastest shape per kind, T and pass from the timings above (`tda tune --from`; "
+               "forward: query rows per block; backward: two kernels or one with dq by atomics, "
+               "the latter only where attention.deterministic is false), median kernel ms beside "
+               "SDPA flash's same pass. %d entries for %s; commit report.json's `tuning` as "
+               "kernels/tuning/%s.json (docs/gpu.md)." % (
+                   len(tu["entries"]), tu["arch"], tu["arch"]), ""]
+        # SDPA flash's same pass at the entry's T (one layer's B x heads, as our lines)
+        sdpa_at = {r["T"]: r for r in rep["sdpa"]}
+        rows = []
+        for e in tu["entries"]:
+            s = sdpa_at.get(e["T"])
+            sd = s and s["fwd_ms" if e["pass"] == "forward" else "bwd_ms"]
+            rows.append([e["kind"], "%d/%d" % tuple(e["head_dims"]), e["T"], e["pass"],
+                         ", ".join("%s %.3f" % (k, e["ms"][k]) for k in shapes[e["pass"]]
+                                   if k in e["ms"]),
+                         e["choice"], fmt(sd, "%.3f"),
+                         fmt(e["ms"][e["choice"]] / sd if sd else None)])
+        md += table(["kind", "head dims", "T", "pass", "ms per shape", "choice", "SDPA ms",
+                     "choice / SDPA"], rows) + [""]
 
     tr = rep["train"]
     md += ["## One training step, d12 (12 layers, d 768, 12 heads, vocabulary 50,304)", ""]

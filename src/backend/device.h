@@ -66,6 +66,9 @@ class Device {
   virtual ~Device() = default;
   // "NVIDIA H100 80GB HBM3", or the host CPU's model name.
   virtual std::string name() const = 0;
+  // The GPU's architecture as nvcc names it ("sm_90"; the emulator's compute capability), "" for
+  // the host: the key of a tuning table (backend/attention_tuning.h).
+  virtual std::string arch() const { return ""; }
   // What timer() measures: "host clock", "cuda events", or "emulated (host clock)".
   virtual std::string clock() const = 0;
   // True when the timer measures the device itself (not the emulator's host clock): a figure

@@ -225,6 +225,9 @@ struct AttentionImplRequest {
   int fwd_block_rows = 0;
   // attention.deterministic: false lets our CUDA backward add dq by atomics (AttnArgs::atomic_dq)
   bool deterministic = true;
+  // attention.tuning (backend/attention_tuning.h): "none", "auto" (the committed table of this
+  // GPU's arch where there is one) or a table's path
+  std::string tuning = "none";
 };
 
 class Ops {

@@ -62,10 +62,13 @@ class KernelTimingOps : public ForwardingOps {
     AttnArgs asked = a;  // what attention.deterministic false asks of the call
     asked.atomic_dq = true;
     served_atomic_ = attn_backward_atomic(asked);
+    head_dims_ = {a.Dqk, a.Dv};
     timed(bwd_, [&] { ForwardingOps::attention_backward(a); });
   }
   // Whether the latest backward call could take the single kernel with dq by atomics.
   bool served_atomic() const { return served_atomic_; }
+  // The latest backward call's (Dqk, Dv): a tuning table's key (backend/attention_tuning.h).
+  std::pair<int, int> head_dims() const { return head_dims_; }
 
   void count_next_forward() { count_next_ = true; }
   void tiles(long long* skipped, long long* total) const {
@@ -101,13 +104,15 @@ class KernelTimingOps : public ForwardingOps {
   }
   DeviceArray<long long> counters_;
   bool count_next_ = false, served_atomic_ = false;
+  std::pair<int, int> head_dims_ = {0, 0};
   Timers fwd_, bwd_;
 };
 
 }  // namespace
 
 int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
-                        const std::vector<int>& Ts, const GpuAttnBench& o) {
+                        const std::vector<int>& Ts, const GpuAttnBench& o,
+                        std::vector<json>* records) {
   TDA_CHECK(o.heads >= 2 && o.heads % 2 == 0,
             "bench attention: --heads must be even and >= 2 (the differential kinds pair heads)");
   TDA_CHECK(o.reps >= 1 && o.warmup >= 1, "bench attention: --reps and --warmup must be >= 1");
@@ -122,7 +127,7 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
   };
   Device& gpu = ops.device();
   const std::string timer = gpu.clock();
-  const std::string device = gpu.name();
+  const std::string device = gpu.name(), arch = gpu.arch();
   for (const auto& kind : kinds) {
     for (int T : Ts)
       for (int rows : o.fwd_block_rows)
@@ -175,7 +180,7 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
               scratch(ops, attn->scratch_floats(B, T), "attention scratch");
           AttnContext ctx{ops, B, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
           const std::string impl =
-              ops.set_attention_impl({o.impl, false, kind, attn->math(), rows, det});
+              ops.set_attention_impl({o.impl, false, kind, attn->math(), rows, det, "none"});
           std::unique_ptr<DeviceTimer> tf = gpu.timer(), tb = gpu.timer();
           std::vector<double> lf, lb, kf, kb;
           // The counted first forward runs on our kernels (a vendor counts no tiles); another
@@ -218,6 +223,8 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
                       {"B", B},
                       {"heads", o.heads},
                       {"head_dim", 64},
+                      {"head_dims", {ops.head_dims().first, ops.head_dims().second}},
+                      {"arch", arch},
                       {"timer", timer},
                       {"device_name", device},
                       {"reps", o.reps},
@@ -233,7 +240,8 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
                       {"skip_fraction", total ? double(skipped) / double(total) : 0.0},
                       {"saved_plus_scratch_bytes",
                        4.0 * double(attn->act_floats(B, T) + attn->scratch_floats(B, T))}};
-          std::cout << out.dump() << std::endl;
+          if (o.print) std::cout << out.dump() << std::endl;
+          if (records) records->push_back(out);
         }
   }
   return 0;

@@ -1,5 +1,6 @@
 // The GPU side of tda bench (bench_gpu.cpp): CUDA-event timing of the attention kinds.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -23,12 +24,15 @@ struct GpuAttnBench {
   // (dq; dk/dv); false, FlashAttention-2's single kernel with dq by atomics (AttnArgs::atomic_dq)
   // where attn_backward_atomic serves the kind's calls (bwd_atomic_ran says whether it did).
   std::vector<bool> deterministic = {true};
+  bool print = true;  // each line to stdout
 };
 
-// One JSON line per (kind, T): layer and kernel forward/backward medians (bench_gpu.cpp).
-// `backend`: the CUDA backend (make_ops("cuda")).
+// One JSON line per (kind, T, shape): layer and kernel forward/backward medians (bench_gpu.cpp),
+// printed and, given `records`, appended there. `backend`: the CUDA backend (make_ops("cuda")).
+// Our kernels run the asked shapes: no tuning table (attention.tuning none).
 int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
-                        const std::vector<int>& Ts, const GpuAttnBench& o);
+                        const std::vector<int>& Ts, const GpuAttnBench& o,
+                        std::vector<nlohmann::json>* records = nullptr);
 
 // Median of v (0 when empty).
 double median(std::vector<double> v);

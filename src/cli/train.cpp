@@ -92,6 +92,10 @@ int cmd_train(int argc, char** argv) {
       cxxopts::value<std::string>())(
       "dtype", "fp32 or bf16 (same as --set train.dtype=...; bf16 needs --device cuda)",
       cxxopts::value<std::string>())(
+      "tuning",
+      "our CUDA attention kernels' shapes from this table of tda tune (same as --set "
+      "attention.tuning=...)",
+      cxxopts::value<std::string>())(
       "procs", "data-parallel CPU ranks, started by tda under the system mpirun",
       cxxopts::value<int>()->default_value("1"))(
       "gpus", "data-parallel GPU ranks (NCCL), one worker process per GPU started by tda",
@@ -102,6 +106,7 @@ int cmd_train(int argc, char** argv) {
   std::vector<std::string> sets = set_flags(r);
   if (r.count("device")) sets.push_back("train.device=" + r["device"].as<std::string>());
   if (r.count("dtype")) sets.push_back("train.dtype=" + r["dtype"].as<std::string>());
+  if (r.count("tuning")) sets.push_back("attention.tuning=" + r["tuning"].as<std::string>());
   Config cfg = load_config(r["config"].as<std::string>(), sets);
   check_attention_sets(cfg, sets);
   TrainOptions to;

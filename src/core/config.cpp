@@ -72,8 +72,14 @@ void check_fwd_block_rows(int rows) {
                                                         " must be 0 (default), 64 or 128");
 }
 
+void check_attention_tuning(const std::string& tuning) {
+  TDA_CHECK(!tuning.empty(),
+            "config: attention.tuning must be auto, none or a tuning table's path (tda tune)");
+}
+
 const std::vector<std::string>& attention_code_keys() {
-  static const std::vector<std::string> keys = {"impl", "fwd_block_rows", "deterministic"};
+  static const std::vector<std::string> keys = {"impl", "fwd_block_rows", "deterministic",
+                                                "tuning"};
   return keys;
 }
 
@@ -84,7 +90,7 @@ const json& config_defaults() {
               "vocab_size": 50304, "real_vocab_size": 50257,
               "rope_theta": 10000.0, "rope_ntk_factor": 1.0, "norm_eps": 1e-5},
     "attention": {"kind": "softmax", "impl": "auto", "fwd_block_rows": 0,
-                  "deterministic": true},
+                  "deterministic": true, "tuning": "auto"},
     "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
              "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true,
              "synthetic": {"task": "", "vocab": 256, "pairs": 8, "queries": 0,
@@ -252,6 +258,8 @@ Config config_from_json(const json& user, const std::string& origin) {
   a.fwd_block_rows = get<int>(r, "attention", "fwd_block_rows");
   check_fwd_block_rows(a.fwd_block_rows);
   a.deterministic = get<bool>(r, "attention", "deterministic");
+  a.tuning = get<std::string>(r, "attention", "tuning");
+  check_attention_tuning(a.tuning);
   a.options = r["attention"];
   a.options.erase("kind");
   for (const auto& key : attention_code_keys()) a.options.erase(key);

@@ -48,8 +48,10 @@ using AttentionCheck = std::string (*)(const AttentionConfig&);
 void check_attention_impl(const std::string& impl);
 // Throws tda::Error naming attention.fwd_block_rows unless it is 0 (default), 64 or 128.
 void check_fwd_block_rows(int rows);
+// Throws tda::Error naming attention.tuning unless it is auto, none or a path.
+void check_attention_tuning(const std::string& tuning);
 // The attention keys that choose the code computing a kind, not the model: impl, fwd_block_rows,
-// deterministic. No kind declares them, and a resume may change them.
+// deterministic, tuning. No kind declares them, and a resume may change them.
 const std::vector<std::string>& attention_code_keys();
 void declare_attention_check(const std::string& kind, AttentionCheck check);
 
@@ -66,6 +68,10 @@ struct AttentionConfig {
   // false: our CUDA attention backward may sum dq by atomics (FlashAttention-2's single kernel;
   // bits then vary from run to run, so a resume is no longer bit-exact on a GPU). Code, like impl.
   bool deterministic = true;
+  // The measured shapes of our CUDA kernels (backend/attention_tuning.h, written by tda tune):
+  // "auto" (kernels/tuning/<arch>.json where it exists), "none" (the fixed defaults) or a table's
+  // path. Code, like impl.
+  std::string tuning = "auto";
   json options;  // every declared attention.<key> -> its value
   template <class T>
   T option(const std::string& key) const {

@@ -32,7 +32,7 @@ LoadedModel load_model_for_eval(const std::string& dir, const EvalDevice& dev,
   // the checkpoint's attention.impl; a vendor that fails its self-check leaves the calls to ours
   ops.set_attention_impl({lm.cfg.attention.impl, false, lm.cfg.attention.kind,
                           lm.model->attention().math(), lm.cfg.attention.fwd_block_rows,
-                          lm.cfg.attention.deterministic});
+                          lm.cfg.attention.deterministic, lm.cfg.attention.tuning});
   load_checkpoint(dir, *lm.model);
   lm.model->set_step(st.step);
   return lm;

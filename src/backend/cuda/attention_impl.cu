@@ -8,8 +8,10 @@
 #include "backend/cuda/attention_vendor.h"
 #include "backend/cuda/common.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/timing.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/rng.h"
 
 namespace tda::cuda {
@@ -228,12 +230,25 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
   shapes_.clear();
   const std::string kind = r.kind.empty() ? attn_math_name(r.math) : r.kind;
   check_fwd_block_rows(r.fwd_block_rows);
+  check_attention_tuning(r.tuning);
+  tuning_ = AttentionTuning();
+  const std::string arch = gpu_device().arch();
+  if (r.tuning == "auto" && path_exists(AttentionTuning::default_path(arch)))
+    tuning_ = AttentionTuning::load(AttentionTuning::default_path(arch));
+  else if (r.tuning != "auto" && r.tuning != "none")
+    tuning_ = AttentionTuning::load(r.tuning);
+  TDA_CHECK(tuning_.source.empty() || tuning_.arch == arch,
+            "attention.tuning " + tuning_.source + " was tuned on " + tuning_.arch + " (" +
+                tuning_.device_name + "); this GPU is " + arch + ": run tda tune on it");
   std::string shape =
       r.fwd_block_rows ? "; our forward: " + std::to_string(r.fwd_block_rows) + "-row blocks" : "";
   if (!r.deterministic)
-    shape +=
-        "; our backward: one kernel, dq by atomics, where it serves the calls (head dims <= 64, "
-        "not entmax; not deterministic)";
+    shape += std::string("; our backward: one kernel, dq by atomics, where it serves the calls ") +
+             (tuning_.source.empty() ? "" : "and the tuning table prefers it ") +
+             "(head dims <= 64, not entmax; not deterministic)";
+  if (!tuning_.source.empty())
+    shape += "; tuning: " + tuning_.source + " (" + std::to_string(tuning_.entries.size()) +
+             " entries, " + tuning_.device_name + ")";
   if (r.impl == "own") return "attention: our kernels (attention.impl own" + shape + ")";
   const std::string refusal = vendor_math_refusal(r.math);
   std::string why;
@@ -250,6 +265,15 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
   vendor_ = p;
   return "attention: " + p->name() + " for " + kind + " (attention.impl " + impl_label(r.impl) +
          "; each shape is checked against our kernels at its first call)";
+}
+
+int AttentionImpl::fwd_block_rows(const AttnArgs& a) const {
+  if (req_.fwd_block_rows) return req_.fwd_block_rows;
+  return tuning_.fwd_block_rows(req_.kind, a.Dqk, a.Dv, a.T);
+}
+
+bool AttentionImpl::atomic_dq(const AttnArgs& a) const {
+  return !req_.deterministic && tuning_.bwd_atomic(req_.kind, a.Dqk, a.Dv, a.T, true);
 }
 
 SdpaPrimitive* AttentionImpl::vendor_for(const AttnArgs& a, bool backward) {

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/attention_tuning.h"
 #include "backend/cuda/sdpa.h"
 #include "backend/ops.h"
 
@@ -59,15 +60,19 @@ class AttentionImpl {
   // and tests read them).
   long long vendor_calls() const { return vendor_calls_; }
   long long own_calls() const { return own_calls_; }
-  // attention.fwd_block_rows as requested (0: the default), for the calls our kernels take.
-  int fwd_block_rows() const { return req_.fwd_block_rows; }
-  // attention.deterministic as requested
-  bool deterministic() const { return req_.deterministic; }
+  // For a call our kernels take: the forward's query rows per block (0: the kernels' default),
+  // attention.fwd_block_rows where it names them, else the tuning table's choice; and whether
+  // the backward adds dq by atomics: never when attention.deterministic, else the table's choice,
+  // atomic without one.
+  int fwd_block_rows(const AttnArgs& a) const;
+  bool atomic_dq(const AttnArgs& a) const;
+  const AttentionTuning& tuning() const { return tuning_; }
   const std::vector<std::string>& lines() const { return lines_; }
 
  private:
   void report(const std::string& line);  // stderr, and lines_
   AttentionImplRequest req_;
+  AttentionTuning tuning_;           // attention.tuning (empty: none)
   SdpaPrimitive* vendor_ = nullptr;  // null: own kernels only
   using Key = std::tuple<int, int, int, int, int, float>;
   std::map<Key, bool> checked_;  // per (math, H, head dims, row scale, scale): check passed

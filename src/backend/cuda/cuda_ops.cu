@@ -288,9 +288,9 @@ void CudaOps::attention_forward(const AttnArgs& a) {
       a.saved ? nullptr  // the copies go to a.saved
               : cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, false),
                               "attention operands (bf16 q, k, v, dO)");
-  if (a.fwd_block_rows == 0 && attention_impl_.fwd_block_rows() != 0) {
+  if (a.fwd_block_rows == 0 && attention_impl_.fwd_block_rows(a) != 0) {
     AttnArgs b = a;
-    b.fwd_block_rows = attention_impl_.fwd_block_rows();
+    b.fwd_block_rows = attention_impl_.fwd_block_rows(a);
     cuda::attention_forward(b, ops);
     return;
   }
@@ -325,7 +325,7 @@ void CudaOps::attention_backward(const AttnArgs& a) {
                            "backward scratch (attention D_i)");
   uint16_t* ops = cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, true),
                                 "attention operands (bf16 q, k, v, dO)");
-  if (!attention_impl_.deterministic() && !a.atomic_dq) {
+  if (!a.atomic_dq && attention_impl_.atomic_dq(a)) {
     AttnArgs b = a;
     b.atomic_dq = true;
     cuda::attention_backward(b, s, ops);

@@ -46,6 +46,13 @@ class GpuDevice final : public Device {
     check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
     return prop.name;
   }
+  std::string arch() const override {
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    return "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+  }
   std::string clock() const override {
     return emulated_device() ? "emulated (host clock)" : "cuda events";
   }

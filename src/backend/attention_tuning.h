@@ -1,0 +1,60 @@
+// attention.tuning: the shape our CUDA attention kernels take per (GPU architecture, kind, head
+// dims, sequence length, pass), chosen by measurement. `tda tune` (cli/tune.cpp) times every
+// built shape on a GPU, or reads the GPU kit's timings, and writes a table; the CUDA backend reads
+// it at start-up (backend/cuda/attention_impl.cu) and asks it per call. The shapes today:
+//   forward   query rows per block, "64" or "128" (attention.fwd_block_rows; docs/cuda.md)
+//   backward  "split" (dq; dk/dv: two kernels) or "atomic" (one kernel, dq by fp32 atomics),
+//             chosen only where attention.deterministic is false
+// A shape the config names (fwd_block_rows 64 or 128) wins over the table; without an entry the
+// kernels' fixed defaults run (64 rows; atomic where not deterministic).
+//
+// The file (JSON):
+//   {"format": "tda attention tuning 1", "arch": "sm_90", "device_name": "...", "timer": "...",
+//    "entries": [{"kind": "tra", "head_dims": [64, 64], "T": 4096, "pass": "forward",
+//                 "choice": "128", "ms": {"64": 0.91, "128": 0.74}}, ...]}
+// ms: the median kernel milliseconds of every shape timed; choice: the fastest of them.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace tda {
+
+using json = nlohmann::json;
+
+struct TuningEntry {
+  std::string kind;
+  int Dqk = 0, Dv = 0, T = 0;
+  std::string pass;    // "forward" or "backward"
+  std::string choice;  // forward: "64" or "128"; backward: "split" or "atomic"
+  json ms;             // {shape: median ms}, every shape timed
+};
+
+class AttentionTuning {
+ public:
+  static constexpr const char* kFormat = "tda attention tuning 1";
+  // Reads and checks a table; throws tda::Error naming the file and the entry or key at fault.
+  static AttentionTuning load(const std::string& path);
+  // The committed table of an architecture ("sm_90"): TDA_SOURCE_DIR/kernels/tuning/sm_90.json.
+  static std::string default_path(const std::string& arch);
+  json to_json() const;
+  void save(const std::string& path) const;  // durable (core/fs.h): temp name, fsync, rename
+
+  // The entry of (kind, head dims, pass) whose T is nearest to T on a log scale (a tie: the
+  // larger T), or null.
+  const TuningEntry* find(const std::string& kind, int Dqk, int Dv, int T,
+                          const std::string& pass) const;
+  // Forward query rows per block for such a call (0: no entry), and whether its backward takes
+  // the atomic kernel (`fallback` without an entry).
+  int fwd_block_rows(const std::string& kind, int Dqk, int Dv, int T) const;
+  bool bwd_atomic(const std::string& kind, int Dqk, int Dv, int T, bool fallback) const;
+
+  std::string arch, device_name, timer;
+  std::string source;  // the file it was read from ("" for a table made in this process)
+  std::vector<TuningEntry> entries;
+};
+
+// The shapes a pass can take, in the order they are tried and printed.
+const std::vector<std::string>& tuning_shapes(const std::string& pass);
+
+}  // namespace tda
