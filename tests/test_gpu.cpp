@@ -299,3 +299,55 @@ TEST_CASE("gpu: attention launches above 48 KB of shared memory match the CPU bi
     CHECK(std::fabs(tail(gpu) - tail(cpu)) < 0.15);
   }
 }
+
+// attention.deterministic on a GPU: true (the default) gives the same bits run after run, so a
+// resume repeats its steps; false runs FlashAttention-2's single backward kernel (dq by fp32
+// atomics, which the emulator executes in one order only: a race or a lost update shows here
+// first), held to the CPU binary at step 1; and tda tune's table, timed on this GPU, is read back
+// by a run (attention.tuning), which then also trains like the CPU binary.
+TEST_CASE(
+    "gpu: deterministic runs repeat bit for bit; the atomic backward and tda tune's table "
+    "train like the CPU binary",
+    "[gpu]") {
+  const std::string gpu_tda = gpu_binary();
+  if (!gpu_present() || !path_exists(gpu_tda)) {
+    TDA_SKIP("needs a GPU and " << gpu_tda << " (scripts/build_cuda.sh)");
+  }
+  TempDir dir;
+  const std::string table = dir.path + "/tuning.json";
+  std::string out;
+  REQUIRE(run_command(gpu_tda + " tune --kind softmax,tda --T 64,256 --tokens 1024 --heads 2 " +
+                          "--reps 2 --warmup 1 --out " + table,
+                      &out) == 0);
+  INFO(out);
+  std::ifstream tf(table);
+  const json t = json::parse(tf);
+  CHECK(t.at("arch").get<std::string>().rfind("sm_", 0) == 0);
+  CHECK(t.at("entries").size() == 8);  // 2 kinds x 2 lengths x forward, backward
+  const std::string sets =
+      "--steps 4 --set model.seq_len=64 --set train.micro_batch=2 "
+      "--set train.total_batch_tokens=128 --set train.val_every=0 --set optim.warmup_steps=2 ";
+  for (const std::string kind : {"softmax", "tda"}) {
+    INFO(kind);
+    const std::string config = "tiny/" + kind, d = dir.path + "/" + kind;
+    const Run cpu = train_run(TDA_BINARY, d + "_cpu", config, sets + "--device cpu");
+    const std::string gpu = sets + "--device cuda --dtype bf16 --set attention.tuning=none ";
+    const Run a = train_run(gpu_tda, d + "_det1", config, gpu);
+    const Run b = train_run(gpu_tda, d + "_det2", config, gpu);
+    CHECK(a.loss == b.loss);
+    CHECK(a.grad_norm == b.grad_norm);
+    check_step1(a, cpu, kind, true);
+    const Run atomic =
+        train_run(gpu_tda, d + "_atomic", config, gpu + "--set attention.deterministic=false");
+    check_step1(atomic, cpu, kind, true);
+    const Run tuned = train_run(gpu_tda, d + "_tuned", config,
+                                sets +
+                                    "--device cuda --dtype bf16 "
+                                    "--set attention.deterministic=false --tuning " +
+                                    table);
+    check_step1(tuned, cpu, kind, true);
+    std::ifstream log(d + "_tuned.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    CHECK_THAT(text, Catch::Contains("tuning: " + table));
+  }
+}
