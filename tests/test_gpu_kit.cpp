@@ -550,6 +550,26 @@ TEST_CASE("bench attention --device cuda: counts tiles by default here, --mode t
   CHECK(lines[1].at("tiles_total") == 4);
   CHECK(lines[2].at("tiles_total") == 2);
 
+  // Both forward block shapes and both backwards: softmax at 64 and 128 rows deterministic, and
+  // its single backward kernel once (at 64: the backward does not depend on the forward's rows);
+  // tda's two views keep 64 rows. Each line names its shape, what ran, the arch and head dims.
+  REQUIRE(run_tda("bench attention --device cuda --mode time --kind softmax,tda --T 64 "
+                  "--tokens 128 --heads 2 --reps 1 --warmup 1 --fwd-block-rows 64,128 "
+                  "--deterministic 1,0",
+                  &out) == 0);
+  lines = json_lines(out);
+  std::vector<std::string> shapes;
+  for (const auto& j : lines) {
+    shapes.push_back(j.at("kind").get<std::string>() + " " + j.at("fwd_block_rows").dump() + " " +
+                     j.at("fwd_block_rows_ran").dump() + " " + j.at("deterministic").dump() + " " +
+                     j.at("bwd_atomic_ran").dump());
+    CHECK(j.at("arch") == "sm_90");
+    CHECK(j.at("head_dims") == json({64, 64}));
+  }
+  CHECK(shapes == std::vector<std::string>{"softmax 64 64 true false", "softmax 64 64 false true",
+                                           "softmax 128 128 true false", "tda 64 64 true false",
+                                           "tda 64 64 false true"});
+
   CHECK(run_tda("bench attention --device cpu --mode time --T 64", &out) != 0);
   CHECK(has(out, "error: bench attention: --mode is for --device cuda"));
   CHECK(run_tda("bench attention --device cuda --mode time --heads 3 --T 64", &out) != 0);

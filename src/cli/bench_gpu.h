@@ -23,6 +23,7 @@ struct GpuAttnBench {
   // attention.deterministic of the timed calls, one line each: true, our backward's two kernels
   // (dq; dk/dv); false, FlashAttention-2's single kernel with dq by atomics (AttnArgs::atomic_dq)
   // where attn_backward_atomic serves the kind's calls (bwd_atomic_ran says whether it did).
+  // With both values and several fwd_block_rows, false is timed at the first block shape only.
   std::vector<bool> deterministic = {true};
   bool print = true;  // each line to stdout
 };
