@@ -6,8 +6,10 @@ scripts/build_cuda.sh). Which of the ~130 kernels (every template instantiation:
 head-dim bucket) a config launches is known only by running it: `tda bench dryrun` runs a
 training step of the config on the emulated backend without executing a block and lists every
 kernel it launched. For every attention config under configs/{gpt2_162m,tiny,mini}, in fp32 and
-bf16, this collects those kernels and fails if any of them spills on sm_80 or sm_90. Spilling
-kernels no config launches (other powers, head-dim buckets no config has) are listed, not failed.
+bf16, this collects those kernels and fails if any of them spills on sm_80 or sm_90; the paper's
+configs (gpt2_162m) also with each switch of the kernels' shape a run may set (SWITCHES: the
+single backward kernel, 128-row forward blocks). Spilling kernels no config launches (other
+powers, head-dim buckets no config has) are listed, not failed.
 
     python3 scripts/check_spills.py [--tda build/tda] [--log build-cuda/ptxas.log]
 """
@@ -24,6 +26,8 @@ from launch_resources import ENTRY, USED, demangle, kernel_key  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 CONFIG_DIRS = ("gpt2_162m", "tiny", "mini")
+# attention keys that choose other kernel instances for the same model (docs/cuda.md)
+SWITCHES = ("attention.deterministic=false", "attention.fwd_block_rows=128")
 
 
 def spills(log_text):
@@ -40,9 +44,10 @@ def spills(log_text):
     return {kernel_key(names[k]): v for k, v in found.items()}
 
 
-def launched(tda, config):
-    out = subprocess.run([tda, "bench", "dryrun", "--config", str(config), "--dtype", "fp32,bf16"],
-                         cwd=ROOT, capture_output=True, text=True)
+def launched(tda, config, switch=None):
+    cmd = [tda, "bench", "dryrun", "--config", str(config), "--dtype", "fp32,bf16"]
+    out = subprocess.run(cmd + (["--set", switch] if switch else []), cwd=ROOT,
+                         capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"check_spills: tda bench dryrun --config {config} failed: "
                  f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}")
@@ -65,8 +70,10 @@ def main():
                      if c.name != "base.json")
     used = {}
     for c in configs:
-        for k in launched(args.tda, c):
-            used.setdefault(k, []).append(f"{c.parent.name}/{c.stem}")
+        for switch in (None,) + (SWITCHES if c.parent.name == "gpt2_162m" else ()):
+            who = f"{c.parent.name}/{c.stem}" + (f" ({switch})" if switch else "")
+            for k in launched(args.tda, c, switch):
+                used.setdefault(k, []).append(who)
     bad = 0
     for name in sorted(spilled):
         archs = ", ".join(f"{a}: {b} bytes" for a, b in sorted(spilled[name].items()))

@@ -533,7 +533,8 @@ TEST_CASE("dry run: every kind launches validly at the largest micro-batch, 2^22
 // scripts/check_spills.py (CI, after build_cuda.sh): the dry run's list of launched kernels decides
 // which spills fail. A made-up ptxas report in which the AdamW kernel (every config launches it)
 // spills fails the check; the same spill in a kernel no config launches (the threshold kernels
-// at a power no config uses) is listed and passes.
+// at a power no config uses) is listed and passes; one that a paper config launches only with a
+// shape switch (attention.deterministic false) fails.
 TEST_CASE("check_spills: a spill fails only in a kernel that a config launches", "[bench]") {
   if (run_command("command -v python3 && command -v c++filt") != 0)
     TDA_SKIP("needs python3 and c++filt");
@@ -562,4 +563,13 @@ TEST_CASE("check_spills: a spill fails only in a kernel that a config launches",
   CHECK(run_command(cmd, &out) == 1);
   CHECK_THAT(out, Catch::Contains("SPILLS, launched by gpt2_162m/") &&
                       Catch::Contains("adamw_kernel (sm_80: 8 bytes)"));
+  // a kernel only a shape switch launches: the single backward kernel (deterministic false)
+  const std::string atomic =
+      "_ZN3tda4cuda49_GLOBAL__N__15b1078e_16_attention_bwd_cu_4a813f9514fa_dkdv_kernelINS0_2fa17"
+      "SoftmaxExp2PolicyELb0ELi64ELi64ELb1EEEvNS1_7BwdArgsENS3_16AttnBf16OperandsEmPKf";
+  write_text(log, entry(adamw, 0) + entry(atomic, 4));
+  CHECK(run_command(cmd, &out) == 1);
+  CHECK_THAT(out, Catch::Contains("SPILLS, launched by ") &&
+                      Catch::Contains("gpt2_162m/softmax (attention.deterministic=false)") &&
+                      Catch::Contains("SoftmaxExp2Policy, false, 64, 64, true> (sm_80: 4 bytes)"));
 }
