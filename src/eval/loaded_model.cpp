@@ -29,10 +29,12 @@ LoadedModel load_model_for_eval(const std::string& dir, const EvalDevice& dev,
                      std::to_string(lm.cfg.model.d_model) + ", model.vocab_size " +
                      std::to_string(lm.cfg.model.vocab_size) + " in state.json)");
   lm.model = std::make_unique<GPT2>(lm.cfg.model, lm.cfg.attention, ops, dev.dtype);
-  // the checkpoint's attention.impl; a vendor that fails its self-check leaves the calls to ours
+  // the checkpoint's attention.impl; a vendor that fails its self-check leaves the calls to ours.
+  // The tuning table is this machine's (auto), not the training run's: that file may be on
+  // another machine, or tuned for another GPU.
   ops.set_attention_impl({lm.cfg.attention.impl, false, lm.cfg.attention.kind,
                           lm.model->attention().math(), lm.cfg.attention.fwd_block_rows,
-                          lm.cfg.attention.deterministic, lm.cfg.attention.tuning});
+                          lm.cfg.attention.deterministic, "auto"});
   load_checkpoint(dir, *lm.model);
   lm.model->set_step(st.step);
   return lm;
