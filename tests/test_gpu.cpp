@@ -306,7 +306,7 @@ TEST_CASE("gpu: attention launches above 48 KB of shared memory match the CPU bi
 // first), held to the CPU binary at step 1; and tda tune's table, timed on this GPU, is read back
 // by a run (attention.tuning), which then also trains like the CPU binary.
 TEST_CASE(
-    "gpu: deterministic runs repeat bit for bit; the atomic backward and tda tune's table "
+    "gpu: deterministic runs repeat bit for bit, the atomic backward and tda tune's table "
     "train like the CPU binary",
     "[gpu]") {
   const std::string gpu_tda = gpu_binary();
