@@ -3,6 +3,9 @@
 
 usage: report.py SWEEP_DIR [--out DIR]      (DIR defaults to SWEEP_DIR/report)
 
+A directory of `tda synth` output (its results.json, or one per sub-directory) gets the synthetic
+tasks' accuracy-against-length tables and figures instead (scripts/report_synth.py).
+
 Reads the layout of docs/sweeps.md (sweep.json, status.json, <run>/config.json, metrics.jsonl,
 eval/*.json) and writes DIR/report.md, one CSV per table and the PNG figures (docs/report.md).
 Anything missing (a run without SCROLLS data, a kind with one view, an evaluation that failed)
@@ -18,6 +21,7 @@ import sys
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_synth import find_results, section as synth_section  # noqa: E402
 from report_tables import DASH, Col, Fmt, Table, present, unique_labels  # noqa: E402
 from tda_kinds import registered_kinds  # noqa: E402
 
@@ -517,10 +521,20 @@ def main():
         KINDS.append(k["name"])
         KIND_LABEL[k["name"]] = k["label"]
     rep = Report(a.sweep, out)
-    if not rep.runs:
-        print(f"error: report: {a.sweep}: no run directory (a sub-directory with config.json)", file=sys.stderr)
-        return 1
+    synth = find_results(a.sweep)
     name = os.path.basename(os.path.normpath(a.sweep))
+    if not rep.runs and synth:  # `tda synth` output only: its tables and figures
+        md = [f"# Report: `tda synth` in `{name}`", ""]
+        for task_name, path, r in synth:
+            md += synth_section(task_name, path, r, KINDS, KIND_LABEL, out)
+        with open(os.path.join(out, "report.md"), "w") as f:
+            f.write("\n".join(md))
+        print(os.path.join(out, "report.md"))
+        return 0
+    if not rep.runs:
+        print(f"error: report: {a.sweep}: no run directory (a sub-directory with config.json) "
+              "and no `tda synth` results.json", file=sys.stderr)
+        return 1
     rep.md += [f"# Report: sweep `{name}`", "",
                f"{len(rep.runs)} runs: " + ", ".join(f"{r.name} ({r.group})" for r in rep.runs) + ".", "",
                "Best value **bold**, second <u>underlined</u> (as the paper; ties share a place). "
@@ -537,6 +551,9 @@ def main():
                 ("C.3 cross-view", rep.crossview),
                 ("C.3 figure", figs("crossview", "Cross-view correlation", rep.main)),
                 ("C.4 kappa", rep.kappa), ("C.4 figure", figs("kappa", "Survivors per row vs the bound", rep.main))]
+    for task_name, path, r in synth:
+        sections.append((f"synth {task_name}", lambda t=task_name, p=path, r=r: rep.md.extend(
+            synth_section(t, p, r, KINDS, KIND_LABEL, out))))
     for title, fn in sections:
         run_section(rep, title, fn)
     rep.md += ["## Missing", ""] + ([f"- {m}" for m in rep.missing] or ["Nothing."]) + [""]

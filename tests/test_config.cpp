@@ -89,6 +89,7 @@ TEST_CASE("config: values that parse but cannot train are errors naming the key 
       {"dist.timeout_s=0", "'dist.timeout_s' must be > 0 (seconds)"},
       {"model.n_head=3", "model.d_model must be divisible by model.n_head"},
       {"train.total_batch_tokens=100", "must be a multiple of micro_batch*seq_len"},
+      {"train.init_scheme=xavier", "'train.init_scheme' must be \"gpt2\" or \"pytorch\", got"},
   };
   for (const auto& [set, msg] : bad) {
     INFO(set);

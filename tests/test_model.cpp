@@ -112,3 +112,47 @@ TEST_CASE("init follows GPT-2 (std 0.02 and scaled residual projections and unit
   again.init_weights(1337);
   CHECK(std::equal(model.params(), model.params() + model.flat_size(), again.params()));
 }
+
+TEST_CASE(
+    "init scheme pytorch: torch.nn's defaults (embedding N(0, 1), matrices U(+-1/sqrt(fan_in)))",
+    "[model]") {
+  Config cfg = config_from_json(
+      {{"model", {{"n_layer", 2}, {"d_model", 128}, {"n_head", 2}, {"seq_len", 16}}},
+       {"attention", {{"kind", "tda"}}},
+       {"train", {{"micro_batch", 1}, {"total_batch_tokens", 16}, {"init_scheme", "pytorch"}}}},
+      "test");
+  CpuOps ops;
+  GPT2 model(cfg.model, cfg.attention, ops);
+  model.init_weights(7, cfg.train.init_scheme);
+  auto moments = [&](const std::string& name) {
+    const auto& t = model.tensor(name);
+    double s = 0, largest = 0;
+    for (size_t i = 0; i < t.numel; ++i) {
+      const double x = model.params()[t.offset + i];
+      s += x * x;
+      largest = std::max(largest, std::abs(x));
+    }
+    return std::make_pair(std::sqrt(s / t.numel), largest);
+  };
+  CHECK(moments("transformer.wte.weight").first == Approx(1.0).epsilon(0.02));
+  // U(-b, b) has std b / sqrt(3); b = 1/sqrt(fan_in), fan_in the second dimension.
+  for (const auto& [name, fan_in] :
+       std::vector<std::pair<std::string, double>>{{"transformer.h.0.attn.c_attn.weight", 128},
+                                                   {"transformer.h.1.attn.c_proj.weight", 128},
+                                                   {"transformer.h.0.mlp.c_fc.weight", 128},
+                                                   {"transformer.h.1.mlp.c_proj.weight", 512},
+                                                   {"lm_head.weight", 128}}) {
+    INFO(name);
+    const auto [sd, largest] = moments(name);
+    CHECK(sd == Approx(1 / std::sqrt(3 * fan_in)).epsilon(0.03));
+    CHECK(largest <= 1 / std::sqrt(fan_in));
+    CHECK(largest > 0.98 / std::sqrt(fan_in));
+  }
+  // Gains and the kind's scalars keep their declared init.
+  CHECK(moments("transformer.h.1.ln_2.weight").first == 1.0);
+  const auto& lambda = model.tensor("transformer.h.0.attn.lambda");
+  GPT2 gpt2(cfg.model, cfg.attention, ops);
+  gpt2.init_weights(7);
+  CHECK(model.params()[lambda.offset] == gpt2.params()[lambda.offset]);
+  CHECK(model.params()[lambda.offset] != 0.f);
+}

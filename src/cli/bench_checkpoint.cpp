@@ -32,7 +32,7 @@ int bench_checkpoint(int argc, char** argv) {
   check_attention_sets(cfg, set_flags(r));
   auto ops = make_ops("cpu");
   GPT2 model(cfg.model, cfg.attention, *ops);
-  model.init_weights(cfg.train.seed);
+  model.init_weights(cfg.train.seed, cfg.train.init_scheme);
   const size_t P = model.flat_size();  // m, v laid out like the parameters
   std::vector<float> m(P, 1e-3f), v(P, 1e-6f);
   const std::vector<float> params = model.params_to_host();

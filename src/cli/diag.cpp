@@ -98,7 +98,7 @@ int cmd_diag(int argc, char** argv) {
                                           : std::string()));
   }
   if (untrained) {
-    model.init_weights(cfg.train.seed);  // what `tda train` starts from
+    model.init_weights(cfg.train.seed, cfg.train.init_scheme);  // what `tda train` starts from
     model.set_step(0);
   }
   json out = run_diagnostics(model, static_cast<ProbeOps&>(*lm.decorator), seqs, o);

@@ -101,7 +101,7 @@ const json& config_defaults() {
               "sample_prompt": "\n", "eval_every": 0, "eval_task": "hellaswag",
               "eval_items": 500, "eval_data": "", "log_every": 1,
               "threads": 0, "recompute": 0, "seed": 1337, "dtype": "fp32", "device": "cpu",
-              "init_from": ""},
+              "init_from": "", "init_scheme": "gpt2"},
     "optim": {"lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 715, "weight_decay": 0.1,
               "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "grad_clip": 1.0},
     "dist": {"zero_stage": 0, "bucket_mb": 25.0, "timeout_s": 600.0},
@@ -292,6 +292,7 @@ Config config_from_json(const json& user, const std::string& origin) {
   t.dtype = get<std::string>(r, "train", "dtype");
   t.device = get<std::string>(r, "train", "device");
   t.init_from = get<std::string>(r, "train", "init_from");
+  t.init_scheme = get<std::string>(r, "train", "init_scheme");
   auto& o = c.optim;
   o.lr = get<double>(r, "optim", "lr");
   o.min_lr = get<double>(r, "optim", "min_lr");
@@ -407,6 +408,9 @@ Config config_from_json(const json& user, const std::string& origin) {
             origin + ": train.dtype must be \"fp32\" or \"bf16\", got \"" + t.dtype + "\"");
   TDA_CHECK(t.device == "cpu" || t.device == "cuda",
             origin + ": train.device must be \"cpu\" or \"cuda\", got \"" + t.device + "\"");
+  TDA_CHECK(t.init_scheme == "gpt2" || t.init_scheme == "pytorch",
+            origin + ": config key 'train.init_scheme' must be \"gpt2\" or \"pytorch\", got \"" +
+                t.init_scheme + "\"");
   TDA_CHECK(c.dist.zero_stage == 0 || c.dist.zero_stage == 1,
             origin + ": dist.zero_stage must be 0 or 1");
   const std::string synthetic =

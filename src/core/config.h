@@ -114,6 +114,9 @@ struct TrainConfig {
   // Start from another run's weights (fine-tuning, context extension): a checkpoint directory or
   // a run directory (its newest checkpoint). Optimizer, step, schedule and data start fresh.
   std::string init_from;
+  // How a fresh run draws its weights (GPT2::init_weights): "gpt2" (N(0, 0.02)) or "pytorch"
+  // (torch.nn's defaults: embeddings N(0, 1), matrices U(+-1/sqrt(fan_in))).
+  std::string init_scheme;
 };
 
 struct OptimConfig {

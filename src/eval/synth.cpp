@@ -5,6 +5,7 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "data/synthetic.h"
+#include "eval/diagnostics.h"
 
 namespace tda {
 
@@ -51,6 +52,30 @@ SynthAccuracy synthetic_accuracy(const GPT2& trained, const Config& cfg, int T, 
     r.sequences += b_n;
     r.all_correct += std::count(wrong.begin(), wrong.end(), 0);
   }
+  return r;
+}
+
+json synthetic_diagnostics(const GPT2& trained, const Config& cfg, int T, double ntk_factor,
+                           int sequences) {
+  const SyntheticTask task(cfg.data.synthetic);
+  TDA_CHECK(T >= task.min_length() && sequences >= 1,
+            "synth: diagnostics need a length that holds the task and >= 1 sequence");
+  ModelConfig m = cfg.model;
+  m.seq_len = T;
+  m.rope_ntk_factor = ntk_factor;
+  ProbeOps probe(trained.ops());
+  GPT2 model(m, cfg.attention, probe, trained.dtype());
+  model.params_from_host(trained.params_to_host().data());
+  model.set_step(trained.step());
+  std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(sequences),
+                                         std::vector<int32_t>(static_cast<size_t>(T)));
+  std::vector<int32_t> targets(static_cast<size_t>(T));
+  for (int i = 0; i < sequences; ++i)
+    task.generate(cfg.train.seed, SyntheticSplit::kTest, uint64_t(i), T, seqs[size_t(i)].data(),
+                  targets.data());
+  const json d = run_diagnostics(model, probe, seqs, DiagOptions{});
+  json r = {{"length", T}, {"ntk_factor", ntk_factor}, {"sequences", sequences}};
+  r.update(d.at("means").at("effective"));
   return r;
 }
 

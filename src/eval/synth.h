@@ -25,4 +25,11 @@ struct SynthAccuracy {
 SynthAccuracy synthetic_accuracy(const GPT2& trained, const Config& cfg, int T, double ntk_factor,
                                  int sequences, int batch_tokens = 8192);
 
+// The attention diagnostics (eval/diagnostics.h: sparsity, gSinkRatio, survivors per row,
+// dispersion, dead rows; the effective map's means over layers, heads and sequences) of `trained`
+// on the first `sequences` test sequences of T tokens, as synthetic_accuracy reads them:
+// {length, ntk_factor, sequences, <the effective map's stats_json>}.
+nlohmann::json synthetic_diagnostics(const GPT2& trained, const Config& cfg, int T,
+                                     double ntk_factor, int sequences);
+
 }  // namespace tda

@@ -113,10 +113,23 @@ size_t GPT2::param_count() const {
   return n;
 }
 
-void GPT2::init_weights(uint64_t seed) {
+void GPT2::init_weights(uint64_t seed, const std::string& scheme) {
+  TDA_CHECK(scheme == "gpt2" || scheme == "pytorch",
+            "model: init scheme must be \"gpt2\" or \"pytorch\", got \"" + scheme + "\"");
   Rng rng(seed);
   std::vector<float> host(params_.size(), 0.f);  // gaps zero
-  for (const auto& t : tensors_) init_param(host.data() + t.offset, t.numel, t.init, t.init_a, rng);
+  for (const auto& t : tensors_) {
+    ParamSpec::Init init = t.init;
+    float a = t.init_a;
+    // PyTorch: nn.Embedding draws N(0, 1); nn.Linear (out, in) kaiming_uniform(a=sqrt(5)),
+    // which is U(+-1/sqrt(in)). Matrices are the tensors GPT-2 draws from a normal.
+    if (scheme == "pytorch" && t.shape.size() == 2 && init == ParamSpec::Init::kNormal) {
+      const bool embedding = t.name == "transformer.wte.weight";
+      init = embedding ? ParamSpec::Init::kNormal : ParamSpec::Init::kUniform;
+      a = embedding ? 1.f : 1.f / std::sqrt(float(t.shape[1]));
+    }
+    init_param(host.data() + t.offset, t.numel, init, a, rng);
+  }
   params_from_host(host.data());
 }
 

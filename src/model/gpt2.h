@@ -55,9 +55,11 @@ class GPT2 {
   GPT2(const GPT2&) = delete;
   GPT2& operator=(const GPT2&) = delete;
 
-  // GPT-2 init: N(0, 0.02); residual output projections N(0, 0.02/sqrt(2 n_layer)); norm gains 1;
-  // attention extras as their variant declares. Deterministic in `seed`.
-  void init_weights(uint64_t seed);
+  // scheme "gpt2": N(0, 0.02); residual output projections N(0, 0.02/sqrt(2 n_layer)).
+  // "pytorch": what torch.nn's modules start from: the token embedding N(0, 1), every matrix
+  // U(+-1/sqrt(fan_in)). Both: norm gains 1; attention extras other than matrices as their
+  // variant declares. Deterministic in `seed`.
+  void init_weights(uint64_t seed, const std::string& scheme = "gpt2");
 
   // The tensors of a model of this config, in buffer order with their offsets (what the
   // constructor lays out), without allocating anything.

@@ -153,7 +153,7 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
       {cfg_.attention.impl, opt_.strict, cfg_.attention.kind, model_->attention().math(),
        cfg_.attention.fwd_block_rows, cfg_.attention.deterministic, cfg_.attention.tuning});
   if (comm_->rank() == 0) spdlog::info("{}", attention_impl_line_);
-  if (opt_.init_weights) model_->init_weights(t.seed);
+  if (opt_.init_weights) model_->init_weights(t.seed, t.init_scheme);
   model_->set_recompute(t.recompute);
   if (host)
     require_memory(*ops_, model_->batch_memory(t.micro_batch, m.seq_len),
