@@ -43,7 +43,7 @@ def plot(r, out, sequence=False):
             ax.plot(x, [100.0 * e[key] for e in pts], marker="o", label=k["label"], color=colour)
             if key == "accuracy" and pts and pts[0].get("seeds", 1) > 1:
                 ax.fill_between(x, [100.0 * e["accuracy_min"] for e in pts],
-                                [100.0 * e["accuracy_max"] for e in pts], color=colour, alpha=0.15,
+                                [100.0 * e["accuracy_max"] for e in pts], color=colour, alpha=0.07,
                                 lw=0)
         line = " ".join(f'{e["length"]}{"n" if e["rope"] == "ntk" else ""}:{100 * e[key]:.0f}'
                         + (f'+-{100 * e["accuracy_sd"]:.0f}' if key == "accuracy" and "accuracy_sd" in e
