@@ -9,6 +9,23 @@
 
 namespace tda {
 
+namespace {
+
+// The trained model's config at another length (RoPE tables to T, NTK-scaled by ntk_factor).
+ModelConfig at_length(ModelConfig m, int T, double ntk_factor) {
+  m.seq_len = T;
+  m.rope_ntk_factor = ntk_factor;
+  return m;
+}
+
+// The trained weights, at the trained step: kinds that anneal (dex) run as at its end.
+void take_weights(GPT2& model, const GPT2& trained) {
+  model.params_from_host(trained.params_to_host().data());
+  model.set_step(trained.step());
+}
+
+}  // namespace
+
 SynthAccuracy synthetic_accuracy(const GPT2& trained, const Config& cfg, int T, double ntk_factor,
                                  int sequences, int batch_tokens) {
   const SyntheticTask task(cfg.data.synthetic);
@@ -16,12 +33,9 @@ SynthAccuracy synthetic_accuracy(const GPT2& trained, const Config& cfg, int T, 
                                         cfg.data.synthetic.task + " (it needs " +
                                         std::to_string(task.min_length()) + " tokens)");
   TDA_CHECK(sequences >= 1, "synth: sequences must be >= 1");
-  ModelConfig m = cfg.model;
-  m.seq_len = T;
-  m.rope_ntk_factor = ntk_factor;
+  const ModelConfig m = at_length(cfg.model, T, ntk_factor);
   GPT2 model(m, cfg.attention, trained.ops(), trained.dtype());
-  model.params_from_host(trained.params_to_host().data());
-  model.set_step(trained.step());  // kinds that anneal (dex) run as at the end of training
+  take_weights(model, trained);
 
   SynthAccuracy r;
   r.length = T;
@@ -60,13 +74,9 @@ json synthetic_diagnostics(const GPT2& trained, const Config& cfg, int T, double
   const SyntheticTask task(cfg.data.synthetic);
   TDA_CHECK(T >= task.min_length() && sequences >= 1,
             "synth: diagnostics need a length that holds the task and >= 1 sequence");
-  ModelConfig m = cfg.model;
-  m.seq_len = T;
-  m.rope_ntk_factor = ntk_factor;
   ProbeOps probe(trained.ops());
-  GPT2 model(m, cfg.attention, probe, trained.dtype());
-  model.params_from_host(trained.params_to_host().data());
-  model.set_step(trained.step());
+  GPT2 model(at_length(cfg.model, T, ntk_factor), cfg.attention, probe, trained.dtype());
+  take_weights(model, trained);
   std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(sequences),
                                          std::vector<int32_t>(static_cast<size_t>(T)));
   std::vector<int32_t> targets(static_cast<size_t>(T));
