@@ -34,17 +34,32 @@ using namespace fa;
 using attn::Entmax;
 using attn::EntmaxPolicy;
 
+// Per warp and key tile, the largest u of the warp's 16 rows there, recorded by the max pass in
+// shared memory for the first kMaxRecordedTiles key tiles (T <= 64k; the tiles past them are
+// never skipped): 16 KB at the cap, sized by T at launch.
+constexpr int kMaxRecordedTiles = 1024;
+TDA_HD constexpr int recorded_tiles(int T) {
+  return (T + kTile - 1) / kTile < kMaxRecordedTiles ? (T + kTile - 1) / kTile : kMaxRecordedTiles;
+}
+
 // One pass over the key tiles up to the block's diagonal, recomputing the scores with the
 // forward's mma: per row h of this lane (its quarter of the row's keys) and u = am1 scale q.k,
-//   max pass: acc[h][0] = max u
+//   max pass: acc[h][0] = max u; tmax[tile][warp] = max u over the warp's rows in the tile
 //   else, at the point t[h]: over the support S = {u > t}: acc = {sum [u - t]^(1/am1),
 //   sum [u - t], |S|, sum u, sum u^2, min u over S, max u off S}
-// The caller merges the quads. Every thread of the block must call it (barriers).
+// Tile-aware (AdaSplash's block skipping): a later pass skips a warp's tile whose recorded max is
+// <= the smallest t of the warp's open rows (open[h]; a finished or padding row's sums are not
+// read): every [u - t]_+ there is 0, so the sums are the same bits as without the skip. The block
+// skips the copy too when no warp needs the tile. A skipped tile's u are all off S, and its
+// recorded max stands in for them in max u off S: an upper bound, so the support test can only be
+// stricter, and it is the same test wherever tau_S >= t (Newton's points from below, bisection's
+// brackets). Returns the tiles the block computed. The caller merges the quads. Every thread of
+// the block must call it (barriers).
 template <int kDk>
-__device__ inline void threshold_pass(const AttnArgs& a, const uint16_t* k, const uint16_t* sq,
-                                      uint16_t* sk, int i1, const int row[2], const float t[2],
-                                      bool max_pass, float am1, float acc[2][7], int warp,
-                                      int lane) {
+__device__ inline long long threshold_pass(const AttnArgs& a, const uint16_t* k, const uint16_t* sq,
+                                           uint16_t* sk, float* tmax, int i1, const int row[2],
+                                           const float t[2], const bool open[2], bool max_pass,
+                                           float am1, float acc[2][7], int warp, int lane) {
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
     acc[h][0] = max_pass ? -INFINITY : 0.f;
@@ -52,13 +67,29 @@ __device__ inline void threshold_pass(const AttnArgs& a, const uint16_t* k, cons
     acc[h][5] = INFINITY;
     acc[h][6] = -INFINITY;
   }
-  for (int j0 = 0; j0 < i1; j0 += kTile) {
-    __syncthreads();  // the previous tile is no longer read
+  const bool may_skip = !max_pass && !a.no_skip;
+  float tmin = INFINITY;  // the smallest point of the warp's open rows (+inf: none open)
+  TDA_UNROLL
+  for (int h = 0; h < 2; ++h)
+    if (may_skip && open[h]) tmin = fminf(tmin, t[h]);
+  tmin = -warp_max(-tmin);
+  const int n_rec = recorded_tiles(a.T);
+  long long computed = 0;
+  for (int j0 = 0, jt = 0; j0 < i1; j0 += kTile, ++jt) {
+    const bool need = !may_skip || jt >= n_rec || tmax[jt * kWarps + warp] > tmin;
+    if (!need) {
+      TDA_UNROLL
+      for (int h = 0; h < 2; ++h) acc[h][6] = fmaxf(acc[h][6], tmax[jt * kWarps + warp]);
+    }
+    // also the barrier after which the previous tile is no longer read
+    if (!__syncthreads_or(need)) continue;
+    ++computed;
     load_tile_async<kDk>(sk, k, j0, a.T);
     cp_async_commit();
     cp_async_wait<0>();  // with the Q tile, the first time
     __syncthreads();
-    float s[8][4];
+    if (!need) continue;  // warp-uniform
+    float s[8][4], tile_max = -INFINITY;
     mma_rows<kDk, 8>(s, sq + 16 * warp * ld<kDk>(), sk, lane);
     TDA_UNROLL
     for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
@@ -68,6 +99,7 @@ __device__ inline void threshold_pass(const AttnArgs& a, const uint16_t* k, cons
       const float u = am1 * a.scale * s[nt][c];
       if (max_pass) {
         acc[h][0] = fmaxf(acc[h][0], u);
+        tile_max = fmaxf(tile_max, u);
         continue;
       }
       const float r = u - t[h];
@@ -82,7 +114,12 @@ __device__ inline void threshold_pass(const AttnArgs& a, const uint16_t* k, cons
         acc[h][6] = fmaxf(acc[h][6], u);
       }
     }
+    if (max_pass && jt < n_rec) {
+      tile_max = warp_max(tile_max);
+      if (lane == 0) tmax[jt * kWarps + warp] = tile_max;
+    }
   }
+  return computed;
 }
 
 template <int kDk>
@@ -91,6 +128,7 @@ __global__ void __launch_bounds__(kThreads)
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
   uint16_t* sk = sq + tile_elems<kDk>();
+  float* tmax = reinterpret_cast<float*>(sk + tile_elems<kDk>());  // recorded_tiles(T) x kWarps
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T;
   size_t bh;
@@ -101,12 +139,17 @@ __global__ void __launch_bounds__(kThreads)
   const float am1 = a.entmax_alpha - 1.f;
   load_tile_async<kDk>(sq, in.q + bh * size_t(T) * kDk, i0, T);  // waited in pass 0
   int row[2];
-  float t[2], tau[2], norm[2] = {1.f, 1.f}, acc[2][7];
+  float t[2] = {}, tau[2], norm[2] = {1.f, 1.f}, acc[2][7];
+  bool open[2];  // rows whose sums the next pass must compute
   TDA_UNROLL
-  for (int h = 0; h < 2; ++h) row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
+  for (int h = 0; h < 2; ++h) {
+    row[h] = i0 + 16 * warp + (lane >> 2) + 8 * h;
+    open[h] = row[h] < T;
+  }
   // Pass 0: the row max m. f(t) = sum [u - t]_+^(1/am1) - 1 falls from f(m - 1) >= 0 (the max
   // alone gives 1) to f(m - (1/n)^am1) <= 0.
-  threshold_pass<kDk>(a, k, sq, sk, i1, row, t, true, am1, acc, warp, lane);
+  long long tiles =
+      threshold_pass<kDk>(a, k, sq, sk, tmax, i1, row, t, open, true, am1, acc, warp, lane);
   float lo[2], hi[2];
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -114,16 +157,16 @@ __global__ void __launch_bounds__(kThreads)
     lo[h] = tau[h] = t[h] = m - 1.f;
     hi[h] = Entmax::bracket_hi(m, row[h] + 1, am1);
   }
-  int passes = 1;
   if (a.entmax_bisect) {
     // entmax_bisect (any alpha): f(lo), then `entmax_iters` midpoints (the policies.h
     // Entmax::bisect sequence); tau = the last midpoint, norm = f(tau) + 1.
     float f_lo[2];
-    for (int it = -1; it <= a.entmax_iters; ++it, ++passes) {
+    for (int it = -1; it <= a.entmax_iters; ++it) {
       const bool last = it == a.entmax_iters;
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) t[h] = it < 0 ? lo[h] : last ? tau[h] : 0.5f * (lo[h] + hi[h]);
-      threshold_pass<kDk>(a, k, sq, sk, i1, row, t, false, am1, acc, warp, lane);
+      tiles +=
+          threshold_pass<kDk>(a, k, sq, sk, tmax, i1, row, t, open, false, am1, acc, warp, lane);
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) {
         const float f = quad_sum(acc[h][0]) - 1.f;
@@ -156,9 +199,11 @@ __global__ void __launch_bounds__(kThreads)
     bool done[2];
     TDA_UNROLL
     for (int h = 0; h < 2; ++h) done[h] = row[h] >= T;
-    for (int it = 0; it <= a.entmax_iters + 1 && __syncthreads_or(!done[0] || !done[1]);
-         ++it, ++passes) {
-      threshold_pass<kDk>(a, k, sq, sk, i1, row, t, false, am1, acc, warp, lane);
+    for (int it = 0; it <= a.entmax_iters + 1 && __syncthreads_or(!done[0] || !done[1]); ++it) {
+      TDA_UNROLL
+      for (int h = 0; h < 2; ++h) open[h] = !done[h];
+      tiles +=
+          threshold_pass<kDk>(a, k, sq, sk, tmax, i1, row, t, open, false, am1, acc, warp, lane);
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) {  // every lane merges (full-warp shuffles), then decides
         const float F = quad_sum(acc[h][0]), G = quad_sum(acc[h][1]), cnt = quad_sum(acc[h][2]);
@@ -178,7 +223,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (a.entmax_threshold_tiles && threadIdx.x == 0)
     atomicAdd(reinterpret_cast<unsigned long long*>(a.entmax_threshold_tiles),
-              (unsigned long long)passes * unsigned((i1 + kTile - 1) / kTile));
+              (unsigned long long)tiles);
   TDA_UNROLL
   for (int h = 0; h < 2; ++h)
     if (row[h] < T && row[h] >= a.q_start && (lane & 3) == 0) {
@@ -255,7 +300,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int kDk>
 void launch_threshold(const AttnArgs& a, const AttnBf16Operands& in) {
-  const size_t smem = 2 * tile_elems<kDk>() * sizeof(uint16_t);
+  const size_t smem = 2 * tile_elems<kDk>() * sizeof(uint16_t) +
+                      size_t(recorded_tiles(a.T)) * kWarps * sizeof(float);
   constexpr auto* kernel = entmax_threshold_kernel<kDk>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_entmax_threshold smem");
@@ -284,9 +330,8 @@ void attention_entmax_threshold(const AttnArgs& a, const fa::AttnBf16Operands& i
       a.entmax_bisect || a.entmax_alpha == 1.5f,
       "attention_entmax_threshold: the exact solver is for alpha 1.5 only (bisect otherwise)");
   if (size_t(a.B) * a.H * a.T == 0) return;
-  with_head_dim_bucket<false>(a, [&](auto dk, auto) {
-    launch_threshold<decltype(dk)::value>(a, in);
-  });
+  with_head_dim_bucket<false>(a,
+                              [&](auto dk, auto) { launch_threshold<decltype(dk)::value>(a, in); });
 }
 
 void attention_entmax_rowc(const AttnArgs& a, const fa::AttnBf16Operands& in, float* Dbuf,

@@ -78,6 +78,25 @@ TEST_CASE("bench attention --checkpoint: a trained model's q, k, v on the CPU an
   CHECK(g.at("reps") == 2);
   CHECK(g.at("tiles_total") == 4 * 2 * causal_pairs(128));
   CHECK(g.at("kernel_bwd_ms").get<double>() > 0);
+  CHECK_FALSE(g.contains("threshold_tiles"));  // tra has no threshold search
+
+  // Entmax on the emulated GPU: the tiles its threshold search computed on the model's scores,
+  // and without its tile skip, where every pass computes every causal pair (the max pass and at
+  // least one more, per layer and head).
+  const std::string ent = dir.path + "/entmax";
+  write_tiny_checkpoint(ent, "entmax", 256);
+  REQUIRE(run_tda("bench attention --device cuda --mode time --checkpoint " + ent +
+                      " --tokens-file " + tokens + " --T 130 --tokens 130 --heads 2 --reps 1",
+                  &out) == 0);
+  lines = json_lines(out);
+  REQUIRE(lines.size() == 1);
+  const json& e = lines[0];
+  INFO(e.dump());
+  const long long thr = e.at("threshold_tiles"), dense = e.at("threshold_tiles_dense");
+  CHECK(dense >= 2 * 2 * 2 * causal_pairs(130));
+  CHECK(thr <= dense);
+  CHECK(thr >= 2 * 2 * (causal_pairs(130) + 3));  // the max pass, then a diagonal tile per block
+  CHECK(e.at("threshold_skip_fraction").get<double>() == Approx(1.0 - double(thr) / dense));
 
   CHECK(run_tda("bench attention --checkpoint " + ckpt + " --tokens-file " + tokens +
                     " --T 64 --layer 2",

@@ -120,7 +120,7 @@ struct AttnArgs {
   long long* tiles_skipped = nullptr;
   long long* tiles_total = nullptr;
   // CUDA entmax threshold pre-pass: the 64 x 64 score tiles it computed (its passes over a
-  // block's key tiles, summed over the blocks).
+  // block's key tiles, less the tiles every warp skipped, summed over the blocks).
   long long* entmax_threshold_tiles = nullptr;
   bool no_skip = false;  // disable tile skipping (tests compare against it)
   // CUDA forward: query rows per block, 64 or 128 (0: the backend's setting, AttentionImplRequest;

@@ -12,6 +12,8 @@
 // the median over `reps` of their time summed over the layers timed (layers_timed).
 // exact_zero_fraction: the share of causal weights A_ij (j <= i) that are exactly 0, over every
 // head of the first window, from the maps eval/diagnostics.h rebuilds on the host (T <= 2048).
+// Entmax on the CUDA backend: threshold_tiles, the score tiles its threshold search computed,
+// threshold_tiles_dense without its tile skip, and threshold_skip_fraction = 1 - their ratio.
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -143,6 +145,25 @@ int bench_checkpoint_attention(Ops& backend, const std::vector<int>& Ts,
       skipped += probe.tiles[l].first;
       total += probe.tiles[l].second;
     }
+    // Entmax's threshold search (CUDA): the score tiles it computed, and with its tile skip off
+    // (no_skip): the share of the search the model's scores let it skip. The CPU backend solves
+    // each row from its scores and counts none.
+    DeviceArray<long long> counter(backend, 1, "bench attention counters");
+    long long thr = 0, thr_dense = 0;
+    for (const AttnArgs& c : calls) {
+      if (c.math != AttnMath::kEntmax) continue;
+      for (bool dense : {false, true}) {
+        AttnArgs a = c;
+        a.no_skip = dense;
+        a.entmax_threshold_tiles = counter.data();
+        const long long zero = 0;
+        counter.upload(&zero, 1);
+        backend.attention_forward(a);
+        long long n = 0;
+        counter.download(&n, 1);
+        (dense ? thr_dense : thr) += n;
+      }
+    }
     Rng rng(1);
     std::vector<CallGrads> grads;
     grads.reserve(calls.size());
@@ -191,6 +212,11 @@ int bench_checkpoint_attention(Ops& backend, const std::vector<int>& Ts,
                 {"tiles_skipped", skipped},
                 {"tiles_total", total},
                 {"skip_fraction", total ? double(skipped) / double(total) : 0.0}};
+    if (thr_dense > 0) {
+      out["threshold_tiles"] = thr;
+      out["threshold_tiles_dense"] = thr_dense;
+      out["threshold_skip_fraction"] = 1.0 - double(thr) / double(thr_dense);
+    }
     if (zc.causal > 0) {
       out["exact_zero_fraction"] = zc.zeros / zc.causal;
     } else {
