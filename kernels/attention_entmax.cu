@@ -11,7 +11,7 @@
 //   entmax_bisect: bisection on [m - 1, m - (1/n)^am1] (f(lo) >= 0 >= f(hi)), `entmax_iters`
 //   passes (the policies.h Entmax::bisect sequence); tau = last midpoint, norm = f(tau) + 1 (the
 //   CPU's bisection solver)
-//   exact (default, alpha 1.5 only): Newton's method from m - 1, each pass also giving the closed
+//   exact (default, alpha 1.5 only): Halley's method from m - 1, each pass also giving the closed
 //   form of the sort-based solver on its support S = {u > t},
 //     tau = M - sqrt(max(1/k - (Q - M^2), 0)) (M, Q means of u, u^2 over S, k = |S|), norm = 1,
 //   which is the threshold once S is its own support; usually a few passes (the kernel's comment).
@@ -44,7 +44,9 @@ TDA_HD constexpr int recorded_tiles(int T) {
 
 // One pass over the key tiles up to the block's diagonal, recomputing the scores with the
 // forward's mma: per row h of this lane (its quarter of the row's keys) and u = am1 scale q.k,
-//   max pass: acc[h][0] = max u; tmax[tile][warp] = max u over the warp's rows in the tile
+//   max pass (kMaxPass; t is not read): acc[h][0] = max u; tmax[tile][warp] = max u over the
+//   warp's rows in the tile (a template parameter: with a run-time flag the points t were live
+//   through the max pass too, and the kernel spilled, 72 bytes at sm_80)
 //   else, at the point t[h]: over the support S = {u > t}: acc = {sum [u - t]^(1/am1),
 //   sum [u - t], |S|, sum u, sum u^2, min u over S, max u off S}
 // Tile-aware (AdaSplash's block skipping): a later pass skips a warp's tile whose recorded max is
@@ -52,27 +54,30 @@ TDA_HD constexpr int recorded_tiles(int T) {
 // read): every [u - t]_+ there is 0, so the sums are the same bits as without the skip. The block
 // skips the copy too when no warp needs the tile. A skipped tile's u are all off S, and its
 // recorded max stands in for them in max u off S: an upper bound, so the support test can only be
-// stricter, and it is the same test wherever tau_S >= t (Newton's points from below, bisection's
-// brackets). Returns the tiles the block computed. The caller merges the quads. Every thread of
-// the block must call it (barriers).
-template <int kDk>
+// stricter, and it is the same test wherever tau_S >= t (every point below the root; a Halley
+// step past it can cost one more pass, not another result: the support, and with it tau_S's
+// bits, are the same). Returns the tiles the block computed. The caller merges the quads. Every
+// thread of the block must call it (barriers).
+template <int kDk, bool kMaxPass>
 __device__ inline long long threshold_pass(const AttnArgs& a, const uint16_t* k, const uint16_t* sq,
                                            uint16_t* sk, float* tmax, int i1, const int row[2],
-                                           const float t[2], const bool open[2], bool max_pass,
-                                           float am1, float acc[2][7], int warp, int lane) {
+                                           const float t[2], const bool open[2], float am1,
+                                           float acc[2][7], int warp, int lane) {
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
-    acc[h][0] = max_pass ? -INFINITY : 0.f;
+    acc[h][0] = kMaxPass ? -INFINITY : 0.f;
     acc[h][1] = acc[h][2] = acc[h][3] = acc[h][4] = 0.f;
     acc[h][5] = INFINITY;
     acc[h][6] = -INFINITY;
   }
-  const bool may_skip = !max_pass && !a.no_skip;
+  const bool may_skip = !kMaxPass && !a.no_skip;  // the max pass records, computing every tile
   float tmin = INFINITY;  // the smallest point of the warp's open rows (+inf: none open)
-  TDA_UNROLL
-  for (int h = 0; h < 2; ++h)
-    if (may_skip && open[h]) tmin = fminf(tmin, t[h]);
-  tmin = -warp_max(-tmin);
+  if constexpr (!kMaxPass) {
+    TDA_UNROLL
+    for (int h = 0; h < 2; ++h)
+      if (open[h]) tmin = fminf(tmin, t[h]);
+    tmin = -warp_max(-tmin);
+  }
   const int n_rec = recorded_tiles(a.T);
   long long computed = 0;
   for (int j0 = 0, jt = 0; j0 < i1; j0 += kTile, ++jt) {
@@ -97,24 +102,24 @@ __device__ inline long long threshold_pass(const AttnArgs& a, const uint16_t* k,
       const int h = c >> 1;
       if (!(j0 + acc_col(lane, nt, c) <= row[h] && row[h] < a.T)) continue;
       const float u = am1 * a.scale * s[nt][c];
-      if (max_pass) {
+      if constexpr (kMaxPass) {
         acc[h][0] = fmaxf(acc[h][0], u);
         tile_max = fmaxf(tile_max, u);
-        continue;
-      }
-      const float r = u - t[h];
-      if (r > 0.f) {
-        acc[h][0] += Entmax::pow_inv(r, am1);
-        acc[h][1] += r;  // -f'(t) / 2 at alpha 1.5, the only alpha of the exact solver
-        acc[h][2] += 1.f;
-        acc[h][3] += u;
-        acc[h][4] += u * u;
-        acc[h][5] = fminf(acc[h][5], u);
       } else {
-        acc[h][6] = fmaxf(acc[h][6], u);
+        const float r = u - t[h];
+        if (r > 0.f) {
+          acc[h][0] += Entmax::pow_inv(r, am1);
+          acc[h][1] += r;  // -f'(t) / 2 at alpha 1.5, the only alpha of the exact solver
+          acc[h][2] += 1.f;
+          acc[h][3] += u;
+          acc[h][4] += u * u;
+          acc[h][5] = fminf(acc[h][5], u);
+        } else {
+          acc[h][6] = fmaxf(acc[h][6], u);
+        }
       }
     }
-    if (max_pass && jt < n_rec) {
+    if (kMaxPass && jt < n_rec) {
       tile_max = warp_max(tile_max);
       if (lane == 0) tmax[jt * kWarps + warp] = tile_max;
     }
@@ -139,7 +144,7 @@ __global__ void __launch_bounds__(kThreads)
   const float am1 = a.entmax_alpha - 1.f;
   load_tile_async<kDk>(sq, in.q + bh * size_t(T) * kDk, i0, T);  // waited in pass 0
   int row[2];
-  float t[2] = {}, tau[2], norm[2] = {1.f, 1.f}, acc[2][7];
+  float t[2], tau[2], norm[2] = {1.f, 1.f}, acc[2][7];
   bool open[2];  // rows whose sums the next pass must compute
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -149,7 +154,7 @@ __global__ void __launch_bounds__(kThreads)
   // Pass 0: the row max m. f(t) = sum [u - t]_+^(1/am1) - 1 falls from f(m - 1) >= 0 (the max
   // alone gives 1) to f(m - (1/n)^am1) <= 0.
   long long tiles =
-      threshold_pass<kDk>(a, k, sq, sk, tmax, i1, row, t, open, true, am1, acc, warp, lane);
+      threshold_pass<kDk, true>(a, k, sq, sk, tmax, i1, row, nullptr, open, am1, acc, warp, lane);
   float lo[2], hi[2];
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -166,7 +171,7 @@ __global__ void __launch_bounds__(kThreads)
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) t[h] = it < 0 ? lo[h] : last ? tau[h] : 0.5f * (lo[h] + hi[h]);
       tiles +=
-          threshold_pass<kDk>(a, k, sq, sk, tmax, i1, row, t, open, false, am1, acc, warp, lane);
+          threshold_pass<kDk, false>(a, k, sq, sk, tmax, i1, row, t, open, am1, acc, warp, lane);
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) {
         const float f = quad_sum(acc[h][0]) - 1.f;
@@ -184,18 +189,22 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   } else {
-    // Exact (alpha 1.5): Newton's method on the convex, decreasing f from t = m - 1, where
-    // f >= 0: every step lands at or below the root (a tangent of a convex function lies under
-    // it; from above the root, rounding's doing, one step goes back below), f'(t) = -2 sum [u -
-    // t]_+. Each pass also gives the closed form of the sort-based solver on its support S = {u >
-    // t},
+    // Exact (alpha 1.5): Halley's method on the convex, decreasing f from t = m - 1, where f >= 0:
+    // f'(t) = -2 sum [u - t]_+ = -2 G, f''(t) = 2 |S|, so with the sums each pass already makes,
+    //   t' = t - 2 f f' / (2 f'^2 - f f'') = t + 2 f G / (4 G^2 - |S| f),
+    // kept inside a bracket of the root that every pass narrows (below). Each pass also gives the
+    // closed form of the sort-based solver on its support S = {u > t},
     //   tau_S = M - sqrt(max(1/|S| - (Q - M^2), 0))  (M, Q: means of u, u^2 over S),
     // which is the threshold as soon as S is its own support (max u off S <= tau_S < min u on
-    // S), the root of f being unique. That needs t past the largest u outside the true support,
-    // not t at the root: a few passes where bisection took entmax_iters + 2 (AdaSplash takes
-    // Halley steps inside a bisection bracket for the same reason). A row whose Newton point no
-    // longer moves (a u within rounding of the threshold) keeps its last tau_S, as does one still
-    // open after entmax_iters + 2 passes: bisection's result was that closed form too.
+    // S), the root of f being unique. That needs t between the largest u outside the true
+    // support and the smallest inside it, not t at the root: a few passes where bisection took
+    // entmax_iters + 2. Halley's cubic steps reach that window in fewer passes than Newton's
+    // (AdaSplash takes Halley steps too): on random q, k the passes per block fell from 7.4 to
+    // 5.1 at T 1,024 and 8.3 to 5.7 at T 4,096 (the max pass included; docs/cuda.md). A step may
+    // land past the root; S then misses part of the support, the test fails, and the next step
+    // comes back below (f < 0 there). A row whose point no longer moves (a u within rounding of
+    // the threshold) keeps its last tau_S, as does one still open after entmax_iters + 2 passes:
+    // bisection's result was that closed form too.
     bool done[2];
     TDA_UNROLL
     for (int h = 0; h < 2; ++h) done[h] = row[h] >= T;
@@ -203,20 +212,31 @@ __global__ void __launch_bounds__(kThreads)
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) open[h] = !done[h];
       tiles +=
-          threshold_pass<kDk>(a, k, sq, sk, tmax, i1, row, t, open, false, am1, acc, warp, lane);
+          threshold_pass<kDk, false>(a, k, sq, sk, tmax, i1, row, t, open, am1, acc, warp, lane);
       TDA_UNROLL
       for (int h = 0; h < 2; ++h) {  // every lane merges (full-warp shuffles), then decides
         const float F = quad_sum(acc[h][0]), G = quad_sum(acc[h][1]), cnt = quad_sum(acc[h][2]);
         const float su = quad_sum(acc[h][3]), su2 = quad_sum(acc[h][4]);
         const float min_in = quad_min(acc[h][5]), max_out = quad_max(acc[h][6]);
-        if (done[h] || cnt == 0.f) {
-          done[h] = true;
-          continue;
+        if (done[h]) continue;
+        // [lo, hi] brackets the root: f(lo) >= 0 >= f(hi) (f = -1 past every u, S empty)
+        const float f = F - 1.f;
+        if (f >= 0.f)
+          lo[h] = t[h];
+        else
+          hi[h] = fminf(hi[h], t[h]);
+        if (cnt > 0.f) {
+          const float M = su / cnt, Q = su2 / cnt;
+          tau[h] = M - sqrtf(fmaxf(1.f / cnt - (Q - M * M), 0.f));
+          done[h] = max_out <= tau[h] && tau[h] < min_in;
         }
-        const float M = su / cnt, Q = su2 / cnt;
-        tau[h] = M - sqrtf(fmaxf(1.f / cnt - (Q - M * M), 0.f));
-        const float next = t[h] + (F - 1.f) / (2.f * G);  // G > 0: S is not empty
-        done[h] = (max_out <= tau[h] && tau[h] < min_in) || next == t[h];
+        // Halley's point where it falls inside the bracket (a step from below can pass every u:
+        // ties), else Newton's from below (it stays below the root), else the bracket's middle.
+        const float den = 4.f * G * G - cnt * f;
+        float next = cnt > 0.f && den > 0.f ? t[h] + __fdividef(2.f * f * G, den) : NAN;
+        if (!(next > lo[h] && next < hi[h]))
+          next = f >= 0.f && G > 0.f ? t[h] + f / (2.f * G) : 0.5f * (lo[h] + hi[h]);
+        done[h] = done[h] || next == t[h];
         t[h] = next;
       }
     }

@@ -40,6 +40,10 @@ F = 4 * C
 STEP_TOKENS = 524288
 LM_CHUNK = 1024  # kLmHeadChunkRows (src/backend/cuda/cuda_ops.h)
 TILE = 64  # attention tile (kTile in attention_tc.cuh)
+# Entmax's threshold search: passes over each (query block, key tile) pair, the max pass included,
+# as counted on random q, k at T 1,024 (tda bench attention --device cuda --mode count --kind
+# entmax, emulated; docs/cuda.md): Halley's steps, the default exact solver.
+ENTMAX_PASSES = 5.1
 
 
 def n_params(kind):
@@ -169,7 +173,7 @@ def micro_rows(a, dtype):
     tiles, tile = B * H * tpb, TILE * D * b2  # one bf16 tile of an operand copy
     pt = 2 * TILE * TILE * D  # FLOPs of one 64x64xD mma product (masked entries computed too)
     if a.kind == "entmax":
-        live, it = 1.0 - a.skip, a.entmax_iters + 3  # pre-pass: row max, f(lo), iters, final
+        live, it = 1.0 - a.skip, a.entmax_passes  # pre-pass: the row max, then the search
         # threshold pre-pass: S = QK^T recomputed on every pass; reads q, k; writes (tau, norm)
         add(f"attn entmax threshold ({it} passes)", "fwd", L, it * tiles * pt,
             2 * NC * b2 + 2 * nr * f4, "bf16", ub=B * H * (nb + it * tpb) * tile + 2 * nr * f4)
@@ -267,7 +271,8 @@ def op_class(name, phase):
 
 def class_bounds(kind, dtype, gpu, B=16, T=1024, skip=0.0, fused=True):
     """Roofline bound (ms) per op class of one micro-step plus one optimizer step on one GPU."""
-    a = argparse.Namespace(kind=kind, dtype=dtype, B=B, T=T, skip=skip, entmax_iters=30,
+    a = argparse.Namespace(kind=kind, dtype=dtype, B=B, T=T, skip=skip,
+                           entmax_passes=ENTMAX_PASSES,
                            fused=fused)
     g = GPUS[gpu]
     out = dict.fromkeys(OP_CLASSES, 0.0)
@@ -368,7 +373,8 @@ def main():
     ap.add_argument("--kind", choices=["softmax", "tda", "entmax"], default="softmax")
     ap.add_argument("--skip", type=float, default=0.0,
                     help="tda, entmax: fraction of skipped tiles")
-    ap.add_argument("--entmax-iters", type=int, default=30, help="entmax: bisection passes")
+    ap.add_argument("--entmax-passes", type=float, default=ENTMAX_PASSES,
+                    help="entmax: threshold passes per tile pair, the max pass included")
     ap.add_argument("--B", type=int, default=16)
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--dtype", choices=["fp32", "bf16", "both"], default="both")
