@@ -166,6 +166,37 @@ TEST_CASE("attention_model.py reproduces the H200 kernel times within its stated
     CHECK(a.at("label") == "predicted");
     CHECK(a.at("bwd_atomic_ms").get<double>() < a.at("bwd_fit_ms").get<double>());
   }
+
+  // Entmax's threshold passes come from the tile counts where given (threshold_tiles /
+  // tiles_total, as tda bench attention --device cuda prints them): the calibration's 33 leave
+  // the prediction as it was; 5 shrink the forward (the search is in it), not the backward.
+  auto entmax_at_16k = [&](int passes) {
+    TempDir dir;
+    const std::string tiles = dir.path + "/tiles.jsonl";
+    std::ofstream(tiles) << json{{"bench", "attention"}, {"kind", "entmax"},
+                                 {"T", 16384},           {"tiles_total", 32896},
+                                 {"tiles_skipped", 0},   {"threshold_tiles", 32896LL * passes}}
+                                .dump()
+                         << "\n";
+    std::string o;
+    REQUIRE(run_command(py + " " + source_dir() +
+                            "/scripts/bench/attention_model.py --json --T 16384 --tiles " + tiles,
+                        &o) == 0);
+    const json got = json::parse(o);
+    for (const auto& p : got.at("predictions"))
+      if (p.at("kind") == "entmax") return p;
+    FAIL("no entmax prediction");
+    return json();
+  };
+  json base;
+  for (const auto& p : preds)
+    if (p.at("kind") == "entmax" && p.at("T") == 16384) base = p;
+  REQUIRE(base.is_object());
+  const json p33 = entmax_at_16k(33), p5 = entmax_at_16k(5);
+  CHECK(p33.at("fwd_ms").get<double>() == Approx(base.at("fwd_ms").get<double>()));
+  CHECK(p5.at("fwd_ms").get<double>() < 0.5 * p33.at("fwd_ms").get<double>());
+  CHECK(p5.at("bwd_ms").get<double>() == Approx(p33.at("bwd_ms").get<double>()));
+  CHECK_THAT(p5.at("skip_from").get<std::string>(), Catch::Contains("5.00 threshold passes"));
 }
 
 }  // namespace tda

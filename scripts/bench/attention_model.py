@@ -15,7 +15,9 @@ time(kind, T, pass) = sum of work / fitted rate, per pass (forward; backward = d
            place of mma: another kernel instance, with its own efficiency (register pressure)
 Sparsity enters through the live pairs: tiles_total and tiles_skipped as `tda bench attention`
 reports them (--tiles FILE: its JSON lines; else the calibration run's own skip fractions, and
-for other T the live pairs per query block of that run's largest T).
+for other T the live pairs per query block of that run's largest T). Entmax's threshold passes:
+897e05c's 33 in the fit; a prediction takes threshold_tiles / tiles_total where FILE has them
+(the emulated build's counts are the GPU's).
 
 Calibration: non-negative least squares (rates >= 0) on the one GPU run's kernel times
 (docs/results/gpu-h200-2026-11-26/report.json: H200, every kind, T 1024 and 4096, forward and
@@ -23,8 +25,9 @@ backward separately, 16 heads of 64, 16,384 tokens; commit 897e05c's kernels). T
 predicted vs measured per row, and a leave-one-out error: each (kind, T) predicted by a fit that
 did not see it. The fit describes 897e05c's kernels: later commits changed them (ldmatrix
 fragments, cp.async tiles, base-2 exponent, only the diagonal tile masked, entmax's threshold by
-Newton's method instead of 30 bisection passes: `git log 897e05c..HEAD -- src/backend/cuda`), so
-for today's kernels its numbers are an upper estimate until the next GPU run recalibrates it.
+Newton's, then Halley's method instead of 30 bisection passes: `git log 897e05c..HEAD --
+src/backend/cuda kernels`), so for today's kernels its numbers are an upper estimate until the
+next GPU run recalibrates it.
 Every number it prints for a shape not measured is labelled "predicted". The single backward kernel
 (attention.deterministic false: one pass over the tiles, dq added by fp32 atomics; never timed
 when the calibration ran) is predicted from the same rates with its own work: the scores, dP
@@ -179,6 +182,21 @@ def read_tiles(path):
     return skips
 
 
+def read_entmax_passes(path):
+    """{("entmax", T): threshold passes per tile pair} from `tda bench attention --device cuda`
+    JSON lines (threshold_tiles / tiles_total: the search's passes, the max pass included)."""
+    passes = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            if r.get("kind") == "entmax" and r.get("threshold_tiles") and r.get("tiles_total"):
+                passes[(r["kind"], r["T"])] = r["threshold_tiles"] / r["tiles_total"]
+    return passes
+
+
 def skip_at(kind, T, rows, tiles):
     """Skip fraction for (kind, T): measured tile counts, else the calibration run's live pairs
     per query block (a band along the diagonal on random inputs) carried to T."""
@@ -222,6 +240,7 @@ def main():
         rows, gpu = measurements(a.report)
         Ts = [int(t) for t in a.T.split(",")]
         tiles = read_tiles(a.tiles) if a.tiles else {}
+        passes = read_entmax_passes(a.tiles) if a.tiles else {}
     except (OSError, ValueError, KeyError) as e:
         sys.exit("attention_model: %s" % e)
     if not rows:
@@ -232,7 +251,11 @@ def main():
     for k in dict.fromkeys(r[0] for r in rows):
         for T in Ts:
             s, why = skip_at(k, T, rows, tiles)
-            f, b = (predict(theta, k, T, s, p) for p in PASSES)
+            # entmax: the threshold passes the given counts show (today's search), else 897e05c's
+            kw = {"entmax_passes": passes[(k, T)]} if (k, T) in passes else {}
+            if kw:
+                why += "; %.2f threshold passes" % kw["entmax_passes"]
+            f, b = (predict(theta, k, T, s, p, **kw) for p in PASSES)
             ba = predict(theta, k, T, s, "bwd_atomic") if atomic_served(k) else None
             preds.append(dict(kind=k, T=T, fwd_ms=f, bwd_ms=b, total_ms=f + b,
                               bwd_atomic_ms=ba, skip=s, skip_from=why, label=PREDICTED))
