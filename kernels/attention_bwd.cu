@@ -547,9 +547,9 @@ void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf,
       (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + 2 * tile_elems<kDv>()) * sizeof(uint16_t);
   const size_t smem = tiles + 5 * kTile * sizeof(float);
   // FlashAttention-2's single kernel (fa_zero_dq_kernel), where it fits in the registers
-  // (attn_backward_atomic: the (64, 64) bucket, entmax's kernel excepted; the others spilled
-  // 4-176 bytes with it, docs/cuda.md)
-  if constexpr (kDk == 64 && kDv == 64 && !P::kStatTau) {
+  // (attn_backward_atomic: the (64, 64) bucket, entmax at alpha 1.5 only, through Entmax15Policy;
+  // the others spilled 4-176 bytes with it, docs/cuda.md)
+  if constexpr (kDk == 64 && kDv == 64) {
     if (attn_backward_atomic(a)) {
       const size_t rows = size_t(a.B) * a.H * a.T;
       check(launch<fa_zero_dq_kernel<kTwo>>(dim3(unsigned((rows + kWarps - 1) / kWarps)),
@@ -557,7 +557,8 @@ void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf,
                                             !(kTwo && P::kNormalized)),
             "attention_backward zero dq");
       const size_t ds = (kTwo ? 2 : 1) * tile_elems<kTile>() * sizeof(uint16_t);
-      constexpr auto* one = fa_dkdv_kernel<P, kTwo, kDk, kDv, true>;
+      using Q = std::conditional_t<P::kStatTau, Entmax15Policy, P>;
+      constexpr auto* one = fa_dkdv_kernel<Q, kTwo, kDk, kDv, true>;
       check(cudaFuncSetAttribute(one, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem + ds)),
             "attention_backward smem");
       check(launch<one>(grid, dim3(kThreads), smem + ds, stream(), ka, in, sqk,

@@ -152,16 +152,16 @@ TEST_CASE("attention_model.py reproduces the H200 kernel times within its stated
     CHECK(p.at("label") == "predicted");
     CHECK(measured.count({p.at("kind"), p.at("T")}) == 0);
     CHECK(p.at("total_ms").get<double>() > 0);
-    // the single backward kernel: where attn_backward_atomic serves the kind (head dims <= 64,
-    // not entmax: not the paired (64, 128) kinds), below the two kernels' time
+    // the single backward kernel: where attn_backward_atomic serves the kind (head dims <= 64:
+    // not the paired (64, 128) kinds), below the two kernels' time
     const std::string kind = p.at("kind");
-    const bool served = kind != "entmax" && kind != "diff_softmax" && kind != "diff_rela";
+    const bool served = kind != "diff_softmax" && kind != "diff_rela";
     CHECK(p.at("bwd_atomic_ms").is_null() == !served);
     if (served) CHECK(p.at("bwd_atomic_ms").get<double>() < p.at("bwd_ms").get<double>());
   }
   // ... and at the calibration's lengths, beside the two kernels' measurement: predicted only
   const json& atomic = m.at("atomic_backward");
-  CHECK(atomic.size() == 2 * 8);  // T 1024, 4096 x the 8 kinds it serves
+  CHECK(atomic.size() == 2 * 9);  // T 1024, 4096 x the 9 kinds it serves
   for (const auto& a : atomic) {
     CHECK(a.at("label") == "predicted");
     CHECK(a.at("bwd_atomic_ms").get<double>() < a.at("bwd_fit_ms").get<double>());

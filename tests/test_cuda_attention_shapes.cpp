@@ -127,14 +127,17 @@ TEST_CASE("cuda attention: calls a 128-row forward cannot serve run 64-row block
 // which test_cuda_attention.cpp holds to the CPU, at 2e-5 of the tensor's scale (fp32 reordering
 // over <= 5 key tiles). The gradient buffers start as NaN: an element neither zeroed nor written
 // shows. Every kind's math, one- and two-view layouts, T inside one tile and across a partial one,
-// and the drop-term negative control (whose ds and drow_tau carry other scales). Calls it does not
-// serve (attn_backward_atomic: head dims past 64, entmax) must give the two kernels' bits.
+// and the drop-term negative control (whose ds and drow_tau carry other scales). Entmax at alpha
+// 1.5 runs it with Entmax15Policy (the split kernels with the any-alpha policy): dk and dv the same
+// bits show the two policies agree. Calls it does not serve (attn_backward_atomic: head dims past
+// 64, entmax at another alpha) must give the two kernels' bits.
 TEST_CASE("cuda attention: the atomic backward (one kernel) gives the split's gradients",
           "[cuda][emu]") {
   struct Case {
     AttnMath math;
     int power, Dqk, Dv;
     bool diff_layout, drop;
+    float alpha = 1.5f;  // entmax (bisection where not 1.5)
   };
   const Case cases[] = {
       {AttnMath::kSoftmax, 2, 64, 64, false, false},
@@ -146,6 +149,7 @@ TEST_CASE("cuda attention: the atomic backward (one kernel) gives the split's gr
       {AttnMath::kThreshold, 3, 128, 128, false, false},
       {AttnMath::kThreshold, 2, 64, 64, false, true},
       {AttnMath::kEntmax, 2, 64, 64, false, false},
+      {AttnMath::kEntmax, 2, 64, 64, false, false, 1.25f},
       {AttnMath::kDiffSoftmax, 2, 32, 64, true, false},
       {AttnMath::kDiffRelu, 1, 64, 128, true, false},
       {AttnMath::kDiffRelu, 1, 64, 64, false, false},
@@ -165,6 +169,8 @@ TEST_CASE("cuda attention: the atomic backward (one kernel) gives the split's gr
       split.lambda = 0.4f;
       split.diff_layout = c.diff_layout;
       split.drop = c.drop;
+      split.alpha = c.alpha;
+      split.bisect = c.alpha != 1.5f;
       split.counts = false;
       split.fill(300 + T);
       AttnProblem one = split;
@@ -181,8 +187,9 @@ TEST_CASE("cuda attention: the atomic backward (one kernel) gives the split's gr
       asked.Dqk = c.Dqk;
       asked.Dv = c.Dv;
       asked.atomic_dq = true;
+      asked.entmax_alpha = c.alpha;
       const bool served = attn_backward_atomic(asked);
-      CHECK(served == (c.Dqk <= 64 && c.Dv <= 64 && c.math != AttnMath::kEntmax));
+      CHECK(served == (c.Dqk <= 64 && c.Dv <= 64 && c.alpha == 1.5f));
       const emu::Counters after = emu::counters();
       CHECK(after.launches - l1 == l1 - l0);
       CHECK(std::any_of(after.kernels.begin(), after.kernels.end(), [](const std::string* k) {
@@ -198,9 +205,10 @@ TEST_CASE("cuda attention: the atomic backward (one kernel) gives the split's gr
         } else if (key == "dq" || key == "dq2" || key == "drow_lambda" ||
                    (key == "drow_tau" &&
                     !(c.math == AttnMath::kSoftmax || c.math == AttnMath::kSoftplus ||
-                      c.math == AttnMath::kDiffSoftmax))) {
+                      c.math == AttnMath::kDiffSoftmax || c.math == AttnMath::kEntmax))) {
           CHECK(rel_err(b.at(key), kv.second) < 2e-5);
-        } else if (key == "drow_tau") {  // normalised: -sum_j ds_ij cancels to rounding noise
+        } else if (key == "drow_tau") {  // normalised (entmax: sum_j g_ij (e_ij - c_i) = 0):
+                                         // -sum_j ds_ij cancels to rounding noise
           const auto& t = b.at(key);
           CHECK(std::all_of(t.begin(), t.end(), [](float v) { return std::isfinite(v); }));
         } else {

@@ -165,10 +165,11 @@ inline int attn_forward_block_rows(const AttnArgs& a) {
 
 // Whether our CUDA backward runs a call as FlashAttention-2's single kernel (dq by atomics): where
 // a.atomic_dq asks for it and that kernel fits in the registers: head dims <= 64 (the d12 configs'
-// 64 but the Diff kinds' Dv 128) and not entmax (their instances spilled 4-176 bytes,
-// docs/cuda.md); else the deterministic two kernels.
+// 64 but the Diff kinds' Dv 128; their instances spilled 4-176 bytes, docs/cuda.md), and entmax
+// at alpha 1.5 only (compiled for it: any alpha spilled); else the deterministic two kernels.
 inline bool attn_backward_atomic(const AttnArgs& a) {
-  return a.atomic_dq && a.Dqk <= 64 && a.Dv <= 64 && a.math != AttnMath::kEntmax;
+  return a.atomic_dq && a.Dqk <= 64 && a.Dv <= 64 &&
+         (a.math != AttnMath::kEntmax || a.entmax_alpha == 1.5f);
 }
 
 // A query row scale (AttnArgs::q_scale) is served for one view with q in the compact layout.

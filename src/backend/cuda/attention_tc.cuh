@@ -344,6 +344,21 @@ struct SoftmaxExp2Policy : attn::SoftmaxPolicy {
     *f = *a;
   }
 };
+// 1.5-entmax with its alpha fixed when compiling (attn::EntmaxPolicy at am1 = 0.5, bit for bit:
+// w = r^2 / 4, f = sqrt(w / norm)): no alpha test and no powf path per score. The single backward
+// kernel (dq by atomics) runs entmax with it: its any-alpha instance spilled (8 bytes, sm_80).
+struct Entmax15Policy : attn::EntmaxPolicy {
+  __device__ static float weight(const Row&, float s, float t, float) {
+    const float r = s - t;
+    return r > 0.f ? 0.25f * r * r : 0.f;
+  }
+  __device__ static void bwd(float s, float norm, float t, float, float* a, float* f) {
+    const float r = s - t;
+    *a = r > 0.f ? 0.25f * r * r / norm : 0.f;
+    *f = r > 0.f ? sqrtf(*a) : 0.f;
+  }
+};
+
 // Whether the kernels keep a policy's scores raw and fold the scale into its weight
 // (SoftmaxExp2Policy::weight_raw, bwd_raw): softmax with one view (diff softmax's two keep their
 // scaled scores).

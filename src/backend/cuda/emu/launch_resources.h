@@ -61,6 +61,7 @@ inline constexpr KernelResourceRow kLaunchResources[] = {
     {"tda::cuda::(anonymous namespace)::fa_dkdv_kernel<tda::attn::ThresholdPowPolicy<2>, true, 64, 128, false>", 255, 0, 255, 0, 128},
     {"tda::cuda::(anonymous namespace)::fa_dkdv_kernel<tda::attn::ThresholdPowPolicy<2>, true, 64, 64, false>", 236, 0, 230, 0, 128},
     {"tda::cuda::(anonymous namespace)::fa_dkdv_kernel<tda::attn::ThresholdPowPolicy<2>, true, 64, 64, true>", 255, 0, 255, 0, 128},
+    {"tda::cuda::(anonymous namespace)::fa_dkdv_kernel<tda::cuda::fa::Entmax15Policy, false, 64, 64, true>", 168, 0, 168, 0, 128},
     {"tda::cuda::(anonymous namespace)::fa_dkdv_kernel<tda::cuda::fa::SoftmaxExp2Policy, false, 128, 128, false>", 246, 0, 247, 0, 128},
     {"tda::cuda::(anonymous namespace)::fa_dkdv_kernel<tda::cuda::fa::SoftmaxExp2Policy, false, 64, 128, false>", 230, 0, 232, 0, 128},
     {"tda::cuda::(anonymous namespace)::fa_dkdv_kernel<tda::cuda::fa::SoftmaxExp2Policy, false, 64, 64, false>", 164, 0, 163, 0, 128},
