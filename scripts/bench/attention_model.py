@@ -170,32 +170,23 @@ def calibration(rows):
 
 
 def read_tiles(path):
-    """{(kind, T): skip fraction} from `tda bench attention` JSON lines with tile counts."""
-    skips = {}
+    """From `tda bench attention` JSON lines with tile counts: {(kind, T): skip fraction}, and
+    {("entmax", T): threshold passes per tile pair} where a line has threshold_tiles (the CUDA
+    search's passes, the max pass included: threshold_tiles / tiles_total)."""
+    skips, passes = {}, {}
     with open(path) as f:
         for line in f:
             line = line.strip()
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
-            if r.get("bench") == "attention" and r.get("tiles_total"):
-                skips[(r["kind"], r["T"])] = r["tiles_skipped"] / r["tiles_total"]
-    return skips
-
-
-def read_entmax_passes(path):
-    """{("entmax", T): threshold passes per tile pair} from `tda bench attention --device cuda`
-    JSON lines (threshold_tiles / tiles_total: the search's passes, the max pass included)."""
-    passes = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line.startswith("{"):
+            if r.get("bench") != "attention" or not r.get("tiles_total"):
                 continue
-            r = json.loads(line)
-            if r.get("kind") == "entmax" and r.get("threshold_tiles") and r.get("tiles_total"):
-                passes[(r["kind"], r["T"])] = r["threshold_tiles"] / r["tiles_total"]
-    return passes
+            key = (r["kind"], r["T"])
+            skips[key] = r["tiles_skipped"] / r["tiles_total"]
+            if r["kind"] == "entmax" and r.get("threshold_tiles"):
+                passes[key] = r["threshold_tiles"] / r["tiles_total"]
+    return skips, passes
 
 
 def skip_at(kind, T, rows, tiles):
@@ -240,8 +231,7 @@ def main():
     try:
         rows, gpu = measurements(a.report)
         Ts = [int(t) for t in a.T.split(",")]
-        tiles = read_tiles(a.tiles) if a.tiles else {}
-        passes = read_entmax_passes(a.tiles) if a.tiles else {}
+        tiles, passes = read_tiles(a.tiles) if a.tiles else ({}, {})
     except (OSError, ValueError, KeyError) as e:
         sys.exit("attention_model: %s" % e)
     if not rows:
