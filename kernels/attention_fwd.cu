@@ -1,8 +1,8 @@
 // Streaming attention forward on tensor cores (FlashAttention-2 schedule) for every tiled
 // mechanism, templated on the policies of attention/policies.h exactly as the CPU reference
 // (src/backend/cpu/attention_stream.cpp). Per (b, h) and query block of 64 rows (one CUDA block,
-// 16 rows per warp; kRT = 2: 128 rows, 32 per warp, attention.fwd_block_rows), key tiles
-// j0 = 0, 64, ... up to the diagonal:
+// 16 rows per warp; kRT = 2: 128 rows, 32 per warp, attention.fwd_block_rows), key tiles of kBN
+// = 64 keys (128: attention.fwd_block_keys) j0 = 0, kBN, ... up to the diagonal:
 //   S = scale Q K^T            bf16 operands (rounded once per call into bf16 copies that the
 //                              tiles are copied from by cp.async), fp32 accumulate
 //   online-max policies:       m' = max(m, max_j s_ij), acc and l rescaled by exp(m - m')
@@ -29,17 +29,21 @@ namespace tda::cuda {
 namespace {
 using namespace fa;
 
-template <class P, bool kTwo, int kDk, int kDv, bool kCount, int kRT>
+template <class P, bool kTwo, int kDk, int kDv, bool kCount, int kRT, int kBN>
 __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf16Operands in) {
   static_assert(kRT == 1 || (kRT == 2 && !kTwo && !kCount), "32-row warps: one view, no counts");
-  constexpr int LD = ld<kDk>(), kN = kDv / 8, kBM = kTile * kRT;
+  // 128-key tiles: 16-row warps, no counts (they are defined on 64 x 64 tiles), one accumulator
+  static_assert(
+      kBN == kTile || (kBN == 2 * kTile && kRT == 1 && !kCount && !(kTwo && P::kNormalized)),
+      "128-key tiles: 16-row warps, no counts, one accumulator");
+  constexpr int LD = ld<kDk>(), kN = kDv / 8, kBM = kTile * kRT, kNT = kBN / 8, kKT = kBN / kTile;
   constexpr bool kTwoAcc = kTwo && P::kNormalized;  // diff softmax: one accumulator per view
   TDA_DYNAMIC_SHARED(uint16_t, smem);
-  uint16_t* sq = smem;  // kBM rows
-  uint16_t* sk = sq + kRT * tile_elems<kDk>();
-  uint16_t* sq2 = sk + tile_elems<kDk>();  // two views only
+  uint16_t* sq = smem;                           // kBM rows
+  uint16_t* sk = sq + kRT * tile_elems<kDk>();   // kBN rows, as sk2 and sv
+  uint16_t* sq2 = sk + kKT * tile_elems<kDk>();  // two views only
   uint16_t* sk2 = sq2 + (kTwo ? tile_elems<kDk>() : 0);
-  uint16_t* sv = sk2 + (kTwo ? tile_elems<kDk>() : 0);
+  uint16_t* sv = sk2 + (kTwo ? kKT * tile_elems<kDk>() : 0);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int T = a.T, Dv = a.Dv;
   size_t bh;
@@ -62,8 +66,8 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
   // key past T is masked (ok() below), its score neither in a max nor weighed. V keeps the test on
   // the diagonal tiles: a weight of 0 times an unfilled row could be 0 x NaN.
   auto load_k = [&](int j0) {
-    load_tile_async<kDk, true>(sk, in.k + bqk, j0, T);
-    if (kTwo) load_tile_async<kDk, true>(sk2, in.k2 + bqk, j0, T);
+    load_tile_async<kDk, true, kBN>(sk, in.k + bqk, j0, T);
+    if (kTwo) load_tile_async<kDk, true, kBN>(sk2, in.k2 + bqk, j0, T);
     cp_async_commit();
   };
   load_tile_async<kDk>(sq, in.q + bqk, i0, T);
@@ -98,8 +102,8 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
   for (int c = 0; c < 4; ++c) acc1[rt][n][c] = acc2[kTwoAcc ? n : 0][c] = 0.f;
   long long n_total = 0, n_skipped = 0;
 
-  // valid(i, j) = j <= i, i in [q_start, T). Only the diagonal tiles (j0 >= i0, the last one or
-  // two) test j <= i: the tiles before them, FlashAttention-2's steady-state loop, weigh every
+  // valid(i, j) = j <= i, i in [q_start, T). Only the diagonal tiles (j0 + kBN > i0, the last one
+  // or two) test j <= i: the tiles before them, FlashAttention-2's steady-state loop, weigh every
   // score, the rows past T or below q_start included (their scores are finite and their results
   // never written), and test only the row, for the tile skip. A valid row's arithmetic is the
   // same as with the test. With kRT = 2 the second diagonal tile is wholly masked for warps 0
@@ -110,10 +114,10 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
   for (int h = 0; h < 2; ++h) row_ok[rt][h] = row[rt][h] < T && row[rt][h] >= qs;
   auto tile = [&](const int j0, auto diagonal) {
     constexpr bool kDiag = decltype(diagonal)::value;
-    const bool more = j0 + kTile < i1;
+    const bool more = j0 + kBN < i1;
     cp_async_wait<0>();
     __syncthreads();  // K(j) has landed; nobody reads V(j - 1) any more
-    load_tile_async<kDv, !kDiag>(sv, in.v + bv, j0, T);  // no row test before the diagonal
+    load_tile_async<kDv, !kDiag, kBN>(sv, in.v + bv, j0, T);  // no row test before the diagonal
     cp_async_commit();
     // recomputed where needed (an 8x4 predicate array costs registers the two-accumulator kinds
     // do not have)
@@ -182,13 +186,13 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
       }
       return;
     }
-    float s1[kRT][8][4], s2[kTwo ? kRT : 1][kTwo ? 8 : 1][4];
+    float s1[kRT][kNT][4], s2[kTwo ? kRT : 1][kTwo ? kNT : 1][4];
     (void)s2;  // read by two views, and by the liveness test of the kinds that skip tiles
     // the counting instance (diagnostics) keeps mma_rows' cut at D: straight-line, softplus's
     // spills (108 bytes, sm_80)
-    mma_rows_rt<kDk, 8, kRT, kCount>(s1, sq + 16 * kRT * warp * LD, sk, lane, a.Dqk);
+    mma_rows_rt<kDk, kNT, kRT, kCount>(s1, sq + 16 * kRT * warp * LD, sk, lane, a.Dqk);
     if constexpr (kTwo)
-      mma_rows_rt<kDk, 8, kRT, kCount>(s2, sq2 + 16 * warp * LD, sk2, lane, a.Dqk);
+      mma_rows_rt<kDk, kNT, kRT, kCount>(s2, sq2 + 16 * warp * LD, sk2, lane, a.Dqk);
     // softmax keeps its scores raw (folds_scale): no liveness either, as it skips no tile
     constexpr bool kFold = folds_scale<P, kTwo>(), kShift = shifts_scores<P>();
     static_assert(!kFold || !(kTwo || P::kSparse), "one view, no tile skip");
@@ -197,7 +201,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
       alive = false;
       TDA_UNROLL
       for (int rt = 0; rt < kRT; ++rt)
-        alive = alive | scale_rows_alive<kTwo, kDiag, kShift>(
+        alive = alive | scale_rows_alive<kTwo, kDiag, kShift, kNT>(
                             s1[rt], s2[kTwo ? rt : 0], a.score_scale, tau[rt], row_ok[rt],
                             [&](int nt, int c) { return ok(rt, nt, c); });
     }
@@ -213,7 +217,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
           for (int h = 0; h < 2; ++h) {
             float mx1 = -INFINITY;
             TDA_UNROLL
-            for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+            for (int nt = 0; nt < kNT; ++nt) TDA_UNROLL
             for (int c = 2 * h; c < 2 * h + 2; ++c)
               if (ok(rt, nt, c)) mx1 = fmaxf(mx1, s1[rt][nt][c]);
             const float c1 =
@@ -223,7 +227,7 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
           }
         }
         TDA_UNROLL
-        for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+        for (int nt = 0; nt < kNT; ++nt) TDA_UNROLL
         for (int c = 0; c < 4; ++c) {
           const int h = c >> 1;
           if (!ok(rt, nt, c)) {
@@ -252,17 +256,21 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
     } else {
       ++n_skipped;
     }
-    if (more) load_k(j0 + kTile);
-    if (live) mma_acc_rt<kDv, 8, kRT, kCount>(acc1, s1, sv, lane, Dv);
+    if (more) load_k(j0 + kBN);
+    if (live) mma_acc_rt<kDv, kNT, kRT, kCount>(acc1, s1, sv, lane, Dv);
   };
   if constexpr (kTwoAcc) {  // diff softmax: a second copy of its tile spills at Dv = 128
     for (int j0 = 0; j0 < i1; j0 += kTile) tile(j0, std::true_type{});
   } else {
-    for (int j0 = 0; j0 < i0; j0 += kTile) tile(j0, std::false_type{});
-    if constexpr (kRT == 1)
-      tile(i0, std::true_type{});
+    // The diagonal tiles start at jd (i0 itself but at 64 x 128, where i0 may be an odd multiple
+    // of 64): one where a key tile spans the query block (i1 <= i0 + 64 <= jd + kBN), two at
+    // 128 x 64.
+    const int jd = i0 & ~(kBN - 1);
+    for (int j0 = 0; j0 < jd; j0 += kBN) tile(j0, std::false_type{});
+    if constexpr (kBN >= kBM)
+      tile(jd, std::true_type{});
     else
-      for (int j0 = i0; j0 < i1; j0 += kTile) tile(j0, std::true_type{});
+      for (int j0 = jd; j0 < i1; j0 += kBN) tile(j0, std::true_type{});
   }
 
   constexpr int nst = n_stats<P, kTwo>();
@@ -319,12 +327,14 @@ __global__ void __launch_bounds__(kThreads) fa_forward_kernel(TileArgs a, AttnBf
   }
 }
 
-template <class P, bool kTwo, int kDk, int kDv, bool kCount, int kRT>
+template <class P, bool kTwo, int kDk, int kDv, bool kCount, int kRT, int kBN>
 void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
-  // Q (kRT tiles), K, V; Q2, K2 for two views
-  const size_t smem =
-      (size_t(kRT + 1 + (kTwo ? 2 : 0)) * tile_elems<kDk>() + tile_elems<kDv>()) * sizeof(uint16_t);
-  constexpr auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv, kCount, kRT>;
+  // Q (kRT tiles), K, V (kBN rows each); Q2, K2 for two views
+  constexpr int kKT = kBN / kTile;
+  const size_t smem = (size_t(kRT + kKT + (kTwo ? 1 + kKT : 0)) * tile_elems<kDk>() +
+                       size_t(kKT) * tile_elems<kDv>()) *
+                      sizeof(uint16_t);
+  constexpr auto* kernel = fa_forward_kernel<P, kTwo, kDk, kDv, kCount, kRT, kBN>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attention_forward smem");
   TileArgs ka;
@@ -336,13 +346,17 @@ void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
 
 template <class P, bool kTwo, int kDk, int kDv>
 void launch_forward(const AttnArgs& a, const AttnBf16Operands& in) {
+  const AttnFwdShape shape = attn_forward_shape(a);
+  constexpr bool kWide = kDk == 64 && kDv == 64;  // what attn_forward_shape allows
   if (a.survivors) {
-    launch_forward<P, kTwo, kDk, kDv, true, 1>(a, in);
-  } else if (attn_forward_block_rows(a) == 2 * kTile) {
-    if constexpr (!kTwo && kDk == 64 && kDv == 64)  // what attn_forward_block_rows allows
-      launch_forward<P, kTwo, kDk, kDv, false, 2>(a, in);
+    launch_forward<P, kTwo, kDk, kDv, true, 1, kTile>(a, in);
+  } else if (shape.rows == 2 * kTile) {
+    if constexpr (kWide && !kTwo) launch_forward<P, kTwo, kDk, kDv, false, 2, kTile>(a, in);
+  } else if (shape.keys == 2 * kTile) {
+    if constexpr (kWide && !(kTwo && P::kNormalized))
+      launch_forward<P, kTwo, kDk, kDv, false, 1, 2 * kTile>(a, in);
   } else {
-    launch_forward<P, kTwo, kDk, kDv, false, 1>(a, in);
+    launch_forward<P, kTwo, kDk, kDv, false, 1, kTile>(a, in);
   }
 }
 

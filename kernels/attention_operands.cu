@@ -48,9 +48,10 @@ size_t operands_end(const AttnArgs& a) {
 size_t attention_operands_scratch(const AttnArgs& a, bool with_dout) {
   const size_t ldv = size_t(fa::bucket_dv(a.Dqk, a.Dv));
   const size_t dout = with_dout ? size_t(a.B) * a.H * a.T * ldv : 0;
-  // + a tile of padding: load_tile_async's zero-filled copies still address up to kTile - 1 rows
-  // past the last matrix
-  const size_t pad = size_t(fa::kTile) * std::max(size_t(fa::bucket_dqk(a.Dqk)), ldv) + 128;
+  // + padding: load_tile_async's zero-filled copies still address up to a tile's rows - 1 past
+  // the last matrix (the 128-key tiles serve head dims <= 64 alone: attn_forward_shape)
+  const size_t tile_rows = ldv == 64 ? fa::kMaxTileRows : fa::kTile;
+  const size_t pad = tile_rows * std::max(size_t(fa::bucket_dqk(a.Dqk)), ldv) + 128;
   if (a.saved) return with_dout ? dout + pad : 0;  // q, k, v's copies live in a.saved
   return operands_end(a) + dout + pad;
 }
@@ -59,7 +60,7 @@ fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratc
   fa::AttnBf16Operands o;
   const int ldqk = fa::bucket_dqk(a.Dqk), ldv = fa::bucket_dv(a.Dqk, a.Dv);
   // load_tile_async addresses a (b, h) matrix with 32-bit offsets, up to a tile past its end
-  TDA_CHECK((size_t(a.T) + fa::kTile) * size_t(std::max(ldqk, ldv)) < (size_t(1) << 31),
+  TDA_CHECK((size_t(a.T) + fa::kMaxTileRows) * size_t(std::max(ldqk, ldv)) < (size_t(1) << 31),
             "cuda: attention: T = " + std::to_string(a.T) +
                 " is too long for the kernels' 32-bit row offsets (T x head dim < 2^31)");
   const size_t rows = size_t(a.B) * a.H * a.T;
@@ -88,8 +89,7 @@ fa::AttnBf16Operands attention_bf16_operands(const AttnArgs& a, uint16_t* scratc
     o.k2 = take(cast_qkv, at(AttnOperand::kK2), a.k2, sqk, a.Dqk, ldqk, nullptr);
   }
   if (with_dout)  // dO's copy is the backward's own, in scratch, after q, k, v's when they are
-    o.g = take(true, a.saved ? scratch : scratch + operands_end(a), a.dout, sv, a.Dv, ldv,
-               nullptr);
+    o.g = take(true, a.saved ? scratch : scratch + operands_end(a), a.dout, sv, a.Dv, ldv, nullptr);
   return o;
 }
 

@@ -8,7 +8,7 @@ training step of the config on the emulated backend without executing a block an
 kernel it launched. For every attention config under configs/{gpt2_162m,tiny,mini}, in fp32 and
 bf16, this collects those kernels and fails if any of them spills on sm_80 or sm_90; the paper's
 configs (gpt2_162m) also with each switch of the kernels' shape a run may set (SWITCHES: the
-single backward kernel, 128-row forward blocks). Spilling kernels no config launches (other
+single backward kernel, 128-row forward blocks, 128-key forward tiles). Spilling kernels no config launches (other
 powers, head-dim buckets no config has) are listed, not failed.
 
     python3 scripts/check_spills.py [--tda build/tda] [--log build-cuda/ptxas.log]
@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 CONFIG_DIRS = ("gpt2_162m", "tiny", "mini")
 # attention keys that choose other kernel instances for the same model (docs/cuda.md)
-SWITCHES = ("attention.deterministic=false", "attention.fwd_block_rows=128")
+SWITCHES = ("attention.deterministic=false", "attention.fwd_block_rows=128",
+            "attention.fwd_block_keys=128")
 
 
 def spills(log_text):

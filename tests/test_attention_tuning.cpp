@@ -35,9 +35,10 @@ TEST_CASE("attention tuning: the table round-trips, takes the nearest T, and nam
           "[tuning]") {
   TempDir dir;
   const AttentionTuning t =
-      table("sm_90", {entry("tra", 1024, "forward", "128", {{"64", 1.0}, {"128", 0.8}}),
-                      entry("tra", 4096, "forward", "64", {{"64", 3.0}, {"128", 3.5}}),
-                      entry("tra", 16384, "forward", "128", {{"64", 40.0}, {"128", 30.0}}),
+      table("sm_90", {entry("tra", 1024, "forward", "128x64", {{"64x64", 1.0}, {"128x64", 0.8}}),
+                      entry("tra", 4096, "forward", "64x64", {{"64x64", 3.0}, {"128x64", 3.5}}),
+                      entry("tra", 16384, "forward", "64x128",
+                            {{"64x64", 40.0}, {"128x64", 35.0}, {"64x128", 30.0}}),
                       entry("tra", 1024, "backward", "atomic", {{"split", 2.0}, {"atomic", 1.5}})});
   const std::string path = dir.path + "/t.json";
   t.save(path);
@@ -45,14 +46,17 @@ TEST_CASE("attention tuning: the table round-trips, takes the nearest T, and nam
   CHECK(r.to_json() == t.to_json());
   CHECK(r.source == path);
   // nearest on a log scale; 2048 is as far from 1024 as from 4096: the larger
-  CHECK(r.fwd_block_rows("tra", 64, 64, 100) == 128);
-  CHECK(r.fwd_block_rows("tra", 64, 64, 2048) == 64);
-  CHECK(r.fwd_block_rows("tra", 64, 64, 1500) == 128);
-  CHECK(r.fwd_block_rows("tra", 64, 64, 9000) == 128);
-  CHECK(r.fwd_block_rows("tra", 64, 64, 1 << 20) == 128);
+  auto shape = [&](const std::string& kind, int Dv, int T) {
+    return fwd_shape_name(r.fwd_shape(kind, 64, Dv, T));
+  };
+  CHECK(shape("tra", 64, 100) == "128x64");
+  CHECK(shape("tra", 64, 2048) == "64x64");
+  CHECK(shape("tra", 64, 1500) == "128x64");
+  CHECK(shape("tra", 64, 9000) == "64x128");
+  CHECK(shape("tra", 64, 1 << 20) == "64x128");
   // another kind or head dims: no entry
-  CHECK(r.fwd_block_rows("tda", 64, 64, 1024) == 0);
-  CHECK(r.fwd_block_rows("tra", 64, 128, 1024) == 0);
+  CHECK(shape("tda", 64, 1024) == "0x0");
+  CHECK(shape("tra", 128, 1024) == "0x0");
   CHECK(r.bwd_atomic("tra", 64, 64, 70000, false));
   CHECK(!r.bwd_atomic("tda", 64, 64, 1024, false));
   CHECK(r.bwd_atomic("tda", 64, 64, 1024, true));
@@ -65,6 +69,7 @@ TEST_CASE("attention tuning: the table round-trips, takes the nearest T, and nam
   json j = t.to_json();
   bad("{", "not JSON");
   bad(R"({"format": "something else"})", "not a tuning table");
+  bad(R"({"format": "tda attention tuning 1", "entries": []})", "format 1");
   json k = j;
   k["arch"] = "hopper";
   bad(k.dump(), "\"arch\" must be sm_XY");
@@ -72,17 +77,17 @@ TEST_CASE("attention tuning: the table round-trips, takes the nearest T, and nam
   k["entries"][1].erase("choice");
   bad(k.dump(), "entries[1] has no \"choice\"");
   k = j;
-  k["entries"][2]["choice"] = "96";
+  k["entries"][2]["choice"] = "128x128";  // not built
   bad(k.dump(), "entries[2].choice must be one of the forward shapes");
   k = j;
-  k["entries"][3]["choice"] = "128";
+  k["entries"][3]["choice"] = "128x64";
   bad(k.dump(), "entries[3].choice must be one of the backward shapes");
   k = j;
-  k["entries"][0]["ms"].erase("128");
-  bad(k.dump(), "entries[0].ms must hold the milliseconds of its choice \"128\"");
+  k["entries"][0]["ms"].erase("128x64");
+  bad(k.dump(), "entries[0].ms must hold the milliseconds of its choice \"128x64\"");
   k = j;
-  k["entries"][0]["ms"]["256"] = 1.0;
-  bad(k.dump(), "entries[0].ms[\"256\"]");
+  k["entries"][0]["ms"]["128"] = 1.0;  // format 1's name
+  bad(k.dump(), "entries[0].ms[\"128\"]");
   k = j;
   k["entries"][0]["head_dims"] = {64};
   bad(k.dump(), "entries[0].head_dims must be [Dqk, Dv]");
@@ -99,14 +104,14 @@ TEST_CASE("attention tuning: the table round-trips, takes the nearest T, and nam
 TEST_CASE("tda tune --from: the fastest shape per kind, T and pass from bench attention's lines",
           "[tuning][gpukit]") {
   TempDir dir;
-  auto line = [](const std::string& kind, int T, int rows, bool det, bool atomic_ran, double fwd,
-                 double bwd, json extra = json::object()) {
+  auto line = [](const std::string& kind, int T, const std::string& fwd_shape, bool det,
+                 bool atomic_ran, double fwd, double bwd, json extra = json::object()) {
     json j = {{"bench", "attention"},
               {"mode", "time"},
               {"kind", kind},
               {"attention_impl", "own"},
-              {"fwd_block_rows", rows},
-              {"fwd_block_rows_ran", rows},
+              {"fwd_shape", fwd_shape},
+              {"fwd_shape_ran", fwd_shape},
               {"deterministic", det},
               {"bwd_atomic_ran", atomic_ran},
               {"T", T},
@@ -119,17 +124,27 @@ TEST_CASE("tda tune --from: the fastest shape per kind, T and pass from bench at
     j.update(extra);
     return j.dump() + "\n";
   };
-  // tra at 1024: 128 rows faster forward, split faster backward; at 4096 the reverse. tda takes
-  // 64 rows only and its atomic backward wins. cuDNN's and a checkpoint's lines are not ours.
+  // tra at 1024: 128 x 64 the fastest forward, split the faster backward; at 4096 64 x 64 and
+  // atomic. tda takes 64 x 64 and 64 x 128, and the latter wins (a line from before the key
+  // tiles, fwd_block_rows_ran alone, ran 64 x 64); its atomic backward wins. cuDNN's and a
+  // checkpoint's lines are not ours.
+  json before = json::parse(line("tda", 4096, "64x64", true, false, 5.0, 12.0));
+  before.erase("fwd_shape");
+  before.erase("fwd_shape_ran");
+  before["fwd_block_rows_ran"] = 64;
   const std::string lines =
-      line("tra", 1024, 64, true, false, 1.0, 2.0) + line("tra", 1024, 128, true, false, 0.8, 2.1) +
-      line("tra", 1024, 64, false, true, 1.0, 2.5) + line("tra", 1024, 128, false, true, 0.8, 2.4) +
-      line("tra", 4096, 64, true, false, 3.0, 9.0) + line("tra", 4096, 128, true, false, 3.5, 9.0) +
-      line("tra", 4096, 64, false, true, 3.0, 7.0) + "[tda] a log line\n" +
-      line("tda", 4096, 64, true, false, 5.0, 12.0) +
-      line("tda", 4096, 64, false, true, 5.0, 10.0) +
-      line("softmax", 1024, 64, true, false, 0.1, 0.1, {{"attention_impl", "cudnn"}}) +
-      line("softmax", 1024, 64, true, false, 0.1, 0.1, {{"source", "checkpoint"}});
+      line("tra", 1024, "64x64", true, false, 1.0, 2.0) +
+      line("tra", 1024, "128x64", true, false, 0.8, 2.1) +
+      line("tra", 1024, "64x128", true, false, 0.9, 2.1) +
+      line("tra", 1024, "64x64", false, true, 1.0, 2.5) +
+      line("tra", 1024, "128x64", false, true, 0.8, 2.4) +
+      line("tra", 4096, "64x64", true, false, 3.0, 9.0) +
+      line("tra", 4096, "128x64", true, false, 3.5, 9.0) +
+      line("tra", 4096, "64x64", false, true, 3.0, 7.0) + "[tda] a log line\n" + before.dump() +
+      "\n" + line("tda", 4096, "64x128", true, false, 4.0, 12.0) +
+      line("tda", 4096, "64x64", false, true, 5.0, 10.0) +
+      line("softmax", 1024, "64x64", true, false, 0.1, 0.1, {{"attention_impl", "cudnn"}}) +
+      line("softmax", 1024, "64x64", true, false, 0.1, 0.1, {{"source", "checkpoint"}});
   const std::string from = dir.path + "/tda_attention.jsonl", out = dir.path + "/sm_90.json";
   write_text(from, lines);
   std::string log;
@@ -143,26 +158,27 @@ TEST_CASE("tda tune --from: the fastest shape per kind, T and pass from bench at
     const TuningEntry* e = t.find(kind, 64, 64, T, pass);
     return e && e->T == T ? e->choice : std::string("none");
   };
-  CHECK(choice("tra", 1024, "forward") == "128");
+  CHECK(choice("tra", 1024, "forward") == "128x64");
   CHECK(choice("tra", 1024, "backward") == "split");
-  CHECK(choice("tra", 4096, "forward") == "64");
+  CHECK(choice("tra", 4096, "forward") == "64x64");
   CHECK(choice("tra", 4096, "backward") == "atomic");
-  CHECK(choice("tda", 4096, "forward") == "64");
+  CHECK(choice("tda", 4096, "forward") == "64x128");
+  CHECK(t.find("tda", 64, 64, 4096, "forward")->ms == json({{"64x64", 5.0}, {"64x128", 4.0}}));
   CHECK(choice("tda", 4096, "backward") == "atomic");
   CHECK(choice("softmax", 1024, "forward") == "none");
-  // the backward is timed at 64-row forwards only: tra 1024's atomic is 2.5 ms, not 2.4
+  // the backward is taken from 64 x 64 forwards only: tra 1024's atomic is 2.5 ms, not 2.4
   CHECK(t.find("tra", 64, 64, 1024, "backward")->ms == json({{"split", 2.0}, {"atomic", 2.5}}));
-  // the printed table: each choice beside the fixed default (64 rows; split)
-  CHECK_THAT(
-      log, Catch::Contains("| tra | 64/64 | 1024 | forward | 64 1.000, 128 0.800 | 128 | 1.25 |"));
+  // the printed table: each choice beside the fixed default (64 x 64; split)
+  CHECK_THAT(log, Catch::Contains("| tra | 64/64 | 1024 | forward | 64x64 1.000, 128x64 0.800, "
+                                  "64x128 0.900 | 128x64 | 1.25 |"));
   CHECK_THAT(log, Catch::Contains("| tda | 64/64 | 4096 | backward | split 12.000, atomic 10.000 | "
                                   "atomic | 1.20 |"));
 
   // lines of two GPUs, lines without the keys, nothing to read: one line naming the file
-  write_text(from, lines + line("tra", 1024, 64, true, false, 1, 1, {{"arch", "sm_80"}}));
+  write_text(from, lines + line("tra", 1024, "64x64", true, false, 1, 1, {{"arch", "sm_80"}}));
   CHECK(run_tda("tune --from " + from + " --out " + out, &log) != 0);
-  CHECK_THAT(log, Catch::Contains(from + ": line 13 was timed on sm_80, an earlier line on sm_90"));
-  json old = json::parse(line("tra", 1024, 64, true, false, 1, 1));
+  CHECK_THAT(log, Catch::Contains(from + ": line 15 was timed on sm_80, an earlier line on sm_90"));
+  json old = json::parse(line("tra", 1024, "64x64", true, false, 1, 1));
   old.erase("head_dims");
   write_text(from, old.dump() + "\n");
   CHECK(run_tda("tune --from " + from + " --out " + out, &log) != 0);
@@ -172,12 +188,13 @@ TEST_CASE("tda tune --from: the fastest shape per kind, T and pass from bench at
   CHECK_THAT(log, Catch::Contains(from + ": no timed lines of our kernels"));
 }
 
-TEST_CASE("cuda attention: the tuning table chooses the forward's block rows and the backward",
+TEST_CASE("cuda attention: the tuning table chooses the forward's block shape and the backward",
           "[cuda][emu][tuning]") {
   TempDir dir;
   const std::string path = dir.path + "/sm_90.json";
   auto save = [&](const std::string& fwd, const std::string& bwd, const std::string& arch) {
-    table(arch, {entry("softmax", 128, "forward", fwd, {{"64", 1.0}, {"128", 1.0}}),
+    table(arch, {entry("softmax", 128, "forward", fwd,
+                       {{"64x64", 1.0}, {"128x64", 1.0}, {"64x128", 1.0}}),
                  entry("softmax", 128, "backward", bwd, {{"split", 1.0}, {"atomic", 1.0}})})
         .save(path);
   };
@@ -199,22 +216,34 @@ TEST_CASE("cuda attention: the tuning table chooses the forward's block rows and
     run_attention(gpu, f);
     return emu::counters().last.grid.x;
   };
+  auto forward_kernel = [&](CudaOps& gpu) {
+    AttnProblem f = p;
+    f.backward = false;
+    run_attention(gpu, f);
+    const emu::Counters c = emu::counters();
+    return c.last.kernel ? *c.last.kernel : std::string();
+  };
   CudaOps gpu;
-  save("128", "split", "sm_90");  // the emulator is a compute capability 9.0 GPU
+  save("64x128", "split", "sm_90");  // the emulator is a compute capability 9.0 GPU
+  gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, false, path});
+  CHECK_THAT(forward_kernel(gpu), Catch::EndsWith(", false, 1, 128>"));
+  save("128x64", "split", "sm_90");
   const std::string line =
       gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, false, path});
   CHECK_THAT(line, Catch::Contains("; tuning: " + path + " (2 entries, test GPU)"));
   CHECK(forward_blocks(gpu) == 2u);
   CHECK_THAT(kernels(gpu), Catch::Contains("fa_dkdv_kernel") && Catch::Contains(", false>"));
-  save("64", "atomic", "sm_90");
+  save("64x64", "atomic", "sm_90");
   gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, false, path});
   CHECK(forward_blocks(gpu) == 3u);
   CHECK_THAT(kernels(gpu), Catch::Contains(", true>"));
-  // attention.fwd_block_rows and attention.deterministic, where set, win over the table
-  save("128", "atomic", "sm_90");
+  // attention.fwd_block_rows, fwd_block_keys and deterministic, where set, win over the table
+  save("128x64", "atomic", "sm_90");
   gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 64, true, path});
   CHECK(forward_blocks(gpu) == 3u);
   CHECK_THAT(kernels(gpu), Catch::Contains(", false>"));
+  gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, true, path, 128});
+  CHECK_THAT(forward_kernel(gpu), Catch::EndsWith(", false, 1, 128>"));
   // another kind's calls find no entry: the fixed defaults (64 rows; atomic, not deterministic)
   gpu.set_attention_impl({"own", false, "ssmax", AttnMath::kSoftmax, 0, false, path});
   CHECK(forward_blocks(gpu) == 3u);
@@ -229,7 +258,7 @@ TEST_CASE("cuda attention: the tuning table chooses the forward's block rows and
     CHECK(forward_blocks(gpu) == 3u);
   }
   // a table of another GPU, or no file: refused at start-up, naming it
-  save("128", "split", "sm_80");
+  save("128x64", "split", "sm_80");
   CHECK_THROWS_WITH(
       gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, false, path}),
       Catch::Contains("attention.tuning " + path +
@@ -260,8 +289,8 @@ TEST_CASE("tda tune on the emulated GPU times every shape and keeps the fastest"
     INFO(e.kind << " " << e.T << " " << e.pass << " " << e.ms.dump());
     for (const auto& [shape, ms] : e.ms.items()) CHECK(ms.get<double>() >= e.ms.at(e.choice));
     const bool one_view = e.kind != "tda";
-    if (e.pass == "forward")  // two views keep 64 rows
-      CHECK(e.ms.size() == (one_view ? 2u : 1u));
+    if (e.pass == "forward")  // two views take 64 x 64 and 64 x 128
+      CHECK(e.ms.size() == (one_view ? 3u : 2u));
     else  // the single kernel serves head dims <= 64
       CHECK(e.ms.size() == (e.Dv <= 64 ? 2u : 1u));
   }

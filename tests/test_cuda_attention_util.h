@@ -22,6 +22,7 @@ struct AttnProblem {
   bool counts = true;        // survivors and tile counters requested (forward)
   bool backward = true;      // run the backward after the forward (q_start 0 only)
   int fwd_block_rows = 0;    // AttnArgs::fwd_block_rows
+  int fwd_block_keys = 0;    // AttnArgs::fwd_block_keys
   // AttnArgs::atomic_dq; the gradient buffers then start as NaN, so that any element the
   // backward does not set (before adding into it) shows
   bool atomic_dq = false;
@@ -122,6 +123,7 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
     a.entmax_threshold_tiles = cnt.get() + 2;
   }
   a.fwd_block_rows = p.fwd_block_rows;
+  a.fwd_block_keys = p.fwd_block_keys;
   a.atomic_dq = p.atomic_dq;
   if (p.atomic_dq)
     for (auto* d : {&dq, &dq2, &dtau, &dlam}) {

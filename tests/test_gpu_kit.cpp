@@ -243,7 +243,7 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
 
   // Attention: tda kernel time over SDPA's at the same shape; the line cut by a timeout is ignored.
   const json& att = r.at("attention");
-  REQUIRE(att.size() == 7);  // the trained lines are Table 5's alone
+  REQUIRE(att.size() == 8);  // the trained lines are Table 5's alone
   for (const auto& a : att) {
     if (a.at("kind") == "softmax" && a.at("T") == 1024) {
       CHECK(a.at("kernel_ms").get<double>() == Approx(3.0 + 6.0));
@@ -254,14 +254,16 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   CHECK(has(md, "| PyTorch SDPA | 4.50 | 18.00 |"));
   CHECK(has(md, "| softmax | 2.00 | 1.50 |"));
   CHECK(has(md, "| softmax (cudnn) | 0.67 | - |"));
-  // Our forward at 128-row blocks is its own row, and the shape table picks the faster per
-  // (kind, T): softmax at T 1024, 3.0 ms at 64 rows, 2.0 at 128.
-  CHECK(has(md, "| softmax [fwd 128] | 1.78 | - |"));
+  // Our forward at another block shape is its own row, and the shape table picks the fastest
+  // per (kind, T): softmax at T 1024, 3.0 ms at 64 x 64, 2.0 at 128 x 64 (a line from before the
+  // key tiles: fwd_block_rows_ran 128), 2.5 at 64 x 128.
+  CHECK(has(md, "| softmax [fwd 128x64] | 1.78 | - |"));
+  CHECK(has(md, "| softmax [fwd 64x128] | 1.89 | - |"));
   const json& fs = r.at("fwd_shape");
   REQUIRE(fs.size() == 1);
-  CHECK(fs[0].at("best_rows") == 128);
+  CHECK(fs[0].at("best") == "128x64");
   CHECK(fs[0].at("speedup").get<double>() == Approx(1.5));
-  CHECK(has(md, "| softmax | 1024 | 3.00 | 2.00 | 128 | 1.50 |"));
+  CHECK(has(md, "| softmax | 1024 | 3.00 | 2.00 | 2.50 | 128x64 | 1.50 |"));
   // The backward with dq by atomics (attention.deterministic false) is its own row too, and the
   // backward table sets it beside the two kernels: 6.0 ms against 4.0.
   CHECK(has(md, "| softmax [bwd atomic] | 1.56 | - |"));
@@ -273,7 +275,9 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   // report each choice beside SDPA's same pass at its T: 2.0 / 1.5 forward, 4.0 / 3.0 backward.
   CHECK(r.at("tuning").at("arch") == "sm_90");
   CHECK(r.at("tuning").at("entries").size() == 2);
-  CHECK(has(md, "| softmax | 64/64 | 1024 | forward | 64 3.000, 128 2.000 | 128 | 1.500 | 1.33 |"));
+  CHECK(has(
+      md,
+      "| softmax | 64/64 | 1024 | forward | 64x64 3.000, 128x64 2.000 | 128x64 | 1.500 | 1.33 |"));
   CHECK(has(md,
             "| softmax | 64/64 | 1024 | backward | split 6.000, atomic 4.000 | atomic | 3.000 "
             "| 1.33 |"));
@@ -550,25 +554,31 @@ TEST_CASE("bench attention --device cuda: counts tiles by default here, --mode t
   CHECK(lines[1].at("tiles_total") == 4);
   CHECK(lines[2].at("tiles_total") == 2);
 
-  // Both forward block shapes and both backwards: softmax at 64 and 128 rows deterministic, and
-  // its single backward kernel once (at 64: the backward does not depend on the forward's rows);
-  // tda's two views keep 64 rows. Each line names its shape, what ran, the arch and head dims.
+  // Every forward block shape and both backwards: softmax at each shape deterministic, and its
+  // single backward kernel once (at the first shape: the backward does not depend on the
+  // forward's); tda's two views take no 128 x 64 line. Each line names its shape, what ran, the
+  // arch and head dims.
   REQUIRE(run_tda("bench attention --device cuda --mode time --kind softmax,tda --T 64 "
-                  "--tokens 128 --heads 2 --reps 1 --warmup 1 --fwd-block-rows 64,128 "
+                  "--tokens 128 --heads 2 --reps 1 --warmup 1 --fwd-shapes 64x64,128x64,64x128 "
                   "--deterministic 1,0",
                   &out) == 0);
   lines = json_lines(out);
   std::vector<std::string> shapes;
   for (const auto& j : lines) {
-    shapes.push_back(j.at("kind").get<std::string>() + " " + j.at("fwd_block_rows").dump() + " " +
-                     j.at("fwd_block_rows_ran").dump() + " " + j.at("deterministic").dump() + " " +
-                     j.at("bwd_atomic_ran").dump());
+    shapes.push_back(j.at("kind").get<std::string>() + " " + j.at("fwd_shape").get<std::string>() +
+                     " " + j.at("fwd_shape_ran").get<std::string>() + " " +
+                     j.at("deterministic").dump() + " " + j.at("bwd_atomic_ran").dump());
     CHECK(j.at("arch") == "sm_90");
     CHECK(j.at("head_dims") == json({64, 64}));
   }
-  CHECK(shapes == std::vector<std::string>{"softmax 64 64 true false", "softmax 64 64 false true",
-                                           "softmax 128 128 true false", "tda 64 64 true false",
-                                           "tda 64 64 false true"});
+  CHECK(shapes ==
+        std::vector<std::string>{"softmax 64x64 64x64 true false", "softmax 64x64 64x64 false true",
+                                 "softmax 128x64 128x64 true false",
+                                 "softmax 64x128 64x128 true false", "tda 64x64 64x64 true false",
+                                 "tda 64x64 64x64 false true", "tda 64x128 64x128 true false"});
+  CHECK(run_tda("bench attention --device cuda --mode time --kind softmax --T 64 --fwd-shapes 128",
+                &out) != 0);
+  CHECK(has(out, "--fwd-shapes 128 must be 0, 64x64, 128x64 or 64x128"));
 
   CHECK(run_tda("bench attention --device cpu --mode time --T 64", &out) != 0);
   CHECK(has(out, "error: bench attention: --mode is for --device cuda"));

@@ -318,11 +318,11 @@ def sass_of(obj, arch):
 # added by atomics from the same kernel). tda's atomic kernel is left out: its tile loop compiles to
 # branches the loop finder reads as three loops, so its row would count a third of a tile.
 OURS = [
-    ("softmax", "fwd", "attention_fwd.o", r"fa_forward_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb0ELi1E"),
+    ("softmax", "fwd", "attention_fwd.o", r"fa_forward_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb0ELi1ELi64E"),
     ("softmax", "dq", "attention_bwd.o", r"fa_dq_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64E"),
     ("softmax", "dk/dv", "attention_bwd.o", r"fa_dkdv_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb0E"),
     ("softmax", "dk/dv+dq atomic", "attention_bwd.o", r"fa_dkdv_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb1E"),
-    ("tda", "fwd", "attention_fwd.o", r"fa_forward_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64ELb0ELi1E"),
+    ("tda", "fwd", "attention_fwd.o", r"fa_forward_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64ELb0ELi1ELi64E"),
     ("tda", "dq", "attention_bwd.o", r"fa_dq_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64E"),
     ("tda", "dk/dv", "attention_bwd.o", r"fa_dkdv_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64ELb0E"),
 ]

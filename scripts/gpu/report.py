@@ -149,10 +149,13 @@ def read_sanitizer(work):
     return runs
 
 
-def fwd_rows(r):
-    """The query rows per block our forward ran a line's calls with (lines before the option:
-    64)."""
-    return r.get("fwd_block_rows_ran", 64)
+FWD_SHAPES = ["64x64", "128x64", "64x128"]  # tuning_shapes("forward"), the default first
+
+
+def fwd_shape_ran(r):
+    """The block shape (query rows x keys per tile) our forward ran a line's calls with (lines
+    from before the key tiles: fwd_block_rows_ran x 64; before the rows: 64x64)."""
+    return r.get("fwd_shape_ran") or "%dx64" % r.get("fwd_block_rows_ran", 64)
 
 
 def deterministic(r):
@@ -179,7 +182,7 @@ def bwd_mode(work):
     speed-up of the second."""
     cells = {}
     for r in own_timings(work):
-        if fwd_rows(r) == 64 and not unserved_atomic(r):
+        if fwd_shape_ran(r) == "64x64" and not unserved_atomic(r):
             cells.setdefault((r["kind"], r["T"]), {})[deterministic(r)] = r["kernel_bwd_ms"]
     out = []
     for (kind, T), ms in sorted(cells.items()):
@@ -191,20 +194,21 @@ def bwd_mode(work):
 
 
 def fwd_shape(work):
-    """Per (kind, T): our forward kernel's median ms at each block shape timed (64, 128 rows:
-    bench attention --fwd-block-rows), and the faster: the measured choice of
-    attention.fwd_block_rows for that kind and length on this GPU."""
+    """Per (kind, T): our forward kernel's median ms at each block shape timed (rows x keys:
+    bench attention --fwd-shapes), and the fastest: the measured choice of attention.fwd_block_rows
+    and fwd_block_keys for that kind and length on this GPU."""
     cells = {}
     for r in own_timings(work):
         if deterministic(r):
-            cells.setdefault((r["kind"], r["T"]), {})[fwd_rows(r)] = r["kernel_fwd_ms"]
+            cells.setdefault((r["kind"], r["T"]), {})[fwd_shape_ran(r)] = r["kernel_fwd_ms"]
     out = []
     for (kind, T), ms in sorted(cells.items()):
-        if len(ms) < 2:
+        if len(ms) < 2 or "64x64" not in ms:
             continue
-        best = min(ms, key=ms.get)
-        out.append({"kind": kind, "T": T, "fwd_ms": {str(k): v for k, v in sorted(ms.items())},
-                    "best_rows": best, "speedup": ms[64] / ms[best] if ms[best] > 0 else None})
+        best = min((s for s in FWD_SHAPES if s in ms), key=ms.get)
+        out.append({"kind": kind, "T": T, "fwd_ms": {s: ms[s] for s in FWD_SHAPES if s in ms},
+                    "best": best,
+                    "speedup": ms["64x64"] / ms[best] if ms[best] > 0 else None})
     return out
 
 
@@ -228,11 +232,11 @@ def attention_rows(work):
         s = sdpa.get(r["T"])
         k = r["kernel_fwd_ms"] + r["kernel_bwd_ms"]
         # a kind timed on cuDNN (bench attention --impl cudnn) is its own row, and so is our
-        # forward at 128-row blocks (--fwd-block-rows 128)
+        # forward at another block shape (--fwd-shapes 128x64, 64x128)
         impl = r.get("attention_impl") or "own"
         kind = r["kind"] if impl == "own" else "%s (%s)" % (r["kind"], impl)
-        if impl == "own" and fwd_rows(r) == 128:
-            kind += " [fwd 128]"
+        if impl == "own" and fwd_shape_ran(r) != "64x64":
+            kind += " [fwd %s]" % fwd_shape_ran(r)
         if impl == "own" and not deterministic(r):
             kind += " [bwd atomic]"
         row = {"kind": kind, "impl": impl, "T": r["T"], "B": r["B"], "heads": r["heads"],
@@ -262,7 +266,8 @@ def table5(work):
     over its model's layers, so divided by layers_timed (one layer, as SDPA's)."""
     sdpa = [r for r in read_jsonl(os.path.join(work, "sdpa.jsonl")) if "fwd_ms" in r]
     lines = [r for r in read_jsonl(os.path.join(work, "tda_attention.jsonl"))
-             if (r.get("mode") == "time" or r.get("source") == "checkpoint") and fwd_rows(r) == 64
+             if (r.get("mode") == "time" or r.get("source") == "checkpoint")
+             and fwd_shape_ran(r) == "64x64"
              and deterministic(r)]
     rows = []
     for label, kind, impl in TABLE5:
@@ -509,12 +514,13 @@ def markdown(rep):
 
     fs = rep.get("fwd_shape") or []
     if fs:
-        md += ["## Forward block shape (attention.fwd_block_rows)", "",
-               "Our forward kernel alone, median ms, at 64 and 128 query rows per block (the same "
-               "bits; docs/cuda.md), and the faster on this GPU:", ""]
-        md += table(["kind", "T", "64 rows", "128 rows", "faster", "speed-up"],
-                    [[f["kind"], f["T"], fmt(f["fwd_ms"].get("64")), fmt(f["fwd_ms"].get("128")),
-                      f["best_rows"], fmt(f["speedup"])] for f in fs]) + [""]
+        md += ["## Forward block shape (attention.fwd_block_rows, fwd_block_keys)", "",
+               "Our forward kernel alone, median ms, per block shape (query rows x keys per "
+               "tile; docs/cuda.md), and the fastest on this GPU, with its speed-up over 64x64:",
+               ""]
+        md += table(["kind", "T"] + FWD_SHAPES + ["fastest", "speed-up"],
+                    [[f["kind"], f["T"]] + [fmt(f["fwd_ms"].get(s)) for s in FWD_SHAPES] +
+                     [f["best"], fmt(f["speedup"])] for f in fs]) + [""]
 
     bm = rep.get("bwd_mode") or []
     if bm:
@@ -528,10 +534,11 @@ def markdown(rep):
 
     tu = rep.get("tuning")
     if tu:
-        shapes = {"forward": ["64", "128"], "backward": ["split", "atomic"]}
+        shapes = {"forward": FWD_SHAPES, "backward": ["split", "atomic"]}
         md += ["## Tuning table (tda tune)", "",
                "The fastest shape per kind, T and pass from the timings above (`tda tune --from`; "
-               "forward: query rows per block; backward: two kernels or one with dq by atomics, "
+               "forward: query rows x keys per tile; backward: two kernels or one with dq by "
+               "atomics, "
                "the latter only where attention.deterministic is false), median kernel ms beside "
                "SDPA flash's same pass. %d entries for %s; commit report.json's `tuning` as "
                "kernels/tuning/%s.json (docs/gpu.md)." % (

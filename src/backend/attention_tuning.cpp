@@ -9,8 +9,21 @@
 namespace tda {
 
 const std::vector<std::string>& tuning_shapes(const std::string& pass) {
-  static const std::vector<std::string> fwd = {"64", "128"}, bwd = {"split", "atomic"}, none;
+  static const std::vector<std::string> fwd = {"64x64", "128x64", "64x128"},
+                                        bwd = {"split", "atomic"}, none;
   return pass == "forward" ? fwd : pass == "backward" ? bwd : none;
+}
+
+std::string fwd_shape_name(const AttnFwdShape& s) {
+  return std::to_string(s.rows) + "x" + std::to_string(s.keys);
+}
+
+AttnFwdShape parse_fwd_shape(const std::string& name) {
+  const size_t x = name.find('x');
+  TDA_CHECK(x != std::string::npos && x > 0 && x + 1 < name.size() &&
+                name.find_first_not_of("0123456789x") == std::string::npos,
+            "attention tuning: forward shape \"" + name + "\" is not ROWSxKEYS");
+  return {std::stoi(name.substr(0, x)), std::stoi(name.substr(x + 1))};
 }
 
 namespace {
@@ -39,10 +52,12 @@ TuningEntry parse_entry(const json& e, const std::string& where) {
             where + ".pass must be \"forward\" or \"backward\"");
   t.pass = pass.get<std::string>();
   const auto& shapes = tuning_shapes(t.pass);
-  TDA_CHECK(choice.is_string() &&
-                std::count(shapes.begin(), shapes.end(), choice.get<std::string>()) == 1,
-            where + ".choice must be one of the " + t.pass + " shapes (" +
-                (t.pass == "forward" ? "\"64\", \"128\"" : "\"split\", \"atomic\"") + ")");
+  TDA_CHECK(
+      choice.is_string() &&
+          std::count(shapes.begin(), shapes.end(), choice.get<std::string>()) == 1,
+      where + ".choice must be one of the " + t.pass + " shapes (" +
+          (t.pass == "forward" ? "\"64x64\", \"128x64\", \"64x128\"" : "\"split\", \"atomic\"") +
+          ")");
   t.choice = choice.get<std::string>();
   TDA_CHECK(ms.is_object() && ms.contains(t.choice),
             where + ".ms must hold the milliseconds of its choice \"" + t.choice + "\"");
@@ -64,6 +79,10 @@ AttentionTuning AttentionTuning::load(const std::string& path) {
   } catch (const json::exception& e) {
     throw Error(path + ": not JSON (" + e.what() + ")");
   }
+  TDA_CHECK(!(j.is_object() && j.value("format", "") == "tda attention tuning 1"),
+            path +
+                ": format 1 (forward shapes named by their rows alone) is no longer read: "
+                "run tda tune again (or tda tune --from the kit's timings)");
   TDA_CHECK(j.is_object() && j.value("format", "") == kFormat,
             path + ": not a tuning table (its \"format\" must be \"" + kFormat +
                 "\"; tda tune writes one)");
@@ -131,9 +150,9 @@ const TuningEntry* AttentionTuning::find(const std::string& kind, int Dqk, int D
   return best;
 }
 
-int AttentionTuning::fwd_block_rows(const std::string& kind, int Dqk, int Dv, int T) const {
+AttnFwdShape AttentionTuning::fwd_shape(const std::string& kind, int Dqk, int Dv, int T) const {
   const TuningEntry* e = find(kind, Dqk, Dv, T, "forward");
-  return e ? std::stoi(e->choice) : 0;
+  return e ? parse_fwd_shape(e->choice) : AttnFwdShape{0, 0};
 }
 
 bool AttentionTuning::bwd_atomic(const std::string& kind, int Dqk, int Dv, int T,

@@ -123,10 +123,13 @@ struct AttnArgs {
   // block's key tiles, less the tiles every warp skipped, summed over the blocks).
   long long* entmax_threshold_tiles = nullptr;
   bool no_skip = false;  // disable tile skipping (tests compare against it)
-  // CUDA forward: query rows per block, 64 or 128 (0: the backend's setting, AttentionImplRequest;
-  // attn_forward_block_rows below says which calls can take 128). A shape, not a
-  // result: every row's output is the same bits either way (tests/test_cuda_attention.cpp).
+  // CUDA forward: query rows per block and keys per streamed tile, 64 or 128 each (0: the
+  // backend's setting, AttentionImplRequest; attn_forward_shape below says which calls can take
+  // which). A shape, not a result: the outputs are the same bits at every shape, but for the
+  // online-max kinds at 128 keys (their running max moves per tile: within rounding;
+  // tests/test_cuda_attention_shapes.cpp).
   int fwd_block_rows = 0;
+  int fwd_block_keys = 0;
   // CUDA backward: FlashAttention-2's single kernel, dq and the row gradients (drow_tau,
   // drow_lambda) summed by fp32 atomics in an order that varies from run to run (false: the
   // deterministic split, dq in its own kernel; AttentionImplRequest::deterministic). The CPU
@@ -154,13 +157,20 @@ struct AttnArgs {
   float* drow_lambda = nullptr;  // dL/dlambda contribution of row i          (two-view kinds)
 };
 
-// The query rows per block our CUDA forward runs a call with: 128 (each warp 32 rows) where
-// a.fwd_block_rows asks for it and the call allows it (one view, head dims <= 64, no survivor or
-// tile counts: those are defined on 64 x 64 tiles, the CPU's), else 64.
-inline int attn_forward_block_rows(const AttnArgs& a) {
-  const bool wide = a.fwd_block_rows == 128 && !attn_two_views(a.math) && a.Dqk <= 64 &&
-                    a.Dv <= 64 && !a.survivors && !a.tiles_total && !a.tiles_skipped;
-  return wide ? 128 : 64;
+// The block shape our CUDA forward runs a call with, query rows x keys per streamed tile
+// (docs/cuda.md): 128 x 64 (each warp 32 rows) where a.fwd_block_rows asks for 128 and the call
+// allows it (one view); else 64 x 128 where a.fwd_block_keys asks for 128 keys and the call allows
+// it (one accumulator: not diff softmax); else 64 x 64. Both need head dims <= 64 and no survivor
+// or tile counts (those are defined on 64 x 64 tiles, the CPU's); 128 x 128 is not built (its
+// 32 x 128 score tile per warp would not fit in registers next to the rest).
+struct AttnFwdShape {
+  int rows = 64, keys = 64;
+};
+inline AttnFwdShape attn_forward_shape(const AttnArgs& a) {
+  const bool fits = a.Dqk <= 64 && a.Dv <= 64 && !a.survivors && !a.tiles_total && !a.tiles_skipped;
+  if (fits && a.fwd_block_rows == 128 && !attn_two_views(a.math)) return {128, 64};
+  if (fits && a.fwd_block_keys == 128 && a.math != AttnMath::kDiffSoftmax) return {64, 128};
+  return {};
 }
 
 // Whether our CUDA backward runs a call as FlashAttention-2's single kernel (dq by atomics): where
@@ -229,6 +239,8 @@ struct AttentionImplRequest {
   // attention.tuning (backend/attention_tuning.h): "none", "auto" (the committed table of this
   // GPU's arch where there is one) or a table's path
   std::string tuning = "none";
+  // attention.fwd_block_keys: our forward kernels' keys per streamed tile (0: default, 64; or 128)
+  int fwd_block_keys = 0;
 };
 
 class Ops {

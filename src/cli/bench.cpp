@@ -4,6 +4,7 @@
 // largest shape (the LM head) on this machine, so the two can be compared. Steps are timed on
 // the backend's device (backend/device.h: CUDA events on a GPU) and on a GPU the device memory
 // the run holds is reported.
+#include <algorithm>
 #include <cstdlib>
 #include <cxxopts.hpp>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "attention/registry.h"
 #include "attention/variant.h"
 #include "backend/attention_tile_counts.h"
+#include "backend/attention_tuning.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/device.h"
 #include "backend/device_array.h"
@@ -219,9 +221,9 @@ int bench_attention(int argc, char** argv) {
       "cuda time: attention.impl of the timed calls: own (our kernels), cudnn or auto "
       "(docs/cuda.md)",
       cxxopts::value<std::string>()->default_value("own"))(
-      "fwd-block-rows",
-      "cuda time: our forward's query rows per block, a list of 0 (default), 64, 128: one line "
-      "each (docs/cuda.md)",
+      "fwd-shapes",
+      "cuda time: our forward's block shapes, rows x keys, a list of 0 (default), 64x64, 128x64, "
+      "64x128: one line each (docs/cuda.md)",
       cxxopts::value<std::string>()->default_value("0"))(
       "deterministic",
       "cuda time: attention.deterministic of the timed calls, a list of 1 (our two backward "
@@ -269,11 +271,12 @@ int bench_attention(int argc, char** argv) {
     o.warmup = r["warmup"].as<int>();
     o.impl = r["impl"].as<std::string>();
     check_attention_impl(o.impl);
-    o.fwd_block_rows.clear();
-    for (const auto& v : split_list(r["fwd-block-rows"].as<std::string>())) {
-      TDA_CHECK(v == "0" || v == "64" || v == "128",
-                "bench attention: --fwd-block-rows " + v + " must be 0, 64 or 128");
-      o.fwd_block_rows.push_back(std::stoi(v));
+    o.fwd_shapes.clear();
+    for (const auto& v : split_list(r["fwd-shapes"].as<std::string>())) {
+      const auto& built = tuning_shapes("forward");
+      TDA_CHECK(v == "0" || std::count(built.begin(), built.end(), v) == 1,
+                "bench attention: --fwd-shapes " + v + " must be 0, 64x64, 128x64 or 64x128");
+      o.fwd_shapes.push_back(v == "0" ? AttnFwdShape{0, 0} : parse_fwd_shape(v));
     }
     o.deterministic.clear();
     for (const auto& v : split_list(r["deterministic"].as<std::string>())) {

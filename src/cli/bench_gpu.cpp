@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "attention/variant.h"
+#include "backend/attention_tuning.h"
 #include "backend/device.h"
 #include "backend/device_array.h"
 #include "backend/forwarding_ops.h"
@@ -130,7 +131,7 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
   const std::string device = gpu.name(), arch = gpu.arch();
   for (const auto& kind : kinds) {
     for (int T : Ts)
-      for (int rows : o.fwd_block_rows)
+      for (const AttnFwdShape& asked : o.fwd_shapes)
         for (const bool det : o.deterministic) {
           const int B = std::max(1, o.tokens / T), C = 64 * o.heads;
           json j = {
@@ -142,13 +143,17 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
           AttnArgs shape;  // what our forward runs these calls with (the timed ones count nothing)
           shape.math = attn->math();
           shape.Dqk = shape.Dv = 64;
-          shape.fwd_block_rows = rows;
-          // a kind that cannot take 128 rows would repeat its 64-row line
-          if (rows == 128 && attn_forward_block_rows(shape) != 128 && o.fwd_block_rows.size() > 1)
-            continue;
-          // the backward does not depend on the forward's block rows: with both lists, the
-          // single backward kernel is timed at the first block shape only
-          if (!det && rows != o.fwd_block_rows[0] && o.deterministic.size() > 1) continue;
+          shape.fwd_block_rows = asked.rows;
+          shape.fwd_block_keys = asked.keys;
+          const AttnFwdShape ran = attn_forward_shape(shape);
+          // a kind that cannot take a shape would repeat its 64 x 64 line
+          const bool asked_other =
+              (asked.rows || asked.keys) && (ran.rows != (asked.rows ? asked.rows : 64) ||
+                                             ran.keys != (asked.keys ? asked.keys : 64));
+          if (asked_other && o.fwd_shapes.size() > 1) continue;
+          // the backward does not depend on the forward's shape: with both lists, the single
+          // backward kernel is timed at the first shape only
+          if (!det && &asked != &o.fwd_shapes[0] && o.deterministic.size() > 1) continue;
           const int W = attn->proj_width(), D = cfg.model.head_dim();
           const size_t N = size_t(B) * T;
           auto filled = [&](size_t n, auto&& fill) {
@@ -182,8 +187,8 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
               act(ops, attn->act_floats(B, T), "attention activations"),
               scratch(ops, attn->scratch_floats(B, T), "attention scratch");
           AttnContext ctx{ops, B, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
-          const std::string impl =
-              ops.set_attention_impl({o.impl, false, kind, attn->math(), rows, det, "none"});
+          const std::string impl = ops.set_attention_impl(
+              {o.impl, false, kind, attn->math(), asked.rows, det, "none", asked.keys});
           std::unique_ptr<DeviceTimer> tf = gpu.timer(), tb = gpu.timer();
           std::vector<double> lf, lb, kf, kb;
           // The counted first forward runs on our kernels (a vendor counts no tiles); another
@@ -218,8 +223,8 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
                       {"kind", kind},
                       {"attention_impl", o.impl},
                       {"attention_impl_line", impl},
-                      {"fwd_block_rows", rows},
-                      {"fwd_block_rows_ran", attn_forward_block_rows(shape)},
+                      {"fwd_shape", asked.rows || asked.keys ? fwd_shape_name(asked) : "0"},
+                      {"fwd_shape_ran", fwd_shape_name(ran)},
                       {"deterministic", det},
                       {"bwd_atomic_ran", !det && ops.served_atomic()},
                       {"T", T},

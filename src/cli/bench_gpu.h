@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/ops.h"
+
 namespace tda {
 
 class Ops;
@@ -16,14 +18,15 @@ struct GpuAttnBench {
   // attention.impl of the timed calls: "own" (our kernels), "cudnn" or "auto" (Ops::
   // set_attention_impl); a kind cuDNN cannot run is an error under "cudnn".
   std::string impl = "own";
-  // attention.fwd_block_rows of the timed calls, one line each (0: the default shape); a kind
-  // whose calls cannot take 128 rows (attn_forward_block_rows) says so in fwd_block_rows_ran,
-  // or, when the list has more than one value, gets no 128 line.
-  std::vector<int> fwd_block_rows = {0};
+  // Our forward's block shapes of the timed calls (attention.fwd_block_rows, fwd_block_keys), one
+  // line each ({0, 0}: the default shape); a kind whose calls cannot take a shape
+  // (attn_forward_shape) says so in fwd_shape_ran, or, when the list has more than one shape,
+  // gets no line for it.
+  std::vector<AttnFwdShape> fwd_shapes = {{0, 0}};
   // attention.deterministic of the timed calls, one line each: true, our backward's two kernels
   // (dq; dk/dv); false, FlashAttention-2's single kernel with dq by atomics (AttnArgs::atomic_dq)
   // where attn_backward_atomic serves the kind's calls (bwd_atomic_ran says whether it did).
-  // With both values and several fwd_block_rows, false is timed at the first block shape only.
+  // With both values and several forward shapes, false is timed at the first shape only.
   std::vector<bool> deterministic = {true};
   bool print = true;  // each line to stdout
 };

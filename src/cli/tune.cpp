@@ -1,6 +1,7 @@
 // tda tune: the tuning table of our CUDA attention kernels (backend/attention_tuning.h). On a GPU
-// it times every built shape of every kind (tda bench attention's timing: forward at 64- and
-// 128-row blocks, backward as two kernels and as one with dq by atomics) and keeps the fastest per
+// it times every built shape of every kind (tda bench attention's timing: forward at 64 x 64,
+// 128 x 64 and 64 x 128 blocks, backward as two kernels and as one with dq by atomics) and keeps
+// the fastest per
 // (kind, head dims, T, pass); with --from it reads those timings from JSON lines instead (the GPU
 // kit's tda_attention.jsonl, so the kit's table costs no second timing). It writes the table and
 // prints it, each choice beside the fixed default it replaces.
@@ -27,8 +28,9 @@ namespace {
 
 // The fastest shape of each (kind, head dims, T, pass) among `lines` (tda bench attention
 // --device cuda --mode time; other lines are skipped). Forward: the deterministic lines, keyed by
-// the block rows that ran; backward: the 64-row lines, split (deterministic) or atomic (where
-// the single kernel ran). `what` names the source in messages.
+// the block shape that ran; backward: the lines of the default forward shape, split
+// (deterministic) or atomic (where the single kernel ran). `what` names the source in messages.
+// Lines from before the forward's key tiles (fwd_block_rows_ran, no fwd_shape_ran) ran R x 64.
 AttentionTuning tuning_from_timings(const std::vector<json>& lines, const std::string& what) {
   AttentionTuning t;
   using Key = std::tuple<std::string, int, int, int, std::string>;  // kind, Dqk, Dv, T, pass
@@ -51,12 +53,14 @@ AttentionTuning tuning_from_timings(const std::vector<json>& lines, const std::s
     const int Dqk = r.at("head_dims")[0].get<int>(), Dv = r.at("head_dims")[1].get<int>(),
               T = r.at("T").get<int>();
     const bool det = r.value("deterministic", true);
-    const int rows = r.value("fwd_block_rows_ran", 64);
+    const std::string ran = r.contains("fwd_shape_ran")
+                                ? r.at("fwd_shape_ran").get<std::string>()
+                                : std::to_string(r.value("fwd_block_rows_ran", 64)) + "x64";
     if (det) {
       json& f = ms[Key{kind, Dqk, Dv, T, "forward"}];
-      if (!f.contains(std::to_string(rows))) f[std::to_string(rows)] = r.at("kernel_fwd_ms");
+      if (!f.contains(ran)) f[ran] = r.at("kernel_fwd_ms");
     }
-    if (rows == 64 && (det || r.value("bwd_atomic_ran", false))) {
+    if (ran == "64x64" && (det || r.value("bwd_atomic_ran", false))) {
       json& b = ms[Key{kind, Dqk, Dv, T, "backward"}];
       const std::string shape = det ? "split" : "atomic";
       if (!b.contains(shape)) b[shape] = r.at("kernel_bwd_ms");
@@ -109,7 +113,7 @@ void print_table(const AttentionTuning& t) {
                     e.ms.at(shape).get<double>());
       cells += c;
     }
-    // The default a table replaces: 64-row forward blocks; the deterministic split backward.
+    // The default a table replaces: 64 x 64 forward blocks; the deterministic split backward.
     const std::string def = tuning_shapes(e.pass)[0];
     const double chosen = e.ms.at(e.choice).get<double>();
     char ratio[32] = "-";
@@ -136,7 +140,7 @@ int cmd_tune(int argc, char** argv) {
       "warmup", "untimed repetitions first", cxxopts::value<int>()->default_value("2"))(
       "from",
       "read the timings from this file of tda bench attention --device cuda --mode time lines "
-      "(with --fwd-block-rows 64,128 --deterministic 1,0) instead of timing",
+      "(with --fwd-shapes 64x64,128x64,64x128 --deterministic 1,0) instead of timing",
       cxxopts::value<std::string>())(
       "out",
       "the table to write (default tuning-<arch>.json; kernels/tuning/<arch>.json is the "
@@ -168,11 +172,12 @@ int cmd_tune(int argc, char** argv) {
     o.warmup = r["warmup"].as<int>();
     o.print = false;
     std::vector<json> lines;
-    // forward at both block shapes (backward split); then the backward's single kernel
-    o.fwd_block_rows = {64, 128};
+    // forward at every block shape (backward split); then the backward's single kernel
+    o.fwd_shapes.clear();
+    for (const auto& s : tuning_shapes("forward")) o.fwd_shapes.push_back(parse_fwd_shape(s));
     o.deterministic = {true};
     bench_attention_gpu(*cuda, kinds, Ts, o, &lines);
-    o.fwd_block_rows = {64};
+    o.fwd_shapes = {{64, 64}};
     o.deterministic = {false};
     bench_attention_gpu(*cuda, kinds, Ts, o, &lines);
     t = tuning_from_timings(lines, "tune");

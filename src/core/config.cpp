@@ -66,10 +66,15 @@ void check_attention_impl(const std::string& impl) {
             "config: attention.impl \"" + impl + "\" must be auto, own or cudnn");
 }
 
-void check_fwd_block_rows(int rows) {
-  TDA_CHECK(rows == 0 || rows == 64 || rows == 128, "config: attention.fwd_block_rows " +
-                                                        std::to_string(rows) +
-                                                        " must be 0 (default), 64 or 128");
+void check_fwd_block_shape(int rows, int keys) {
+  for (const auto& [key, v] : {std::pair<const char*, int>{"fwd_block_rows", rows},
+                               std::pair<const char*, int>{"fwd_block_keys", keys}})
+    TDA_CHECK(v == 0 || v == 64 || v == 128, std::string("config: attention.") + key + " " +
+                                                 std::to_string(v) +
+                                                 " must be 0 (default), 64 or 128");
+  TDA_CHECK(!(rows == 128 && keys == 128),
+            "config: attention.fwd_block_rows 128 with fwd_block_keys 128: that forward shape is "
+            "not built (128 x 64 or 64 x 128; docs/cuda.md)");
 }
 
 void check_attention_tuning(const std::string& tuning) {
@@ -78,8 +83,8 @@ void check_attention_tuning(const std::string& tuning) {
 }
 
 const std::vector<std::string>& attention_code_keys() {
-  static const std::vector<std::string> keys = {"impl", "fwd_block_rows", "deterministic",
-                                                "tuning"};
+  static const std::vector<std::string> keys = {"impl", "fwd_block_rows", "fwd_block_keys",
+                                                "deterministic", "tuning"};
   return keys;
 }
 
@@ -89,7 +94,7 @@ const json& config_defaults() {
     "model": {"n_layer": 12, "d_model": 768, "n_head": 12, "seq_len": 1024,
               "vocab_size": 50304, "real_vocab_size": 50257,
               "rope_theta": 10000.0, "rope_ntk_factor": 1.0, "norm_eps": 1e-5},
-    "attention": {"kind": "softmax", "impl": "auto", "fwd_block_rows": 0,
+    "attention": {"kind": "softmax", "impl": "auto", "fwd_block_rows": 0, "fwd_block_keys": 0,
                   "deterministic": true, "tuning": "auto"},
     "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
              "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true,
@@ -256,7 +261,8 @@ Config config_from_json(const json& user, const std::string& origin) {
   a.impl = get<std::string>(r, "attention", "impl");
   check_attention_impl(a.impl);
   a.fwd_block_rows = get<int>(r, "attention", "fwd_block_rows");
-  check_fwd_block_rows(a.fwd_block_rows);
+  a.fwd_block_keys = get<int>(r, "attention", "fwd_block_keys");
+  check_fwd_block_shape(a.fwd_block_rows, a.fwd_block_keys);
   a.deterministic = get<bool>(r, "attention", "deterministic");
   a.tuning = get<std::string>(r, "attention", "tuning");
   check_attention_tuning(a.tuning);

@@ -46,12 +46,13 @@ std::string fmt_num(double v);
 using AttentionCheck = std::string (*)(const AttentionConfig&);
 // Throws tda::Error naming attention.impl unless it is auto, own or cudnn.
 void check_attention_impl(const std::string& impl);
-// Throws tda::Error naming attention.fwd_block_rows unless it is 0 (default), 64 or 128.
-void check_fwd_block_rows(int rows);
+// Throws tda::Error naming attention.fwd_block_rows or fwd_block_keys unless each is 0
+// (default), 64 or 128, and not both 128 (that shape is not built: backend/ops.h).
+void check_fwd_block_shape(int rows, int keys);
 // Throws tda::Error naming attention.tuning unless it is auto, none or a path.
 void check_attention_tuning(const std::string& tuning);
 // The attention keys that choose the code computing a kind, not the model: impl, fwd_block_rows,
-// deterministic, tuning. No kind declares them, and a resume may change them.
+// fwd_block_keys, deterministic, tuning. No kind declares them, and a resume may change them.
 const std::vector<std::string>& attention_code_keys();
 void declare_attention_check(const std::string& kind, AttentionCheck check);
 
@@ -62,9 +63,10 @@ struct AttentionConfig {
   // Which implementation runs the kind's attention: "auto", "own" or "cudnn" (backend/ops.h,
   // AttentionImplRequest). A choice of this run, not of the model: a resume may change it.
   std::string impl = "auto";
-  // Query rows per block of our CUDA forward kernels: 0 (default: 64), 64 or 128 (one-view kinds
-  // at head dim 64; docs/cuda.md). Code, not model, like impl.
-  int fwd_block_rows = 0;
+  // Query rows per block and keys per streamed tile of our CUDA forward kernels: 0 (default: 64),
+  // 64 or 128 each, not both 128 (128 rows: one-view kinds; 128 keys: all but diff_softmax; head
+  // dims <= 64; docs/cuda.md). Code, not model, like impl.
+  int fwd_block_rows = 0, fwd_block_keys = 0;
   // false: our CUDA attention backward may sum dq by atomics (FlashAttention-2's single kernel;
   // bits then vary from run to run, so a resume is no longer bit-exact on a GPU). Code, like impl.
   bool deterministic = true;

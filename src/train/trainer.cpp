@@ -151,7 +151,8 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   // attention.impl: which code computes the kind's attention, said once at start-up.
   attention_impl_line_ = ops_->set_attention_impl(
       {cfg_.attention.impl, opt_.strict, cfg_.attention.kind, model_->attention().math(),
-       cfg_.attention.fwd_block_rows, cfg_.attention.deterministic, cfg_.attention.tuning});
+       cfg_.attention.fwd_block_rows, cfg_.attention.deterministic, cfg_.attention.tuning,
+       cfg_.attention.fwd_block_keys});
   if (comm_->rank() == 0) spdlog::info("{}", attention_impl_line_);
   if (opt_.init_weights) model_->init_weights(t.seed, t.init_scheme);
   model_->set_recompute(t.recompute);

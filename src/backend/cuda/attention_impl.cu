@@ -229,7 +229,7 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
   checked_.clear();
   shapes_.clear();
   const std::string kind = r.kind.empty() ? attn_math_name(r.math) : r.kind;
-  check_fwd_block_rows(r.fwd_block_rows);
+  check_fwd_block_shape(r.fwd_block_rows, r.fwd_block_keys);
   check_attention_tuning(r.tuning);
   tuning_ = AttentionTuning();
   const std::string arch = gpu_device().arch();
@@ -240,8 +240,10 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
   TDA_CHECK(tuning_.source.empty() || tuning_.arch == arch,
             "attention.tuning " + tuning_.source + " was tuned on " + tuning_.arch + " (" +
                 tuning_.device_name + "); this GPU is " + arch + ": run tda tune on it");
-  std::string shape =
-      r.fwd_block_rows ? "; our forward: " + std::to_string(r.fwd_block_rows) + "-row blocks" : "";
+  std::string shape;
+  if (r.fwd_block_rows || r.fwd_block_keys)
+    shape = "; our forward: " + std::to_string(r.fwd_block_rows ? r.fwd_block_rows : 64) + " x " +
+            std::to_string(r.fwd_block_keys ? r.fwd_block_keys : 64) + " blocks";
   if (!r.deterministic)
     shape += std::string("; our backward: one kernel, dq by atomics, where it serves the calls ") +
              (tuning_.source.empty() ? "" : "and the tuning table prefers it ") +
@@ -267,9 +269,9 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
          "; each shape is checked against our kernels at its first call)";
 }
 
-int AttentionImpl::fwd_block_rows(const AttnArgs& a) const {
-  if (req_.fwd_block_rows) return req_.fwd_block_rows;
-  return tuning_.fwd_block_rows(req_.kind, a.Dqk, a.Dv, a.T);
+AttnFwdShape AttentionImpl::fwd_shape(const AttnArgs& a) const {
+  if (req_.fwd_block_rows || req_.fwd_block_keys) return {req_.fwd_block_rows, req_.fwd_block_keys};
+  return tuning_.fwd_shape(req_.kind, a.Dqk, a.Dv, a.T);
 }
 
 bool AttentionImpl::atomic_dq(const AttnArgs& a) const {

@@ -28,6 +28,9 @@ namespace tda::cuda::fa {
 constexpr int kTile = 64;  // query rows per block, keys per streamed tile
 constexpr int kWarps = 4;  // 16 rows per warp
 constexpr int kThreads = kWarps * kWarp;
+// The most rows a tile copy reads (the forward's 128-key tiles, attention.fwd_block_keys): the
+// operand copies end in this many rows of padding (attention_operands_scratch).
+constexpr int kMaxTileRows = 2 * kTile;
 
 // Shared tiles are kTile rows of kD bf16 (the head-dim bucket, zero-padded past D) plus 8 bf16 of
 // padding: rows then start 4 banks apart, so the fragment loads below are conflict-free.
@@ -107,17 +110,18 @@ TDA_HD constexpr int bucket_dv(int Dqk, int Dv) {
   return Dqk <= 64 && Dv <= 64 ? 64 : 128;
 }
 
-// Rows [r0, r0 + kTile) of a (rows x kD) bf16 matrix (an operand copy, kD its bucket's width,
-// zero past D) into a tile by cp.async, 16 bytes per copy, zero-filled past `rows`. No conversion
-// and no register is spent here: the rounding was done once, by the cast. (Until 2026-11-27 each
-// tile was loaded from fp32 and rounded by every block that read it; the values are the same.)
-// The caller commits the group and waits for it (async_copy.h).
+// Rows [r0, r0 + kRows) (kRows: kTile, or the forward's 128-key tiles) of a (rows x kD) bf16 matrix
+// (an operand copy, kD its bucket's width, zero past D) into a tile by cp.async, 16 bytes per copy,
+// zero-filled past `rows`. No conversion and no register is spent here: the rounding was done once,
+// by the cast. (Until 2026-11-27 each tile was loaded from fp32 and rounded by every block that
+// read it; the values are the same.) The caller commits the group and waits for it (async_copy.h).
 // A zero-filled copy reads 0 bytes, yet its address is the row's all the same (r0 <= rows - 1,
-// so at most a tile past the matrix): the operand buffer ends in a tile of padding
-// (attention_operands_scratch), so every address is inside it, and no select per copy is needed.
+// so at most kRows - 1 rows past the matrix): the operand buffer ends in kMaxTileRows rows of
+// padding (kTile where a bucket is 128 wide: 128-row copies serve head dims <= 64 only;
+// attention_operands_scratch), so every address is inside it, and no select per copy is needed.
 // The row stride is kD, a constant: one row pointer per thread (a 32-bit row offset, as
-// attention_bf16_operands checks (T + kTile) kD < 2^31, and one IMAD.WIDE), and each copy at an
-// immediate offset from it. With the stride a kernel argument, each copy cost an IMAD.WIDE from
+// attention_bf16_operands checks (T + kMaxTileRows) kD < 2^31, and one IMAD.WIDE), and each copy at
+// an immediate offset from it. With the stride a kernel argument, each copy cost an IMAD.WIDE from
 // that pointer, or, where ptxas would have held the pointers over the key loop and spilled (the
 // two-view kinds' forward, every dk/dv kernel), a 64-bit product, selects and adds (about 10
 // integer instructions per copy, 12 copies per thread and tile in tda's forward).
@@ -125,14 +129,14 @@ TDA_HD constexpr int bucket_dv(int Dqk, int Dv) {
 // copy): for a tile the caller knows to be inside the matrix, or whose rows past it the caller
 // never reads (the forward's K on the diagonal tile: a key past T is past every row, so its score
 // is masked). Their addresses are the zero-filled copies' (inside the padding, as above).
-template <int kD, bool kAnyRow = false>
+template <int kD, bool kAnyRow = false, int kRows = kTile>
 __device__ inline void load_tile_async(uint16_t* dst, const uint16_t* src, int r0, int rows) {
   constexpr int kChunks = kD / 8, kRowsPerPass = kThreads / kChunks;
-  static_assert(kTile % kRowsPerPass == 0, "every thread copies the same count");
+  static_assert(kRows % kRowsPerPass == 0 && kRows <= kMaxTileRows, "the same count per thread");
   const int c = 8 * (int(threadIdx.x) % kChunks), rt = int(threadIdx.x) / kChunks;
   const uint16_t* p = src + ((r0 + rt) * kD + c);
   TDA_UNROLL
-  for (int it = 0; it < kTile / kRowsPerPass; ++it) {
+  for (int it = 0; it < kRows / kRowsPerPass; ++it) {
     const int r = rt + it * kRowsPerPass;
     const bool in = kAnyRow || r0 + r < rows;
     cp_async_16(dst + r * ld<kD>() + c, p + it * kRowsPerPass * kD, in ? 16 : 0);
@@ -232,18 +236,18 @@ __device__ inline float quad_min(float v) {
   return -quad_max(-v);
 }
 
-// Scales a tile's scores (s *= scale, both views; s2 is read for two views only) and returns
-// whether this lane's two rows (accumulator layout) have a weight that can be non-zero there:
-// some score of either view, valid by ok(nt, c), above its row's threshold (every sparse policy
-// weighs 0 at s <= tau). A running max per row replaces a test per score: the ||-chains of
+// Scales a tile's scores (kNT accumulators of 16 x 8 per view; s *= scale, both views; s2 is read
+// for two views only) and returns whether this lane's two rows (accumulator layout) have a weight
+// that can be non-zero there: some score of either view, valid by ok(nt, c), above its row's
+// threshold (every sparse policy weighs 0 at s <= tau). A running max per row replaces a test per score: the ||-chains of
 // per-score tests compiled to a branch per score pair (BSSY/BSYNC, 4 control instructions each;
 // tda's forward spent 440 of its 3,892 instructions per tile on them). fmaxf drops NaN, as
 // s > tau is false for it: the answer is the per-score tests', bit for bit.
 // kShift (the threshold policies, shifts_scores): each score becomes r = s scale - tau_i, one
 // FFMA where the scale's FMUL and the weight's FADD were two, and the test is r > 0; the caller
 // then weighs r against a threshold of 0.
-template <bool kTwo, bool kDiag, bool kShift, class Ok>
-__device__ inline bool scale_rows_alive(float s1[8][4], float (*s2)[4], float scale,
+template <bool kTwo, bool kDiag, bool kShift, int kNT = 8, class Ok>
+__device__ inline bool scale_rows_alive(float (*s1)[4], float (*s2)[4], float scale,
                                         const float tau[2], const bool row_ok[2], Ok ok) {
   bool alive = false;
   TDA_UNROLL
@@ -251,7 +255,7 @@ __device__ inline bool scale_rows_alive(float s1[8][4], float (*s2)[4], float sc
     const float shift = kShift ? -tau[h] : 0.f;
     float mx = -INFINITY;
     TDA_UNROLL
-    for (int nt = 0; nt < 8; ++nt) TDA_UNROLL
+    for (int nt = 0; nt < kNT; ++nt) TDA_UNROLL
     for (int c = 2 * h; c < 2 * h + 2; ++c) {
       s1[nt][c] = kShift ? fmaf(s1[nt][c], scale, shift) : s1[nt][c] * scale;
       float v = s1[nt][c];
@@ -284,7 +288,7 @@ __device__ inline void quad_merge(typename P::Row& r) {
   }
 }
 
-// Element r of accumulator nt: row offset (within the warp's 16) and column (within the 64).
+// Element r of accumulator nt: row offset (within the warp's 16) and column (within the tile).
 __device__ inline int acc_row(int lane, int r) {
   return (lane >> 2) + 8 * (r >> 1);
 }

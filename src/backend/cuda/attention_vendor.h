@@ -60,11 +60,11 @@ class AttentionImpl {
   // and tests read them).
   long long vendor_calls() const { return vendor_calls_; }
   long long own_calls() const { return own_calls_; }
-  // For a call our kernels take: the forward's query rows per block (0: the kernels' default),
-  // attention.fwd_block_rows where it names them, else the tuning table's choice; and whether
-  // the backward adds dq by atomics: never when attention.deterministic, else the table's choice,
-  // atomic without one.
-  int fwd_block_rows(const AttnArgs& a) const;
+  // For a call our kernels take: the forward's block shape (rows and keys, each 0 for the
+  // kernels' default), attention.fwd_block_rows and fwd_block_keys where either is set, else the
+  // tuning table's choice; and whether the backward adds dq by atomics: never when
+  // attention.deterministic, else the table's choice, atomic without one.
+  AttnFwdShape fwd_shape(const AttnArgs& a) const;
   bool atomic_dq(const AttnArgs& a) const;
   const AttentionTuning& tuning() const { return tuning_; }
   const std::vector<std::string>& lines() const { return lines_; }

@@ -288,9 +288,11 @@ void CudaOps::attention_forward(const AttnArgs& a) {
       a.saved ? nullptr  // the copies go to a.saved
               : cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, false),
                               "attention operands (bf16 q, k, v, dO)");
-  if (a.fwd_block_rows == 0 && attention_impl_.fwd_block_rows(a) != 0) {
+  const AttnFwdShape shape = attention_impl_.fwd_shape(a);
+  if (a.fwd_block_rows == 0 && a.fwd_block_keys == 0 && (shape.rows || shape.keys)) {
     AttnArgs b = a;
-    b.fwd_block_rows = attention_impl_.fwd_block_rows(a);
+    b.fwd_block_rows = shape.rows;
+    b.fwd_block_keys = shape.keys;
     cuda::attention_forward(b, ops);
     return;
   }
