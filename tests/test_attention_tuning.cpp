@@ -244,7 +244,7 @@ TEST_CASE("cuda attention: the tuning table chooses the forward's block shape an
   CHECK_THAT(kernels(gpu), Catch::Contains(", false>"));
   gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, true, path, 128});
   CHECK_THAT(forward_kernel(gpu), Catch::EndsWith(", false, 1, 128>"));
-  // another kind's calls find no entry: the fixed defaults (64 rows; atomic, not deterministic)
+  // another kind's calls find no entry: the fixed defaults (64 x 64; atomic, not deterministic)
   gpu.set_attention_impl({"own", false, "ssmax", AttnMath::kSoftmax, 0, false, path});
   CHECK(forward_blocks(gpu) == 3u);
   CHECK_THAT(kernels(gpu), Catch::Contains(", true>"));

@@ -147,9 +147,7 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
           shape.fwd_block_keys = asked.keys;
           const AttnFwdShape ran = attn_forward_shape(shape);
           // a kind that cannot take a shape would repeat its 64 x 64 line
-          const bool asked_other =
-              (asked.rows || asked.keys) && (ran.rows != (asked.rows ? asked.rows : 64) ||
-                                             ran.keys != (asked.keys ? asked.keys : 64));
+          const bool asked_other = asked.rows && (ran.rows != asked.rows || ran.keys != asked.keys);
           if (asked_other && o.fwd_shapes.size() > 1) continue;
           // the backward does not depend on the forward's shape: with both lists, the single
           // backward kernel is timed at the first shape only

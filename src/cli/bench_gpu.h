@@ -19,7 +19,7 @@ struct GpuAttnBench {
   // set_attention_impl); a kind cuDNN cannot run is an error under "cudnn".
   std::string impl = "own";
   // Our forward's block shapes of the timed calls (attention.fwd_block_rows, fwd_block_keys), one
-  // line each ({0, 0}: the default shape); a kind whose calls cannot take a shape
+  // line each ({0, 0}: the default shape; else both set); a kind whose calls cannot take a shape
   // (attn_forward_shape) says so in fwd_shape_ran, or, when the list has more than one shape,
   // gets no line for it.
   std::vector<AttnFwdShape> fwd_shapes = {{0, 0}};

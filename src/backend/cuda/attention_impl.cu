@@ -247,7 +247,7 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
   if (!r.deterministic)
     shape += std::string("; our backward: one kernel, dq by atomics, where it serves the calls ") +
              (tuning_.source.empty() ? "" : "and the tuning table prefers it ") +
-             "(head dims <= 64, not entmax; not deterministic)";
+             "(head dims <= 64, entmax at alpha 1.5; not deterministic)";
   if (!tuning_.source.empty())
     shape += "; tuning: " + tuning_.source + " (" + std::to_string(tuning_.entries.size()) +
              " entries, " + tuning_.device_name + ")";
