@@ -329,25 +329,33 @@ __device__ inline void dq_atomic(const BwdArgs& a, const uint16_t* sds, const ui
 
 // dk, dv per key tile. The 64 queries of a tile are taken in two halves of 32 (transposed score
 // tiles of 16 keys x 32 queries per warp): with dk1, dk2 and dv accumulators live, full 64-wide
-// tiles would not fit in 255 registers.
-template <class P, bool kTwo, int kDk, int kDv, bool kAtomic>
+// tiles would not fit in 255 registers. kStages: query tiles (Q, Q2, dO) in flight, 1 or 2
+// (attention.bwd_stages; FlashAttention-2's double buffer): with 2, tile i + 1 is copied into the
+// other buffers while tile i is computed, so no tile waits for its own copy.
+template <class P, bool kTwo, int kDk, int kDv, bool kAtomic, int kStages>
 __global__ void __launch_bounds__(kThreads)
     fa_dkdv_kernel(BwdArgs a, AttnBf16Operands in, size_t sqk, const float* Dbuf) {
+  static_assert(kStages == 1 || kStages == 2, "one or two query tiles in flight");
   constexpr int kNk = kDk / 8, kNv = kDv / 8, kHalf = kTile / 2, nst = n_stats<P, kTwo>();
   // The threshold kinds' scores shifted to r = s - tau_i (shifts_scores), but at Dv 64 only: at
   // 128 (diff_rela's bucket) the shift's registers made ptxas spill (24 bytes, sm_80 and sm_90).
   constexpr bool kShift = shifts_scores<P>() && kDv == 64;
   // Then at p = 2 the weight pass leaves m = max(r, 0) in s1, s2 for the gradient pass.
   constexpr bool kClip = kShift && clips_scores<P>();
+  // Shared memory: K (K2), V and the query tiles' Q (Q2), dO, in bf16. With 2 stages the query
+  // tiles' buffers are contiguous, [Q, Q2, dO] twice, kRing apart, so a tile's stage is one offset.
+  constexpr int kEk = tile_elems<kDk>(), kEv = tile_elems<kDv>(), kE2 = kTwo ? kEk : 0;
+  constexpr int kRing = kEk + kE2 + kEv;
+  constexpr bool kOne = kStages == 1;
   TDA_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sk = smem;
-  uint16_t* sq = sk + tile_elems<kDk>();
-  uint16_t* sk2 = sq + tile_elems<kDk>();  // two views only
-  uint16_t* sq2 = sk2 + (kTwo ? tile_elems<kDk>() : 0);
-  uint16_t* sv = sq2 + (kTwo ? tile_elems<kDk>() : 0);
-  uint16_t* sg = sv + tile_elems<kDv>();
+  uint16_t* sq = sk + (kOne ? kEk : kEk + kE2 + kEv);
+  uint16_t* sk2 = kOne ? sq + kEk : sk + kEk;  // two views only
+  uint16_t* sq2 = kOne ? sk2 + kE2 : sq + kEk;
+  uint16_t* sv = kOne ? sq2 + kE2 : sk2 + kE2;
+  uint16_t* sg = kOne ? sv + kEv : sq2 + kE2;
   // per query of the current tile: stats 1 and 2, tau, D1, D2 (fp32)
-  float* rowf = reinterpret_cast<float*>(sg + tile_elems<kDv>());
+  float* rowf = reinterpret_cast<float*>(sg + kEv + (kStages - 1) * kRing);
   // kAtomic: the (query tile x key tile) dS of each view in bf16, a row per query (dq's A operand)
   uint16_t* sds1 = reinterpret_cast<uint16_t*>(rowf + 5 * kTile);
   uint16_t* sds2 = sds1 + tile_elems<kTile>();  // two views only
@@ -361,7 +369,20 @@ __global__ void __launch_bounds__(kThreads)
   load_tile_async<kDv>(sv, in.v + bv, j0, T);
   if (kTwo) load_tile_async<kDk>(sk2, in.k2 + bqk, j0, T);
   cp_async_commit();  // waited for with the first Q tile
-  int key[2];         // this lane's two keys (accumulator rows g and g + 8)
+  // Query tile i0's copies into stage st: two groups, Q (Q2), then dO, so that the sparse kinds
+  // test a pair's liveness while dO is still on its way.
+  auto load_q = [&](int i0, int st) {
+    const int off = st * kRing;
+    load_tile_async<kDk>(sq + off, in.q + bqk, i0, T);
+    if (kTwo) load_tile_async<kDk>(sq2 + off, in.q2 + bqk, i0, T);
+    cp_async_commit();
+    load_tile_async<kDv>(sg + off, in.g + bv, i0, T);
+    cp_async_commit();
+  };
+  // Groups committed after a tile's dO: with 2 stages, the next tile's two (empty past the last).
+  constexpr int kAhead = 2 * (kStages - 1);
+  if constexpr (kStages == 2) load_q(j0, 0);
+  int key[2];  // this lane's two keys (accumulator rows g and g + 8)
   TDA_UNROLL
   for (int h = 0; h < 2; ++h) key[h] = j0 + 16 * warp + (lane >> 2) + 8 * h;
   float dk1[kNk][4], dk2[kTwo ? kNk : 1][4], dv[kNv][4];
@@ -377,15 +398,28 @@ __global__ void __launch_bounds__(kThreads)
   // cp.async tiles: for the sparse kinds dO(i) is copied while the pair's liveness is computed.
   // Masked tiles: the diagonal one (i0 = j0, the first) and one reaching past T (the last); the
   // tiles between them are whole and strictly below the diagonal, so every (i, j) is valid there.
+  // With 2 stages, the n-th query tile of the block (i0 = j0 + 64 n) is in stage n % 2.
   auto tile = [&](const int i0, auto masked) {
     constexpr bool kMasked = decltype(masked)::value;
     auto ok = [&](int h, int i) { return !kMasked || (key[h] <= i && i < T); };
-    __syncthreads();  // nobody reads the previous tiles any more
-    load_tile_async<kDk>(sq, in.q + bqk, i0, T);
-    if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T);
-    cp_async_commit();
-    load_tile_async<kDv>(sg, in.g + bv, i0, T);
-    cp_async_commit();
+    const uint16_t *tq = sq, *tq2 = sq2, *tg = sg;  // this tile's Q, Q2, dO
+    __syncthreads();  // nobody reads the previous tile's buffers any more
+    if constexpr (kStages == 1) {
+      load_tile_async<kDk>(sq, in.q + bqk, i0, T);
+      if (kTwo) load_tile_async<kDk>(sq2, in.q2 + bqk, i0, T);
+      cp_async_commit();
+      load_tile_async<kDv>(sg, in.g + bv, i0, T);
+      cp_async_commit();
+    } else {
+      const int st = ((i0 - j0) / kTile) & 1, off = st * kRing;
+      tq += off, tq2 += off, tg += off;
+      if (i0 + kTile < T) {
+        load_q(i0 + kTile, st ^ 1);  // into the previous tile's stage
+      } else {
+        cp_async_commit();  // two empty groups: the waits below count the same groups
+        cp_async_commit();
+      }
+    }
     static_assert(kThreads >= kTile, "one row per thread");
     if (const int x = threadIdx.x; x < kTile) {
       const bool in = i0 + x < T;
@@ -397,17 +431,17 @@ __global__ void __launch_bounds__(kThreads)
       rowf[4 * kTile + x] = (P::kNormalized && in) ? Dbuf[2 * r + 1] : 0.f;
     }
     if (P::kSparse)
-      cp_async_wait<1>();  // all but dO(i)
+      cp_async_wait<1 + kAhead>();  // all but dO(i) and the next tile's
     else
-      cp_async_wait<0>();
+      cp_async_wait<kAhead>();
     __syncthreads();
     // Liveness of the whole (query tile, key tile) pair first, as in the forward (same skips).
     bool alive = false;
     for (int half = 0; half < 2 && P::kSparse && !a.no_skip; ++half) {
       float s1[4][4], s2[kTwo ? 4 : 1][4];
-      mma_rows<kDk, 4>(s1, sk + 16 * warp * ld<kDk>(), sq + half * kHalf * ld<kDk>(), lane);
+      mma_rows<kDk, 4>(s1, sk + 16 * warp * ld<kDk>(), tq + half * kHalf * ld<kDk>(), lane);
       if (kTwo)
-        mma_rows<kDk, 4>(s2, sk2 + 16 * warp * ld<kDk>(), sq2 + half * kHalf * ld<kDk>(), lane);
+        mma_rows<kDk, 4>(s2, sk2 + 16 * warp * ld<kDk>(), tq2 + half * kHalf * ld<kDk>(), lane);
       TDA_UNROLL
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
       for (int c = 0; c < 4; ++c) {
@@ -422,19 +456,19 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     if (P::kSparse && !a.no_skip && !__syncthreads_or(alive)) {
-      cp_async_wait<0>();  // dO(i) lands before its buffer is refilled
+      cp_async_wait<kAhead>();  // dO(i) lands before its buffer is refilled
       return;
     }
     if (P::kSparse) {
-      cp_async_wait<0>();
+      cp_async_wait<kAhead>();
       __syncthreads();  // dO(i) has landed
     }
     for (int half = 0; half < 2; ++half) {
       const int xh = half * kHalf;
       // transposed tiles: rows are this warp's 16 keys, columns 32 queries
       float s1[4][4], s2[kTwo ? 4 : 1][4], w[4][4];
-      mma_rows<kDk, 4>(s1, sk + 16 * warp * ld<kDk>(), sq + xh * ld<kDk>(), lane);
-      if (kTwo) mma_rows<kDk, 4>(s2, sk2 + 16 * warp * ld<kDk>(), sq2 + xh * ld<kDk>(), lane);
+      mma_rows<kDk, 4>(s1, sk + 16 * warp * ld<kDk>(), tq + xh * ld<kDk>(), lane);
+      if (kTwo) mma_rows<kDk, 4>(s2, sk2 + 16 * warp * ld<kDk>(), tq2 + xh * ld<kDk>(), lane);
       // dv += W^T dO first, so that W is dead before e is computed (register pressure)
       TDA_UNROLL
       for (int nt = 0; nt < 4; ++nt) TDA_UNROLL
@@ -468,9 +502,9 @@ __global__ void __launch_bounds__(kThreads)
         }
         w[nt][c] = a1 - (kTwo ? *a.lambda : 0.f) * a2;
       }
-      mma_acc<kDv, 4>(dv, w, sg + xh * ld<kDv>(), lane);
+      mma_acc<kDv, 4>(dv, w, tg + xh * ld<kDv>(), lane);
       float e[4][4];
-      mma_rows<kDv, 4>(e, sv + 16 * warp * ld<kDv>(), sg + xh * ld<kDv>(), lane);  // v_j.g_i
+      mma_rows<kDv, 4>(e, sv + 16 * warp * ld<kDv>(), tg + xh * ld<kDv>(), lane);  // v_j.g_i
       // kAtomic: dL/dlambda's terms -e a2 (rectifier views; the deterministic split sums them in
       // dq's kernel), summed per query column (acc_col(lane, nt, c), c < 2) over this lane's keys
       float dl[4][2] = {};
@@ -498,8 +532,8 @@ __global__ void __launch_bounds__(kThreads)
       if constexpr (kAtomic)
         store_ds_rows<kTwo, kTwo && !P::kNormalized>(a, s1, s2, dl, sds1, sds2, xh, bh * T + i0,
                                                      T - i0, warp, lane);
-      mma_acc<kDk, 4>(dk1, s1, sq + xh * ld<kDk>(), lane);  // dk += dS^T Q
-      if (kTwo) mma_acc<kDk, 4>(dk2, s2, sq2 + xh * ld<kDk>(), lane);
+      mma_acc<kDk, 4>(dk1, s1, tq + xh * ld<kDk>(), lane);  // dk += dS^T Q
+      if (kTwo) mma_acc<kDk, 4>(dk2, s2, tq2 + xh * ld<kDk>(), lane);
     }
     if constexpr (kAtomic) {
       __syncthreads();  // every warp's dS is in sds1 (sds2)
@@ -537,48 +571,64 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The dk/dv kernel's dynamic shared memory: K (K2), V, a query tile of Q (Q2) and dO, the rows'
+// statistics, for the single kernel its dS tiles, and with 2 stages a second query tile.
+template <bool kTwo, int kDk, int kDv>
+size_t dkdv_smem(int stages, bool atomic) {
+  const size_t tile = (kTwo ? 2 : 1) * tile_elems<kDk>() + tile_elems<kDv>();
+  const size_t ds = atomic ? (kTwo ? 2 : 1) * tile_elems<kTile>() : 0;
+  return (tile * (1 + size_t(stages)) + ds) * sizeof(uint16_t) + 5 * kTile * sizeof(float);
+}
+
+template <class P, bool kTwo, int kDk, int kDv, bool kAtomic, int kStages>
+void launch_dkdv(const dim3& grid, const BwdArgs& ka, const AttnBf16Operands& in, size_t sqk,
+                 const float* Dbuf) {
+  constexpr auto* k = fa_dkdv_kernel<P, kTwo, kDk, kDv, kAtomic, kStages>;
+  const size_t smem = dkdv_smem<kTwo, kDk, kDv>(kStages, kAtomic);
+  check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+        "attention_backward smem");
+  check(launch<k>(grid, dim3(kThreads), smem, stream(), ka, in, sqk, Dbuf),
+        kAtomic ? "attention_backward dkdv+dq" : "attention_backward dkdv");
+}
+
 template <class P, bool kTwo, int kDk, int kDv>
 void launch_backward(const AttnArgs& a, const AttnBf16Operands& in, float* Dbuf, bool drop_term) {
   BwdArgs ka;
   set_bwd_args<P>(&ka, a, drop_term);
   const size_t sqk = qk_stride(a);
   const dim3 grid = tile_grid(a, "attention_backward");
-  const size_t tiles =
-      (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + 2 * tile_elems<kDv>()) * sizeof(uint16_t);
-  const size_t smem = tiles + 5 * kTile * sizeof(float);
-  // FlashAttention-2's single kernel (fa_zero_dq_kernel), where it fits in the registers
-  // (attn_backward_atomic: the (64, 64) bucket, entmax at alpha 1.5 only, through Entmax15Policy;
-  // the others spilled 4-176 bytes with it, docs/cuda.md)
+  const float* D = Dbuf;
+  // The (64, 64) bucket, the d12 head dims, is where the tuned shapes are built: FlashAttention-2's
+  // single kernel (fa_zero_dq_kernel; attn_backward_atomic: entmax at alpha 1.5 only, through
+  // Entmax15Policy; the other buckets spilled 4-176 bytes with it, docs/cuda.md) and two query
+  // tiles in flight (attn_backward_stages).
   if constexpr (kDk == 64 && kDv == 64) {
+    const bool two = attn_backward_stages(a) == 2;
     if (attn_backward_atomic(a)) {
       const size_t rows = size_t(a.B) * a.H * a.T;
       check(launch<fa_zero_dq_kernel<kTwo>>(dim3(unsigned((rows + kWarps - 1) / kWarps)),
                                             dim3(kThreads), 0, stream(), ka, sqk,
                                             !(kTwo && P::kNormalized)),
             "attention_backward zero dq");
-      const size_t ds = (kTwo ? 2 : 1) * tile_elems<kTile>() * sizeof(uint16_t);
       using Q = std::conditional_t<P::kStatTau, Entmax15Policy, P>;
-      constexpr auto* one = fa_dkdv_kernel<Q, kTwo, kDk, kDv, true>;
-      check(cudaFuncSetAttribute(one, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem + ds)),
-            "attention_backward smem");
-      check(launch<one>(grid, dim3(kThreads), smem + ds, stream(), ka, in, sqk,
-                        static_cast<const float*>(Dbuf)),
-            "attention_backward dkdv+dq");
+      if constexpr (!P::kStatTau) {  // entmax's keeps one stage (attn_backward_stages)
+        if (two) return launch_dkdv<Q, kTwo, kDk, kDv, true, 2>(grid, ka, in, sqk, D);
+      }
+      launch_dkdv<Q, kTwo, kDk, kDv, true, 1>(grid, ka, in, sqk, D);
       return;
     }
   }
+  const size_t tiles =
+      (size_t(kTwo ? 4 : 2) * tile_elems<kDk>() + 2 * tile_elems<kDv>()) * sizeof(uint16_t);
   constexpr auto* dq = fa_dq_kernel<P, kTwo, kDk, kDv>;
   check(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tiles)),
         "attention_backward smem");
-  check(launch<dq>(grid, dim3(kThreads), tiles, stream(), ka, in, sqk,
-                   static_cast<const float*>(Dbuf)),
-        "attention_backward dq");
-  constexpr auto* dkdv = fa_dkdv_kernel<P, kTwo, kDk, kDv, false>;
-  check(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-        "attention_backward smem");
-  check(launch<dkdv>(grid, dim3(kThreads), smem, stream(), ka, in, sqk,
-                     static_cast<const float*>(Dbuf)),
-        "attention_backward dkdv");
+  check(launch<dq>(grid, dim3(kThreads), tiles, stream(), ka, in, sqk, D), "attention_backward dq");
+  if constexpr (kDk == 64 && kDv == 64) {
+    if (attn_backward_stages(a) == 2)
+      return launch_dkdv<P, kTwo, kDk, kDv, false, 2>(grid, ka, in, sqk, D);
+  }
+  launch_dkdv<P, kTwo, kDk, kDv, false, 1>(grid, ka, in, sqk, D);
 }
 
 template <class P, bool kTwo>

@@ -8,7 +8,8 @@ training step of the config on the emulated backend without executing a block an
 kernel it launched. For every attention config under configs/{gpt2_162m,tiny,mini}, in fp32 and
 bf16, this collects those kernels and fails if any of them spills on sm_80 or sm_90; the paper's
 configs (gpt2_162m) also with each switch of the kernels' shape a run may set (SWITCHES: the
-single backward kernel, 128-row forward blocks, 128-key forward tiles). Spilling kernels no config launches (other
+single backward kernel, 128-row forward blocks, 128-key forward tiles, two query tiles in flight
+in the backward, alone and with the single kernel). Spilling kernels no config launches (other
 powers, head-dim buckets no config has) are listed, not failed.
 
     python3 scripts/check_spills.py [--tda build/tda] [--log build-cuda/ptxas.log]
@@ -28,7 +29,8 @@ SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 CONFIG_DIRS = ("gpt2_162m", "tiny", "mini")
 # attention keys that choose other kernel instances for the same model (docs/cuda.md)
 SWITCHES = ("attention.deterministic=false", "attention.fwd_block_rows=128",
-            "attention.fwd_block_keys=128")
+            "attention.fwd_block_keys=128", "attention.bwd_stages=2",
+            "attention.bwd_stages=2 attention.deterministic=false")
 
 
 def spills(log_text):
@@ -47,7 +49,8 @@ def spills(log_text):
 
 def launched(tda, config, switch=None):
     cmd = [tda, "bench", "dryrun", "--config", str(config), "--dtype", "fp32,bf16"]
-    out = subprocess.run(cmd + (["--set", switch] if switch else []), cwd=ROOT,
+    sets = [a for s in (switch or "").split() for a in ("--set", s)]  # a switch: one or more k=v
+    out = subprocess.run(cmd + sets, cwd=ROOT,
                          capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"check_spills: tda bench dryrun --config {config} failed: "

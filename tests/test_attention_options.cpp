@@ -119,15 +119,17 @@ TEST_CASE("attention options: --set of an option the kind does not read names th
 namespace tda {
 
 // The attention defaults are exactly the declared options (plus the kind and the implementation
-// that runs it: impl, fwd_block_rows, fwd_block_keys, deterministic, tuning), so a kind's new
-// option needs no edit of the config code; their bounds are enforced with the config's messages.
+// that runs it: impl, fwd_block_rows, fwd_block_keys, bwd_stages, deterministic, tuning), so a
+// kind's new option needs no edit of the config code; their bounds are enforced with the config's
+// messages.
 TEST_CASE("attention options: the config's attention defaults and bounds are the declared ones",
           "[attention][config]") {
-  json want = {{"kind", "softmax"},   {"impl", "auto"},        {"fwd_block_rows", 0},
-               {"fwd_block_keys", 0}, {"deterministic", true}, {"tuning", "auto"}};
+  json want = {{"kind", "softmax"},   {"impl", "auto"},  {"fwd_block_rows", 0},
+               {"fwd_block_keys", 0}, {"bwd_stages", 0}, {"deterministic", true},
+               {"tuning", "auto"}};
   CHECK(attention_code_keys() == std::vector<std::string>{"impl", "fwd_block_rows",
-                                                          "fwd_block_keys", "deterministic",
-                                                          "tuning"});
+                                                          "fwd_block_keys", "bwd_stages",
+                                                          "deterministic", "tuning"});
   for (const auto& [name, kind] : attention_registry())
     for (const auto& o : kind.info.options) want[o.key] = o.def;
   CHECK(config_defaults().at("attention") == want);
@@ -144,6 +146,9 @@ TEST_CASE("attention options: the config's attention defaults and bounds are the
       parse_config("{}", {"attention.fwd_block_rows=128", "attention.fwd_block_keys=128"}, "t"),
       Catch::Contains("fwd_block_rows 128 with fwd_block_keys 128: that forward shape is not "
                       "built"));
+  CHECK_THROWS_WITH(parse_config("{}", {"attention.bwd_stages=3"}, "t"),
+                    Catch::Contains("attention.bwd_stages 3 must be 0 (default), 1 or 2"));
+  CHECK(parse_config("{}", {"attention.bwd_stages=2"}, "t").attention.bwd_stages == 2);
   CHECK(!parse_config("{}", {"attention.deterministic=false"}, "t").attention.deterministic);
   CHECK_THROWS_WITH(parse_config("{}", {"attention.deterministic=2"}, "t"),
                     Catch::Contains("attention.deterministic"));

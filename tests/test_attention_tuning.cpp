@@ -39,7 +39,9 @@ TEST_CASE("attention tuning: the table round-trips, takes the nearest T, and nam
                       entry("tra", 4096, "forward", "64x64", {{"64x64", 3.0}, {"128x64", 3.5}}),
                       entry("tra", 16384, "forward", "64x128",
                             {{"64x64", 40.0}, {"128x64", 35.0}, {"64x128", 30.0}}),
-                      entry("tra", 1024, "backward", "atomic", {{"split", 2.0}, {"atomic", 1.5}})});
+                      entry("tra", 1024, "backward", "atomic", {{"split", 2.0}, {"atomic", 1.5}}),
+                      entry("tra", 4096, "backward", "split-2stage",
+                            {{"split", 8.0}, {"atomic", 9.0}, {"split-2stage", 7.0}})});
   const std::string path = dir.path + "/t.json";
   t.save(path);
   const AttentionTuning r = AttentionTuning::load(path);
@@ -57,9 +59,22 @@ TEST_CASE("attention tuning: the table round-trips, takes the nearest T, and nam
   // another kind or head dims: no entry
   CHECK(shape("tda", 64, 1024) == "0x0");
   CHECK(shape("tra", 128, 1024) == "0x0");
-  CHECK(r.bwd_atomic("tra", 64, 64, 70000, false));
-  CHECK(!r.bwd_atomic("tda", 64, 64, 1024, false));
-  CHECK(r.bwd_atomic("tda", 64, 64, 1024, true));
+  // the backward: the fastest shape allowed (atomic only where not deterministic); without an
+  // entry atomic as allowed, one stage
+  auto bwd = [&](const std::string& kind, int T, bool atomic_ok) {
+    return bwd_shape_name(r.bwd_shape(kind, 64, 64, T, atomic_ok));
+  };
+  CHECK(bwd("tra", 1024, true) == "atomic");
+  CHECK(bwd("tra", 1024, false) == "split");
+  CHECK(bwd("tra", 70000, true) == "split-2stage");
+  CHECK(bwd("tra", 70000, false) == "split-2stage");
+  CHECK(bwd("tda", 1024, false) == "split");
+  CHECK(bwd("tda", 1024, true) == "atomic");
+  for (const auto& name : tuning_shapes("backward"))
+    CHECK(bwd_shape_name(parse_bwd_shape(name)) == name);
+  CHECK(parse_bwd_shape("atomic-2stage").atomic);
+  CHECK(parse_bwd_shape("atomic-2stage").stages == 2);
+  CHECK_THROWS_WITH(parse_bwd_shape("split-3stage"), Catch::Contains("\"split-3stage\""));
 
   auto bad = [&](const std::string& text, const std::string& want) {
     write_text(path, text);
@@ -93,7 +108,7 @@ TEST_CASE("attention tuning: the table round-trips, takes the nearest T, and nam
   bad(k.dump(), "entries[0].head_dims must be [Dqk, Dv]");
   k = j;
   k["entries"].push_back(k["entries"][0]);
-  bad(k.dump(), "entries[4] repeats an earlier entry");
+  bad(k.dump(), "entries[5] repeats an earlier entry");
   // the GPU kit report's fixture is a table of this format too
   CHECK(AttentionTuning::load(source_dir() + "/tests/data/gpu_report_fixture/tuning.json")
             .entries.size() == 2);
@@ -128,6 +143,9 @@ TEST_CASE("tda tune --from: the fastest shape per kind, T and pass from bench at
   // atomic. tda takes 64 x 64 and 64 x 128, and the latter wins (a line from before the key
   // tiles, fwd_block_rows_ran alone, ran 64 x 64); its atomic backward wins. cuDNN's and a
   // checkpoint's lines are not ours.
+  // tra at 4096 also with two query tiles in flight: split-2stage the fastest backward (its
+  // forward, 3.1 ms, is not a forward shape's: the first 64 x 64 line's counts)
+  const json stage2 = {{"bwd_stages", 2}, {"bwd_stages_ran", 2}};
   json before = json::parse(line("tda", 4096, "64x64", true, false, 5.0, 12.0));
   before.erase("fwd_shape");
   before.erase("fwd_shape_ran");
@@ -140,8 +158,10 @@ TEST_CASE("tda tune --from: the fastest shape per kind, T and pass from bench at
       line("tra", 1024, "128x64", false, true, 0.8, 2.4) +
       line("tra", 4096, "64x64", true, false, 3.0, 9.0) +
       line("tra", 4096, "128x64", true, false, 3.5, 9.0) +
-      line("tra", 4096, "64x64", false, true, 3.0, 7.0) + "[tda] a log line\n" + before.dump() +
-      "\n" + line("tda", 4096, "64x128", true, false, 4.0, 12.0) +
+      line("tra", 4096, "64x64", false, true, 3.0, 7.0) +
+      line("tra", 4096, "64x64", true, false, 3.1, 6.5, stage2) +
+      line("tra", 4096, "64x64", false, true, 3.1, 6.8, stage2) + "[tda] a log line\n" +
+      before.dump() + "\n" + line("tda", 4096, "64x128", true, false, 4.0, 12.0) +
       line("tda", 4096, "64x64", false, true, 5.0, 10.0) +
       line("softmax", 1024, "64x64", true, false, 0.1, 0.1, {{"attention_impl", "cudnn"}}) +
       line("softmax", 1024, "64x64", true, false, 0.1, 0.1, {{"source", "checkpoint"}});
@@ -161,7 +181,10 @@ TEST_CASE("tda tune --from: the fastest shape per kind, T and pass from bench at
   CHECK(choice("tra", 1024, "forward") == "128x64");
   CHECK(choice("tra", 1024, "backward") == "split");
   CHECK(choice("tra", 4096, "forward") == "64x64");
-  CHECK(choice("tra", 4096, "backward") == "atomic");
+  CHECK(choice("tra", 4096, "backward") == "split-2stage");
+  CHECK(t.find("tra", 64, 64, 4096, "backward")->ms ==
+        json({{"split", 9.0}, {"atomic", 7.0}, {"split-2stage", 6.5}, {"atomic-2stage", 6.8}}));
+  CHECK(t.find("tra", 64, 64, 4096, "forward")->ms == json({{"64x64", 3.0}, {"128x64", 3.5}}));
   CHECK(choice("tda", 4096, "forward") == "64x128");
   CHECK(t.find("tda", 64, 64, 4096, "forward")->ms == json({{"64x64", 5.0}, {"64x128", 4.0}}));
   CHECK(choice("tda", 4096, "backward") == "atomic");
@@ -177,7 +200,7 @@ TEST_CASE("tda tune --from: the fastest shape per kind, T and pass from bench at
   // lines of two GPUs, lines without the keys, nothing to read: one line naming the file
   write_text(from, lines + line("tra", 1024, "64x64", true, false, 1, 1, {{"arch", "sm_80"}}));
   CHECK(run_tda("tune --from " + from + " --out " + out, &log) != 0);
-  CHECK_THAT(log, Catch::Contains(from + ": line 15 was timed on sm_80, an earlier line on sm_90"));
+  CHECK_THAT(log, Catch::Contains(from + ": line 17 was timed on sm_80, an earlier line on sm_90"));
   json old = json::parse(line("tra", 1024, "64x64", true, false, 1, 1));
   old.erase("head_dims");
   write_text(from, old.dump() + "\n");
@@ -192,10 +215,13 @@ TEST_CASE("cuda attention: the tuning table chooses the forward's block shape an
           "[cuda][emu][tuning]") {
   TempDir dir;
   const std::string path = dir.path + "/sm_90.json";
+  // the choices the fastest (0.5 ms; the rest 1.0)
   auto save = [&](const std::string& fwd, const std::string& bwd, const std::string& arch) {
-    table(arch, {entry("softmax", 128, "forward", fwd,
-                       {{"64x64", 1.0}, {"128x64", 1.0}, {"64x128", 1.0}}),
-                 entry("softmax", 128, "backward", bwd, {{"split", 1.0}, {"atomic", 1.0}})})
+    json f, b;
+    for (const auto& s : tuning_shapes("forward")) f[s] = s == fwd ? 0.5 : 1.0;
+    for (const auto& s : tuning_shapes("backward")) b[s] = s == bwd ? 0.5 : 1.0;
+    table(arch,
+          {entry("softmax", 128, "forward", fwd, f), entry("softmax", 128, "backward", bwd, b)})
         .save(path);
   };
   AttnProblem p;
@@ -232,22 +258,38 @@ TEST_CASE("cuda attention: the tuning table chooses the forward's block shape an
       gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, false, path});
   CHECK_THAT(line, Catch::Contains("; tuning: " + path + " (2 entries, test GPU)"));
   CHECK(forward_blocks(gpu) == 2u);
-  CHECK_THAT(kernels(gpu), Catch::Contains("fa_dkdv_kernel") && Catch::Contains(", false>"));
+  CHECK_THAT(kernels(gpu), Catch::Contains("fa_dkdv_kernel") && Catch::Contains(", false, 1>"));
   save("64x64", "atomic", "sm_90");
   gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, false, path});
   CHECK(forward_blocks(gpu) == 3u);
-  CHECK_THAT(kernels(gpu), Catch::Contains(", true>"));
+  CHECK_THAT(kernels(gpu), Catch::Contains(", true, 1>"));
   // attention.fwd_block_rows, fwd_block_keys and deterministic, where set, win over the table
   save("128x64", "atomic", "sm_90");
   gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 64, true, path});
   CHECK(forward_blocks(gpu) == 3u);
-  CHECK_THAT(kernels(gpu), Catch::Contains(", false>"));
+  CHECK_THAT(kernels(gpu), Catch::Contains(", false, 1>"));
   gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, true, path, 128});
   CHECK_THAT(forward_kernel(gpu), Catch::EndsWith(", false, 1, 128>"));
   // another kind's calls find no entry: the fixed defaults (64 x 64; atomic, not deterministic)
   gpu.set_attention_impl({"own", false, "ssmax", AttnMath::kSoftmax, 0, false, path});
   CHECK(forward_blocks(gpu) == 3u);
-  CHECK_THAT(kernels(gpu), Catch::Contains(", true>"));
+  CHECK_THAT(kernels(gpu), Catch::Contains(", true, 1>"));
+  // the backward's query tiles in flight: the table's fastest allowed shape (deterministic: the
+  // split ones), attention.bwd_stages where set
+  save("64x64", "split-2stage", "sm_90");
+  gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, true, path});
+  CHECK_THAT(kernels(gpu), Catch::Contains("fa_dkdv_kernel") && Catch::EndsWith(", false, 2>"));
+  save("64x64", "atomic-2stage", "sm_90");
+  gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, false, path});
+  CHECK_THAT(kernels(gpu), Catch::EndsWith(", true, 2>"));
+  gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, true, path});
+  CHECK_THAT(kernels(gpu), Catch::EndsWith(", false, 1>"));  // split and split-2stage tie: split
+  gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, false, path, 0, 1});
+  CHECK_THAT(kernels(gpu), Catch::EndsWith(", true, 1>"));
+  const std::string staged =
+      gpu.set_attention_impl({"own", false, "softmax", AttnMath::kSoftmax, 0, true, "none", 0, 2});
+  CHECK_THAT(staged, Catch::Contains("our backward: two query tiles in flight"));
+  CHECK_THAT(kernels(gpu), Catch::EndsWith(", false, 2>"));
   // none, and auto without a committed table of this arch: no table
   for (const char* none : {"none", "auto"}) {
     if (std::string(none) == "auto" && path_exists(AttentionTuning::default_path("sm_90")))
@@ -291,10 +333,10 @@ TEST_CASE("tda tune on the emulated GPU times every shape and keeps the fastest"
     const bool one_view = e.kind != "tda";
     if (e.pass == "forward")  // two views take 64 x 64 and 64 x 128
       CHECK(e.ms.size() == (one_view ? 3u : 2u));
-    else  // the single kernel serves head dims <= 64
-      CHECK(e.ms.size() == (e.Dv <= 64 ? 2u : 1u));
+    else  // the single kernel and two stages serve head dims <= 64
+      CHECK(e.ms.size() == (e.Dv <= 64 ? 4u : 1u));
   }
-  CHECK(t.find("softmax", 64, 64, 64, "backward")->ms.size() == 2);
+  CHECK(t.find("softmax", 64, 64, 64, "backward")->ms.size() == 4);
 }
 
 TEST_CASE("tda train --tuning: a missing table stops the start naming it", "[tuning][cuda]") {

@@ -14,6 +14,7 @@
 
 #include "backend/cuda/emu/dry_run.h"
 #include "test_cuda_attention_util.h"
+#include "test_emu_util.h"  // after the CUDA headers
 
 using namespace tda;
 using namespace tda::cuda_test;
@@ -48,6 +49,32 @@ struct Shape {
   const char* instance;
 };
 constexpr Shape kShapes[] = {{128, 0, ", false, 2, 64>"}, {0, 128, ", false, 1, 128>"}};
+
+// A backward problem of the tests below: one kind's math, its head dims and layout, T.
+struct BackwardCase {
+  AttnMath math;
+  int power, Dqk, Dv;
+  bool diff_layout, drop;
+  float alpha = 1.5f;  // entmax (bisection where not 1.5)
+  bool no_skip = false;
+};
+AttnProblem backward_problem(const BackwardCase& c, int T, uint32_t seed) {
+  AttnProblem p;
+  p.math = c.math;
+  p.T = T;
+  p.Dqk = c.Dqk;
+  p.Dv = c.Dv;
+  p.power = c.power;
+  p.lambda = 0.4f;
+  p.diff_layout = c.diff_layout;
+  p.drop = c.drop;
+  p.no_skip = c.no_skip;
+  p.alpha = c.alpha;
+  p.bisect = c.alpha != 1.5f;
+  p.counts = false;
+  p.fill(seed);
+  return p;
+}
 
 }  // namespace
 
@@ -197,13 +224,7 @@ TEST_CASE("cuda attention: calls a forward shape cannot serve run 64 x 64 blocks
 // 64, entmax at another alpha) must give the two kernels' bits.
 TEST_CASE("cuda attention: the atomic backward (one kernel) gives the split's gradients",
           "[cuda][emu]") {
-  struct Case {
-    AttnMath math;
-    int power, Dqk, Dv;
-    bool diff_layout, drop;
-    float alpha = 1.5f;  // entmax (bisection where not 1.5)
-  };
-  const Case cases[] = {
+  const BackwardCase cases[] = {
       {AttnMath::kSoftmax, 2, 64, 64, false, false},
       {AttnMath::kSoftplus, 2, 64, 64, false, false},
       {AttnMath::kRelu, 1, 64, 64, false, false},
@@ -221,22 +242,10 @@ TEST_CASE("cuda attention: the atomic backward (one kernel) gives the split's gr
       {AttnMath::kDiffThreshold, 2, 64, 64, false, true},
   };
   for (int T : {17, 130}) {
-    for (const Case& c : cases) {
+    for (const BackwardCase& c : cases) {
       INFO("math " << attn_math_name(c.math) << " p " << c.power << " Dqk " << c.Dqk << " Dv "
                    << c.Dv << " drop " << c.drop << " T " << T);
-      AttnProblem split;
-      split.math = c.math;
-      split.T = T;
-      split.Dqk = c.Dqk;
-      split.Dv = c.Dv;
-      split.power = c.power;
-      split.lambda = 0.4f;
-      split.diff_layout = c.diff_layout;
-      split.drop = c.drop;
-      split.alpha = c.alpha;
-      split.bisect = c.alpha != 1.5f;
-      split.counts = false;
-      split.fill(300 + T);
+      const AttnProblem split = backward_problem(c, T, 300 + T);
       AttnProblem one = split;
       one.atomic_dq = true;
       CudaOps gpu;
@@ -260,7 +269,7 @@ TEST_CASE("cuda attention: the atomic backward (one kernel) gives the split's gr
         return k->find("fa_zero_dq_kernel") != std::string::npos;
       }));
       CHECK(after.last.kernel->find("fa_dkdv_kernel") != std::string::npos);
-      CHECK(after.last.kernel->find(served ? ", true>" : ", false>") != std::string::npos);
+      CHECK(after.last.kernel->find(served ? ", true, 1>" : ", false, 1>") != std::string::npos);
       for (const auto& kv : a) {
         const std::string& key = kv.first;
         INFO(key);
@@ -277,6 +286,72 @@ TEST_CASE("cuda attention: the atomic backward (one kernel) gives the split's gr
           CHECK(std::all_of(t.begin(), t.end(), [](float v) { return std::isfinite(v); }));
         } else {
           CHECK(same_bits(b.at(key), kv.second));
+        }
+      }
+    }
+  }
+}
+
+// Two query tiles in flight in the dk/dv kernel (AttnArgs::bwd_stages 2, FlashAttention-2's double
+// buffer) changes when Q, Q2 and dO are copied, not what is computed: every gradient the same bits
+// as one stage, in the split backward and in the atomic one (the emulator adds the atomics in the
+// same order). T inside one query tile, across several (an odd and an even count, so the last tile
+// sits in either stage) and ending in a partial one; every kind's math; the sparse kinds' skip
+// (whose early return must leave the next tile's copies in flight) and its negative control.
+// Head dims past 64 (two views at Dv 128) and entmax's single kernel keep one stage: the same
+// instance runs. A shuffled
+// schedule (copies landing at issue or at their wait) would expose a refill of a buffer still read.
+TEST_CASE("cuda attention: two query tiles in flight give the backward's bits", "[cuda][emu]") {
+  const BackwardCase cases[] = {
+      {AttnMath::kSoftmax, 2, 64, 64, false, false},
+      {AttnMath::kSoftplus, 2, 64, 64, false, false},
+      {AttnMath::kRelu, 1, 64, 64, false, false},
+      {AttnMath::kThreshold, 2, 64, 64, false, false},
+      {AttnMath::kThreshold, 2, 64, 64, false, false, 1.5f, true},
+      {AttnMath::kThreshold, 1, 64, 64, false, true},
+      {AttnMath::kEntmax, 2, 64, 64, false, false},
+      {AttnMath::kEntmax, 2, 64, 64, false, false, 1.25f},
+      {AttnMath::kDiffSoftmax, 2, 32, 64, true, false},
+      {AttnMath::kDiffRelu, 1, 64, 128, true, false},
+      {AttnMath::kDiffThreshold, 2, 64, 64, false, false},
+      {AttnMath::kDiffThreshold, 3, 64, 64, true, true},
+  };
+  for (const uint64_t seed : {uint64_t(0), uint64_t(7)}) {
+    ScheduleSeed schedule(seed);
+    for (int T : {17, 130, 200}) {
+      for (const BackwardCase& c : cases) {
+        for (const bool atomic : {false, true}) {
+          if (seed && (atomic || T == 200)) continue;  // the shuffled schedule: split, fewer T
+          INFO("math " << attn_math_name(c.math) << " p " << c.power << " Dqk " << c.Dqk << " Dv "
+                       << c.Dv << " drop " << c.drop << " no_skip " << c.no_skip << " T " << T
+                       << " atomic " << atomic << " seed " << seed);
+          AttnProblem one = backward_problem(c, T, 500 + T);
+          one.atomic_dq = atomic;
+          one.bwd_stages = 1;
+          AttnProblem two = one;
+          two.bwd_stages = 2;
+          CudaOps gpu;
+          const Outputs a = run_attention(gpu, one);
+          const Outputs b = run_attention(gpu, two);
+          AttnArgs asked;
+          asked.math = c.math;
+          asked.Dqk = c.Dqk;
+          asked.Dv = c.Dv;
+          asked.entmax_alpha = c.alpha;
+          asked.atomic_dq = atomic;
+          asked.bwd_stages = 2;
+          const bool served = attn_backward_stages(asked) == 2;
+          const bool entmax_atomic = c.math == AttnMath::kEntmax && atomic && c.alpha == 1.5f;
+          CHECK(served == (c.Dv <= 64 && !entmax_atomic));
+          const emu::Counters after = emu::counters();
+          REQUIRE(after.last.kernel);
+          CHECK_THAT(*after.last.kernel, Catch::Contains("fa_dkdv_kernel") &&
+                                             Catch::EndsWith(served ? ", 2>" : ", 1>"));
+          REQUIRE(a.size() == b.size());
+          for (const auto& kv : a) {
+            INFO(kv.first);
+            CHECK(same_bits(b.at(kv.first), kv.second));
+          }
         }
       }
     }

@@ -26,6 +26,7 @@ struct AttnProblem {
   // AttnArgs::atomic_dq; the gradient buffers then start as NaN, so that any element the
   // backward does not set (before adding into it) shows
   bool atomic_dq = false;
+  int bwd_stages = 0;  // AttnArgs::bwd_stages
   std::vector<float> q, k, v, g, q2, k2, tau;
   std::vector<float> q_scale;  // AttnArgs::q_scale when not empty, heads q_scale_h_stride apart
   int q_scale_h_stride = 0;
@@ -125,6 +126,7 @@ inline Outputs run_attention(Ops& ops, const AttnProblem& p, long long* skipped 
   a.fwd_block_rows = p.fwd_block_rows;
   a.fwd_block_keys = p.fwd_block_keys;
   a.atomic_dq = p.atomic_dq;
+  a.bwd_stages = p.bwd_stages;
   if (p.atomic_dq)
     for (auto* d : {&dq, &dq2, &dtau, &dlam}) {
       const std::vector<float> nan(d->size(), NAN);

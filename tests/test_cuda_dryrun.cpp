@@ -566,10 +566,22 @@ TEST_CASE("check_spills: a spill fails only in a kernel that a config launches",
   // a kernel only a shape switch launches: the single backward kernel (deterministic false)
   const std::string atomic =
       "_ZN3tda4cuda49_GLOBAL__N__15b1078e_16_attention_bwd_cu_4a813f9514fa_dkdv_kernelINS0_2fa17"
-      "SoftmaxExp2PolicyELb0ELi64ELi64ELb1EEEvNS1_7BwdArgsENS3_16AttnBf16OperandsEmPKf";
+      "SoftmaxExp2PolicyELb0ELi64ELi64ELb1ELi1EEEvNS1_7BwdArgsENS3_16AttnBf16OperandsEmPKf";
   write_text(log, entry(adamw, 0) + entry(atomic, 4));
   CHECK(run_command(cmd, &out) == 1);
-  CHECK_THAT(out, Catch::Contains("SPILLS, launched by ") &&
-                      Catch::Contains("gpt2_162m/softmax (attention.deterministic=false)") &&
-                      Catch::Contains("SoftmaxExp2Policy, false, 64, 64, true> (sm_80: 4 bytes)"));
+  CHECK_THAT(out,
+             Catch::Contains("SPILLS, launched by ") &&
+                 Catch::Contains("gpt2_162m/softmax (attention.deterministic=false)") &&
+                 Catch::Contains("SoftmaxExp2Policy, false, 64, 64, true, 1> (sm_80: 4 bytes)"));
+  // ... and two switches at once: two query tiles in flight in the single kernel
+  const std::string staged =
+      "_ZN3tda4cuda49_GLOBAL__N__15b1078e_16_attention_bwd_cu_4a813f9514fa_dkdv_kernelINS0_2fa17"
+      "SoftmaxExp2PolicyELb0ELi64ELi64ELb1ELi2EEEvNS1_7BwdArgsENS3_16AttnBf16OperandsEmPKf";
+  write_text(log, entry(adamw, 0) + entry(staged, 4));
+  CHECK(run_command(cmd, &out) == 1);
+  CHECK_THAT(
+      out,
+      Catch::Contains("gpt2_162m/softmax (attention.bwd_stages=2 attention.deterministic=false)") &&
+          !Catch::Contains("gpt2_162m/softmax (attention.deterministic=false)") &&
+          Catch::Contains("SoftmaxExp2Policy, false, 64, 64, true, 2> (sm_80: 4 bytes)"));
 }

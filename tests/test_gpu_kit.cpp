@@ -243,7 +243,7 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
 
   // Attention: tda kernel time over SDPA's at the same shape; the line cut by a timeout is ignored.
   const json& att = r.at("attention");
-  REQUIRE(att.size() == 8);  // the trained lines are Table 5's alone
+  REQUIRE(att.size() == 9);  // the trained lines are Table 5's alone
   for (const auto& a : att) {
     if (a.at("kind") == "softmax" && a.at("T") == 1024) {
       CHECK(a.at("kernel_ms").get<double>() == Approx(3.0 + 6.0));
@@ -264,13 +264,19 @@ TEST_CASE("gpu kit: report.py writes the report of a recorded sample (a fixture)
   CHECK(fs[0].at("best") == "128x64");
   CHECK(fs[0].at("speedup").get<double>() == Approx(1.5));
   CHECK(has(md, "| softmax | 1024 | 3.00 | 2.00 | 2.50 | 128x64 | 1.50 |"));
-  // The backward with dq by atomics (attention.deterministic false) is its own row too, and the
-  // backward table sets it beside the two kernels: 6.0 ms against 4.0.
+  // The backward with dq by atomics (attention.deterministic false) is its own row too, and so
+  // is the one with two query tiles in flight (attention.bwd_stages 2); the backward table sets
+  // them beside the two kernels: 6.0 ms against 4.0 and 5.0. The two-stage line's forward (3.1
+  // ms) is not a forward shape's.
   CHECK(has(md, "| softmax [bwd atomic] | 1.56 | - |"));
+  CHECK(has(md, "| softmax [bwd 2 stages] | 1.80 | - |"));
   const json& bm = r.at("bwd_mode");
   REQUIRE(bm.size() == 1);
+  CHECK(bm[0].at("best") == "atomic");
+  CHECK(bm[0].at("bwd_ms").at("split-2stage").get<double>() == Approx(5.0));
+  CHECK(!bm[0].at("bwd_ms").contains("atomic-2stage"));
   CHECK(bm[0].at("speedup").get<double>() == Approx(1.5));
-  CHECK(has(md, "| softmax | 1024 | 6.00 | 4.00 | 1.50 |"));
+  CHECK(has(md, "| softmax | 1024 | 6.00 | 4.00 | 5.00 | - | atomic | 1.50 |"));
   // The tuning table (tda tune --from, tuning.json) as written, for committing, and in the
   // report each choice beside SDPA's same pass at its T: 2.0 / 1.5 forward, 4.0 / 3.0 backward.
   CHECK(r.at("tuning").at("arch") == "sm_90");
@@ -554,28 +560,52 @@ TEST_CASE("bench attention --device cuda: counts tiles by default here, --mode t
   CHECK(lines[1].at("tiles_total") == 4);
   CHECK(lines[2].at("tiles_total") == 2);
 
-  // Every forward block shape and both backwards: softmax at each shape deterministic, and its
-  // single backward kernel once (at the first shape: the backward does not depend on the
-  // forward's); tda's two views take no 128 x 64 line. Each line names its shape, what ran, the
-  // arch and head dims.
+  // Every forward block shape and every backward: softmax at each shape deterministic with one
+  // stage, and its other backwards (single kernel, two query tiles in flight) at the first shape
+  // only (the backward does not depend on the forward's); tda's two views take no 128 x 64 line.
+  // Each line names its shape, what ran, the arch and head dims.
   REQUIRE(run_tda("bench attention --device cuda --mode time --kind softmax,tda --T 64 "
                   "--tokens 128 --heads 2 --reps 1 --warmup 1 --fwd-shapes 64x64,128x64,64x128 "
-                  "--deterministic 1,0",
+                  "--deterministic 1,0 --bwd-stages 1,2",
                   &out) == 0);
   lines = json_lines(out);
   std::vector<std::string> shapes;
+  auto shape_of = [](const json& j) {
+    return j.at("kind").get<std::string>() + " " + j.at("fwd_shape").get<std::string>() + " " +
+           j.at("fwd_shape_ran").get<std::string>() + " " + j.at("deterministic").dump() + " " +
+           j.at("bwd_atomic_ran").dump() + " " + j.at("bwd_stages").dump() + " " +
+           j.at("bwd_stages_ran").dump();
+  };
   for (const auto& j : lines) {
-    shapes.push_back(j.at("kind").get<std::string>() + " " + j.at("fwd_shape").get<std::string>() +
-                     " " + j.at("fwd_shape_ran").get<std::string>() + " " +
-                     j.at("deterministic").dump() + " " + j.at("bwd_atomic_ran").dump());
+    shapes.push_back(shape_of(j));
     CHECK(j.at("arch") == "sm_90");
     CHECK(j.at("head_dims") == json({64, 64}));
   }
-  CHECK(shapes ==
-        std::vector<std::string>{"softmax 64x64 64x64 true false", "softmax 64x64 64x64 false true",
-                                 "softmax 128x64 128x64 true false",
-                                 "softmax 64x128 64x128 true false", "tda 64x64 64x64 true false",
-                                 "tda 64x64 64x64 false true", "tda 64x128 64x128 true false"});
+  CHECK(shapes == std::vector<std::string>{
+                      "softmax 64x64 64x64 true false 1 1", "softmax 64x64 64x64 true false 2 2",
+                      "softmax 64x64 64x64 false true 1 1", "softmax 64x64 64x64 false true 2 2",
+                      "softmax 128x64 128x64 true false 1 1",
+                      "softmax 64x128 64x128 true false 1 1", "tda 64x64 64x64 true false 1 1",
+                      "tda 64x64 64x64 true false 2 2", "tda 64x64 64x64 false true 1 1",
+                      "tda 64x64 64x64 false true 2 2", "tda 64x128 64x128 true false 1 1"});
+  // The Diff kinds pair heads (Dv 128): neither 64 x 128 nor two stages serve them, so with
+  // several values they get no line for those; asked alone, the line says what ran.
+  REQUIRE(run_tda("bench attention --device cuda --mode time --kind diff_rela --T 64 --tokens 128 "
+                  "--heads 2 --reps 1 --warmup 1 --fwd-shapes 64x64,64x128 --bwd-stages 1,2",
+                  &out) == 0);
+  lines = json_lines(out);
+  REQUIRE(lines.size() == 1);
+  CHECK(shape_of(lines[0]) == "diff_rela 64x64 64x64 true false 1 1");
+  CHECK(lines[0].at("head_dims") == json({64, 128}));
+  REQUIRE(run_tda("bench attention --device cuda --mode time --kind diff_rela --T 64 --tokens 128 "
+                  "--heads 2 --reps 1 --warmup 1 --fwd-shapes 64x128 --bwd-stages 2",
+                  &out) == 0);
+  lines = json_lines(out);
+  REQUIRE(lines.size() == 1);
+  CHECK(shape_of(lines[0]) == "diff_rela 64x128 64x64 true false 2 1");
+  CHECK(run_tda("bench attention --device cuda --mode time --kind softmax --T 64 --bwd-stages 3",
+                &out) != 0);
+  CHECK(has(out, "--bwd-stages 3 must be 0, 1 or 2"));
   CHECK(run_tda("bench attention --device cuda --mode time --kind softmax --T 64 --fwd-shapes 128",
                 &out) != 0);
   CHECK(has(out, "--fwd-shapes 128 must be 0, 64x64, 128x64 or 64x128"));

@@ -320,11 +320,11 @@ def sass_of(obj, arch):
 OURS = [
     ("softmax", "fwd", "attention_fwd.o", r"fa_forward_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb0ELi1ELi64E"),
     ("softmax", "dq", "attention_bwd.o", r"fa_dq_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64E"),
-    ("softmax", "dk/dv", "attention_bwd.o", r"fa_dkdv_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb0E"),
-    ("softmax", "dk/dv+dq atomic", "attention_bwd.o", r"fa_dkdv_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb1E"),
+    ("softmax", "dk/dv", "attention_bwd.o", r"fa_dkdv_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb0ELi1EE"),
+    ("softmax", "dk/dv+dq atomic", "attention_bwd.o", r"fa_dkdv_kernelINS0_2fa17SoftmaxExp2PolicyELb0ELi64ELi64ELb1ELi1EE"),
     ("tda", "fwd", "attention_fwd.o", r"fa_forward_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64ELb0ELi1ELi64E"),
     ("tda", "dq", "attention_bwd.o", r"fa_dq_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64E"),
-    ("tda", "dk/dv", "attention_bwd.o", r"fa_dkdv_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64ELb0E"),
+    ("tda", "dk/dv", "attention_bwd.o", r"fa_dkdv_kernelINS_4attn18ThresholdPowPolicyILi2EEELb1ELi64ELi64ELb0ELi1EE"),
 ]
 
 

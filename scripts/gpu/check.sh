@@ -214,12 +214,13 @@ if [ -x build-cuda/tda ]; then
   # runs fail, saying why, and the stage with them; the other lines stay)
   # our kernels at every forward block shape (rows x keys: 64x64, 128x64, 64x128; a kind that
   # cannot take one gets no line for it): the report's "Forward block shape" table picks; and
-  # both backwards (attention.deterministic 1: two kernels, 0: one with dq by atomics), which the
-  # "Backward kernels" table compares
-  stage tda-attention 150 "every kind, T $LENGTHS, 16 heads, 16k tokens, forward blocks 64x64/128x64/64x128, backward split/atomic; softmax family on cuDNN" \
+  # both backwards (attention.deterministic 1: two kernels, 0: one with dq by atomics), each with
+  # one and two query tiles in flight (attention.bwd_stages), which the "Backward kernels" table
+  # compares
+  stage tda-attention 150 "every kind, T $LENGTHS, 16 heads, 16k tokens, forward blocks 64x64/128x64/64x128, backward split/atomic x 1/2 stages; softmax family on cuDNN" \
     bash -c "rc=0
     for k in $KINDS; do build-cuda/tda bench attention --device cuda --mode time --kind \$k \
-      --T $LENGTHS --fwd-shapes 64x64,128x64,64x128 --deterministic 1,0 >> $WORK/tda_attention.jsonl || { echo \"failed: \$k\"; rc=1; }; done
+      --T $LENGTHS --fwd-shapes 64x64,128x64,64x128 --deterministic 1,0 --bwd-stages 1,2 >> $WORK/tda_attention.jsonl || { echo \"failed: \$k\"; rc=1; }; done
     for k in $VENDOR_KINDS; do build-cuda/tda bench attention \
       --device cuda --mode time --impl cudnn --kind \$k --T $LENGTHS \
       >> $WORK/tda_attention.jsonl || { echo \"failed: \$k (cudnn)\"; rc=1; }; done; exit \$rc"

@@ -150,6 +150,7 @@ def read_sanitizer(work):
 
 
 FWD_SHAPES = ["64x64", "128x64", "64x128"]  # tuning_shapes("forward"), the default first
+BWD_SHAPES = ["split", "atomic", "split-2stage", "atomic-2stage"]  # tuning_shapes("backward")
 
 
 def fwd_shape_ran(r):
@@ -162,6 +163,18 @@ def deterministic(r):
     """Whether a line's backward ran our deterministic two kernels (attention.deterministic,
     bench attention --deterministic; lines before the option: yes)."""
     return r.get("deterministic", True)
+
+
+def bwd_stages_ran(r):
+    """Query tiles in flight in our backward's dk/dv kernel (attention.bwd_stages; lines before
+    the option: 1)."""
+    return r.get("bwd_stages_ran", 1)
+
+
+def bwd_shape_ran(r):
+    """The backward shape a line's calls ran, named as in the tuning table (BWD_SHAPES)."""
+    return ("split" if deterministic(r) else "atomic") + ("-2stage" if bwd_stages_ran(r) == 2
+                                                          else "")
 
 
 def unserved_atomic(r):
@@ -177,19 +190,23 @@ def own_timings(work):
 
 
 def bwd_mode(work):
-    """Per (kind, T): our backward's median ms with the deterministic two kernels (dq; dk/dv) and
-    with FlashAttention-2's single kernel (dq by atomics: attention.deterministic false), and the
-    speed-up of the second."""
+    """Per (kind, T): our backward's median ms at each backward shape timed (BWD_SHAPES: the
+    deterministic two kernels, dq; dk/dv, or FlashAttention-2's single kernel with dq by atomics,
+    attention.deterministic false; each with one or two query tiles in flight, attention.
+    bwd_stages), the fastest, and its speed-up over the two kernels at one stage."""
     cells = {}
     for r in own_timings(work):
         if fwd_shape_ran(r) == "64x64" and not unserved_atomic(r):
-            cells.setdefault((r["kind"], r["T"]), {})[deterministic(r)] = r["kernel_bwd_ms"]
+            cells.setdefault((r["kind"], r["T"]), {}).setdefault(bwd_shape_ran(r),
+                                                                  r["kernel_bwd_ms"])
     out = []
     for (kind, T), ms in sorted(cells.items()):
-        if len(ms) < 2:
+        if len(ms) < 2 or "split" not in ms:
             continue
-        out.append({"kind": kind, "T": T, "split_ms": ms[True], "atomic_ms": ms[False],
-                    "speedup": ms[True] / ms[False] if ms[False] > 0 else None})
+        best = min((s for s in BWD_SHAPES if s in ms), key=ms.get)
+        out.append({"kind": kind, "T": T, "bwd_ms": {s: ms[s] for s in BWD_SHAPES if s in ms},
+                    "best": best,
+                    "speedup": ms["split"] / ms[best] if ms[best] > 0 else None})
     return out
 
 
@@ -199,7 +216,7 @@ def fwd_shape(work):
     and fwd_block_keys for that kind and length on this GPU."""
     cells = {}
     for r in own_timings(work):
-        if deterministic(r):
+        if deterministic(r) and bwd_stages_ran(r) == 1:
             cells.setdefault((r["kind"], r["T"]), {})[fwd_shape_ran(r)] = r["kernel_fwd_ms"]
     out = []
     for (kind, T), ms in sorted(cells.items()):
@@ -239,6 +256,8 @@ def attention_rows(work):
             kind += " [fwd %s]" % fwd_shape_ran(r)
         if impl == "own" and not deterministic(r):
             kind += " [bwd atomic]"
+        if impl == "own" and bwd_stages_ran(r) == 2:
+            kind += " [bwd 2 stages]"
         row = {"kind": kind, "impl": impl, "T": r["T"], "B": r["B"], "heads": r["heads"],
                "kernel_ms": k, "kernel_fwd_ms": r["kernel_fwd_ms"],
                "kernel_bwd_ms": r["kernel_bwd_ms"],
@@ -268,7 +287,7 @@ def table5(work):
     lines = [r for r in read_jsonl(os.path.join(work, "tda_attention.jsonl"))
              if (r.get("mode") == "time" or r.get("source") == "checkpoint")
              and fwd_shape_ran(r) == "64x64"
-             and deterministic(r)]
+             and deterministic(r) and bwd_stages_ran(r) == 1]
     rows = []
     for label, kind, impl in TABLE5:
         for inputs in ("random", "trained"):
@@ -524,22 +543,24 @@ def markdown(rep):
 
     bm = rep.get("bwd_mode") or []
     if bm:
-        md += ["## Backward kernels (attention.deterministic)", "",
-               "Our backward alone, median ms: the deterministic two kernels (dq; dk/dv, each "
-               "recomputing the scores) and FlashAttention-2's single kernel (dq added by fp32 "
-               "atomics; attention.deterministic false, docs/cuda.md):", ""]
-        md += table(["kind", "T", "two kernels", "one kernel (atomic dq)", "speed-up"],
-                    [[b["kind"], b["T"], fmt(b["split_ms"]), fmt(b["atomic_ms"]),
-                      fmt(b["speedup"])] for b in bm]) + [""]
+        md += ["## Backward kernels (attention.deterministic, bwd_stages)", "",
+               "Our backward alone, median ms, per backward shape: split, the deterministic two "
+               "kernels (dq; dk/dv, each recomputing the scores); atomic, FlashAttention-2's "
+               "single kernel (dq added by fp32 atomics; attention.deterministic false); "
+               "-2stage, two query tiles in flight in the dk/dv kernel (attention.bwd_stages 2; "
+               "docs/cuda.md). The fastest, with its speed-up over split:", ""]
+        md += table(["kind", "T"] + BWD_SHAPES + ["fastest", "speed-up"],
+                    [[b["kind"], b["T"]] + [fmt(b["bwd_ms"].get(s)) for s in BWD_SHAPES] +
+                     [b["best"], fmt(b["speedup"])] for b in bm]) + [""]
 
     tu = rep.get("tuning")
     if tu:
-        shapes = {"forward": FWD_SHAPES, "backward": ["split", "atomic"]}
+        shapes = {"forward": FWD_SHAPES, "backward": BWD_SHAPES}
         md += ["## Tuning table (tda tune)", "",
                "The fastest shape per kind, T and pass from the timings above (`tda tune --from`; "
                "forward: query rows x keys per tile; backward: two kernels or one with dq by "
-               "atomics, "
-               "the latter only where attention.deterministic is false), median kernel ms beside "
+               "atomics, the latter only where attention.deterministic is false, each with one "
+               "or two query tiles in flight), median kernel ms beside "
                "SDPA flash's same pass. %d entries for %s; commit report.json's `tuning` as "
                "kernels/tuning/%s.json (docs/gpu.md)." % (
                    len(tu["entries"]), tu["arch"], tu["arch"]), ""]

@@ -10,7 +10,8 @@ namespace tda {
 
 const std::vector<std::string>& tuning_shapes(const std::string& pass) {
   static const std::vector<std::string> fwd = {"64x64", "128x64", "64x128"},
-                                        bwd = {"split", "atomic"}, none;
+                                        bwd = {"split", "atomic", "split-2stage", "atomic-2stage"},
+                                        none;
   return pass == "forward" ? fwd : pass == "backward" ? bwd : none;
 }
 
@@ -24,6 +25,18 @@ AttnFwdShape parse_fwd_shape(const std::string& name) {
                 name.find_first_not_of("0123456789x") == std::string::npos,
             "attention tuning: forward shape \"" + name + "\" is not ROWSxKEYS");
   return {std::stoi(name.substr(0, x)), std::stoi(name.substr(x + 1))};
+}
+
+std::string bwd_shape_name(const AttnBwdShape& s) {
+  return std::string(s.atomic ? "atomic" : "split") + (s.stages == 2 ? "-2stage" : "");
+}
+
+AttnBwdShape parse_bwd_shape(const std::string& name) {
+  for (const bool atomic : {false, true})
+    for (const int stages : {1, 2})
+      if (bwd_shape_name({atomic, stages}) == name) return {atomic, stages};
+  throw Error("attention tuning: backward shape \"" + name +
+              "\" is not split, atomic, split-2stage or atomic-2stage");
 }
 
 namespace {
@@ -52,12 +65,12 @@ TuningEntry parse_entry(const json& e, const std::string& where) {
             where + ".pass must be \"forward\" or \"backward\"");
   t.pass = pass.get<std::string>();
   const auto& shapes = tuning_shapes(t.pass);
-  TDA_CHECK(
-      choice.is_string() &&
-          std::count(shapes.begin(), shapes.end(), choice.get<std::string>()) == 1,
-      where + ".choice must be one of the " + t.pass + " shapes (" +
-          (t.pass == "forward" ? "\"64x64\", \"128x64\", \"64x128\"" : "\"split\", \"atomic\"") +
-          ")");
+  TDA_CHECK(choice.is_string() &&
+                std::count(shapes.begin(), shapes.end(), choice.get<std::string>()) == 1,
+            where + ".choice must be one of the " + t.pass + " shapes (" +
+                (t.pass == "forward" ? "64x64, 128x64, 64x128"
+                                     : "split, atomic, split-2stage, atomic-2stage") +
+                ")");
   t.choice = choice.get<std::string>();
   TDA_CHECK(ms.is_object() && ms.contains(t.choice),
             where + ".ms must hold the milliseconds of its choice \"" + t.choice + "\"");
@@ -155,10 +168,19 @@ AttnFwdShape AttentionTuning::fwd_shape(const std::string& kind, int Dqk, int Dv
   return e ? parse_fwd_shape(e->choice) : AttnFwdShape{0, 0};
 }
 
-bool AttentionTuning::bwd_atomic(const std::string& kind, int Dqk, int Dv, int T,
-                                 bool fallback) const {
+AttnBwdShape AttentionTuning::bwd_shape(const std::string& kind, int Dqk, int Dv, int T,
+                                        bool atomic_ok) const {
+  AttnBwdShape best{atomic_ok, 1};
   const TuningEntry* e = find(kind, Dqk, Dv, T, "backward");
-  return e ? e->choice == "atomic" : fallback;
+  if (!e) return best;
+  double best_ms = -1;
+  for (const auto& name : tuning_shapes("backward")) {  // a tie: the first listed
+    const AttnBwdShape s = parse_bwd_shape(name);
+    if ((s.atomic && !atomic_ok) || !e->ms.contains(name)) continue;
+    const double ms = e->ms.at(name).get<double>();
+    if (best_ms < 0 || ms < best_ms) best = s, best_ms = ms;
+  }
+  return best;
 }
 
 }  // namespace tda

@@ -4,10 +4,12 @@
 // it at start-up (backend/cuda/attention_impl.cu) and asks it per call. The shapes today:
 //   forward   query rows per block x keys per streamed tile, "64x64", "128x64" or "64x128"
 //             (attention.fwd_block_rows, fwd_block_keys; docs/cuda.md)
-//   backward  "split" (dq; dk/dv: two kernels) or "atomic" (one kernel, dq by fp32 atomics),
-//             chosen only where attention.deterministic is false
-// A shape the config names (fwd_block_rows or fwd_block_keys set) wins over the table; without an
-// entry the kernels' fixed defaults run (64 x 64; atomic where not deterministic).
+//   backward  "split" (dq; dk/dv: two kernels) or "atomic" (one kernel, dq by fp32 atomics, only
+//             where attention.deterministic is false), each with one query tile in flight per
+//             dk/dv block or, suffixed "-2stage", two (attention.bwd_stages 2)
+// A shape the config names (fwd_block_rows or fwd_block_keys set; bwd_stages set) wins over the
+// table; without an entry the kernels' fixed defaults run (64 x 64; atomic where not
+// deterministic; one stage).
 //
 // The file (JSON):
 //   {"format": "tda attention tuning 2", "arch": "sm_90", "device_name": "...", "timer": "...",
@@ -31,7 +33,7 @@ struct TuningEntry {
   std::string kind;
   int Dqk = 0, Dv = 0, T = 0;
   std::string pass;    // "forward" or "backward"
-  std::string choice;  // forward: "64x64", "128x64", "64x128"; backward: "split" or "atomic"
+  std::string choice;  // forward: "64x64", "128x64", "64x128"; backward: tuning_shapes("backward")
   json ms;             // {shape: median ms}, every shape timed
 };
 
@@ -49,10 +51,11 @@ class AttentionTuning {
   // larger T), or null.
   const TuningEntry* find(const std::string& kind, int Dqk, int Dv, int T,
                           const std::string& pass) const;
-  // The forward block shape for such a call ({0, 0}: no entry), and whether its backward takes
-  // the atomic kernel (`fallback` without an entry).
+  // The forward block shape for such a call ({0, 0}: no entry), and its backward: the fastest
+  // timed shape among those allowed (the atomic ones only with `atomic_ok`); without an entry, or
+  // with none of the allowed shapes timed, atomic as atomic_ok says and 1 stage.
   AttnFwdShape fwd_shape(const std::string& kind, int Dqk, int Dv, int T) const;
-  bool bwd_atomic(const std::string& kind, int Dqk, int Dv, int T, bool fallback) const;
+  AttnBwdShape bwd_shape(const std::string& kind, int Dqk, int Dv, int T, bool atomic_ok) const;
 
   std::string arch, device_name, timer;
   std::string source;  // the file it was read from ("" for a table made in this process)
@@ -64,5 +67,8 @@ const std::vector<std::string>& tuning_shapes(const std::string& pass);
 // A forward shape's name in the table ("128x64"), and back (throws on a name not of that form).
 std::string fwd_shape_name(const AttnFwdShape& s);
 AttnFwdShape parse_fwd_shape(const std::string& name);
+// A backward shape's name ("split", "atomic-2stage"), and back (throws on another name).
+std::string bwd_shape_name(const AttnBwdShape& s);
+AttnBwdShape parse_bwd_shape(const std::string& name);
 
 }  // namespace tda

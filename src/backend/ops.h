@@ -135,6 +135,10 @@ struct AttnArgs {
   // deterministic split, dq in its own kernel; AttentionImplRequest::deterministic). The CPU
   // backend is always deterministic and ignores it.
   bool atomic_dq = false;
+  // CUDA backward: query tiles (Q, dO) in flight per dk/dv block, 1 or 2 (0: the backend's
+  // setting, AttentionImplRequest::bwd_stages); attn_backward_stages says which calls take 2. A
+  // schedule, not a result: the gradients are the same bits at both.
+  int bwd_stages = 0;
   // Forward only: rows i < q_start are skipped (out/out2 rows written as 0, stats and
   // survivors untouched); row i >= q_start is exactly what a full forward computes for it.
   // KV-cache decoding (model/generator.h) computes only the new rows. Backward requires 0.
@@ -180,6 +184,22 @@ inline AttnFwdShape attn_forward_shape(const AttnArgs& a) {
 inline bool attn_backward_atomic(const AttnArgs& a) {
   return a.atomic_dq && a.Dqk <= 64 && a.Dv <= 64 &&
          (a.math != AttnMath::kEntmax || a.entmax_alpha == 1.5f);
+}
+
+// The backward our CUDA kernels run a call with: FlashAttention-2's single kernel with dq by
+// atomics (AttnArgs::atomic_dq) or the two deterministic ones, and the query tiles in flight.
+struct AttnBwdShape {
+  bool atomic = false;
+  int stages = 1;
+};
+
+// How many query tiles our CUDA backward's dk/dv kernel keeps in flight (FlashAttention-2's
+// double buffer: tile i + 1 copied while tile i is computed): 2 where a.bwd_stages asks for it and
+// the head dims are <= 64 (the d12 bucket, where the tuned shapes are built), else 1. Entmax's
+// single kernel keeps 1 (with 2 it spilled 4 bytes on sm_90; its two kernels take 2).
+inline int attn_backward_stages(const AttnArgs& a) {
+  const bool entmax_atomic = a.math == AttnMath::kEntmax && attn_backward_atomic(a);
+  return a.bwd_stages == 2 && a.Dqk <= 64 && a.Dv <= 64 && !entmax_atomic ? 2 : 1;
 }
 
 // A query row scale (AttnArgs::q_scale) is served for one view with q in the compact layout.
@@ -241,6 +261,8 @@ struct AttentionImplRequest {
   std::string tuning = "none";
   // attention.fwd_block_keys: our forward kernels' keys per streamed tile (0: default, 64; or 128)
   int fwd_block_keys = 0;
+  // attention.bwd_stages: our backward's query tiles in flight (0: default, 1; or 2)
+  int bwd_stages = 0;
 };
 
 class Ops {

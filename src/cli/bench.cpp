@@ -228,7 +228,11 @@ int bench_attention(int argc, char** argv) {
       "deterministic",
       "cuda time: attention.deterministic of the timed calls, a list of 1 (our two backward "
       "kernels) and 0 (one kernel, dq by atomics): one line each (docs/cuda.md)",
-      cxxopts::value<std::string>()->default_value("1"))("h,help", "help");
+      cxxopts::value<std::string>()->default_value("1"))(
+      "bwd-stages",
+      "cuda time: attention.bwd_stages of the timed calls, a list of 0 (default), 1, 2 (query "
+      "tiles in flight in our backward): one line each (docs/cuda.md)",
+      cxxopts::value<std::string>()->default_value("0"))("h,help", "help");
   alias_flag(argc, argv, "--T", "--lengths");
   auto r = opts.parse(argc, argv);
   if (r.count("help")) {
@@ -282,6 +286,12 @@ int bench_attention(int argc, char** argv) {
     for (const auto& v : split_list(r["deterministic"].as<std::string>())) {
       TDA_CHECK(v == "1" || v == "0", "bench attention: --deterministic " + v + " must be 1 or 0");
       o.deterministic.push_back(v == "1");
+    }
+    o.bwd_stages.clear();
+    for (const auto& v : split_list(r["bwd-stages"].as<std::string>())) {
+      TDA_CHECK(v == "0" || v == "1" || v == "2",
+                "bench attention: --bwd-stages " + v + " must be 0, 1 or 2");
+      o.bwd_stages.push_back(std::stoi(v));
     }
     if (r.count("reps")) o.reps = r["reps"].as<int>();
     return bench_attention_gpu(*backend, kinds, Ts, o);

@@ -132,123 +132,138 @@ int bench_attention_gpu(Ops& backend, const std::vector<std::string>& kinds,
   for (const auto& kind : kinds) {
     for (int T : Ts)
       for (const AttnFwdShape& asked : o.fwd_shapes)
-        for (const bool det : o.deterministic) {
-          const int B = std::max(1, o.tokens / T), C = 64 * o.heads;
-          json j = {
-              {"attention", {{"kind", kind}}},
-              {"model", {{"n_layer", 1}, {"d_model", C}, {"n_head", o.heads}, {"seq_len", T}}},
-              {"train", {{"micro_batch", B}, {"total_batch_tokens", B * T}}}};
-          const Config cfg = config_from_json(j, "bench");
-          auto attn = make_attention(cfg.model, cfg.attention);
-          AttnArgs shape;  // what our forward runs these calls with (the timed ones count nothing)
-          shape.math = attn->math();
-          shape.Dqk = shape.Dv = 64;
-          shape.fwd_block_rows = asked.rows;
-          shape.fwd_block_keys = asked.keys;
-          const AttnFwdShape ran = attn_forward_shape(shape);
-          // a kind that cannot take a shape would repeat its 64 x 64 line
-          const bool asked_other = asked.rows && (ran.rows != asked.rows || ran.keys != asked.keys);
-          if (asked_other && o.fwd_shapes.size() > 1) continue;
-          // the backward does not depend on the forward's shape: with both lists, the single
-          // backward kernel is timed at the first shape only
-          if (!det && &asked != &o.fwd_shapes[0] && o.deterministic.size() > 1) continue;
-          const int W = attn->proj_width(), D = cfg.model.head_dim();
-          const size_t N = size_t(B) * T;
-          auto filled = [&](size_t n, auto&& fill) {
-            std::vector<float> h(n);
-            fill(h);
-            DeviceArray<float> d(ops, n, "bench input");
-            d.upload(h.data(), n);
-            return d;
-          };
-          std::vector<DeviceArray<float>> extra_store, dextra_store;
-          std::vector<float*> extra, dextra;
-          for (const auto& spec : attn->extra_params(0)) {
-            size_t n = 1;
-            for (auto d : spec.shape) n *= size_t(d);
-            extra_store.push_back(filled(n, [&](std::vector<float>& h) {
-              init_param(h.data(), n, spec.init, spec.a, rng);
-            }));
-            dextra_store.push_back(
-                filled(n, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 0.f); }));
-            extra.push_back(extra_store.back().data());
-            dextra.push_back(dextra_store.back().data());
+        for (const bool det : o.deterministic)
+          for (const int stages : o.bwd_stages) {
+            const int B = std::max(1, o.tokens / T), C = 64 * o.heads;
+            json j = {
+                {"attention", {{"kind", kind}}},
+                {"model", {{"n_layer", 1}, {"d_model", C}, {"n_head", o.heads}, {"seq_len", T}}},
+                {"train", {{"micro_batch", B}, {"total_batch_tokens", B * T}}}};
+            const Config cfg = config_from_json(j, "bench");
+            auto attn = make_attention(cfg.model, cfg.attention);
+            // what our kernels run these calls with (the timed ones count nothing); the Diff kinds
+            // pair heads: Dv 128
+            AttnArgs shape;
+            shape.math = attn->math();
+            shape.Dqk = 64;
+            shape.Dv = 64 * attn->traits().head_multiple;
+            shape.fwd_block_rows = asked.rows;
+            shape.fwd_block_keys = asked.keys;
+            shape.bwd_stages = stages;
+            shape.atomic_dq = !det;
+            const AttnFwdShape ran = attn_forward_shape(shape);
+            const int stages_ran = attn_backward_stages(shape);
+            // a kind that cannot take a shape would repeat its 64 x 64 line (one stage)
+            const bool asked_other =
+                asked.rows && (ran.rows != asked.rows || ran.keys != asked.keys);
+            if (asked_other && o.fwd_shapes.size() > 1) continue;
+            if (stages && stages != stages_ran && o.bwd_stages.size() > 1) continue;
+            // the backward does not depend on the forward's shape: with both lists, the single
+            // backward kernel and the stages after the first are timed at the first shape only
+            const bool first_shape = &asked == &o.fwd_shapes[0];
+            if (!det && !first_shape && o.deterministic.size() > 1) continue;
+            if (stages != o.bwd_stages[0] && !first_shape) continue;
+            const int W = attn->proj_width(), D = cfg.model.head_dim();
+            const size_t N = size_t(B) * T;
+            auto filled = [&](size_t n, auto&& fill) {
+              std::vector<float> h(n);
+              fill(h);
+              DeviceArray<float> d(ops, n, "bench input");
+              d.upload(h.data(), n);
+              return d;
+            };
+            std::vector<DeviceArray<float>> extra_store, dextra_store;
+            std::vector<float*> extra, dextra;
+            for (const auto& spec : attn->extra_params(0)) {
+              size_t n = 1;
+              for (auto d : spec.shape) n *= size_t(d);
+              extra_store.push_back(filled(n, [&](std::vector<float>& h) {
+                init_param(h.data(), n, spec.init, spec.a, rng);
+              }));
+              dextra_store.push_back(
+                  filled(n, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 0.f); }));
+              extra.push_back(extra_store.back().data());
+              dextra.push_back(dextra_store.back().data());
+            }
+            DeviceArray<float> proj(ops, N * W, "bench proj"), dy(ops, N * C, "bench dy");
+            upload_normals(proj);
+            upload_normals(dy);
+            DeviceArray<float> cosv = filled(size_t(T) * D / 2, [](std::vector<float>& h) {
+              std::fill(h.begin(), h.end(), 1.f);
+            });
+            DeviceArray<float> sinv = filled(size_t(T) * D / 2, [](std::vector<float>& h) {
+              std::fill(h.begin(), h.end(), 0.f);
+            });
+            DeviceArray<float> y(ops, N * C, "bench y"), dproj(ops, N * W, "bench dproj"),
+                act(ops, attn->act_floats(B, T), "attention activations"),
+                scratch(ops, attn->scratch_floats(B, T), "attention scratch");
+            AttnContext ctx{ops, B, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
+            const std::string impl = ops.set_attention_impl(
+                {o.impl, false, kind, attn->math(), asked.rows, det, "none", asked.keys, stages});
+            std::unique_ptr<DeviceTimer> tf = gpu.timer(), tb = gpu.timer();
+            std::vector<double> lf, lb, kf, kb;
+            // The counted first forward runs on our kernels (a vendor counts no tiles); another
+            // untimed rep then holds the vendor's self-check and graph builds.
+            const int untimed = o.warmup + (o.impl == "own" ? 0 : 1);
+            for (int rep = 0; rep < untimed + o.reps; ++rep) {
+              if (rep == 0) ops.count_next_forward();
+              tf->start();
+              attn->forward(ctx, proj.data(), y.data(), act.data(), extra);
+              tf->stop();
+              tb->start();
+              attn->backward(ctx, proj.data(), dy.data(), dproj.data(), act.data(), extra, dextra,
+                             scratch.data());
+              tb->stop();
+              double f = 0, b = 0;
+              ops.take(&f, &b);
+              if (rep < untimed) continue;
+              lf.push_back(tf->ms());
+              lb.push_back(tb->ms());
+              kf.push_back(f);
+              kb.push_back(b);
+            }
+            gpu.synchronize();
+            long long skipped = 0, total = 0;
+            ops.tiles(&skipped, &total);
+            // Dense causal softmax attention at this shape (FlashAttention's convention): forward
+            // 4 B H T^2 D / 2, backward 2.5 times that.
+            const double sm_fwd = 4.0 * B * o.heads * double(T) * T * 64 / 2;
+            json out = {{"bench", "attention"},
+                        {"device", "cuda"},
+                        {"mode", "time"},
+                        {"kind", kind},
+                        {"attention_impl", o.impl},
+                        {"attention_impl_line", impl},
+                        {"fwd_shape", asked.rows || asked.keys ? fwd_shape_name(asked) : "0"},
+                        {"fwd_shape_ran", fwd_shape_name(ran)},
+                        {"deterministic", det},
+                        {"bwd_atomic_ran", !det && ops.served_atomic()},
+                        {"bwd_stages", stages},
+                        {"bwd_stages_ran", stages_ran},
+                        {"T", T},
+                        {"B", B},
+                        {"heads", o.heads},
+                        {"head_dim", 64},
+                        {"head_dims", {ops.head_dims().first, ops.head_dims().second}},
+                        {"arch", arch},
+                        {"timer", timer},
+                        {"device_name", device},
+                        {"reps", o.reps},
+                        {"warmup", o.warmup},
+                        {"layer_fwd_ms", median(lf)},
+                        {"layer_bwd_ms", median(lb)},
+                        {"kernel_fwd_ms", median(kf)},
+                        {"kernel_bwd_ms", median(kb)},
+                        {"softmax_fwd_gflop", sm_fwd / 1e9},
+                        {"softmax_bwd_gflop", 2.5 * sm_fwd / 1e9},
+                        {"tiles_total", total},
+                        {"tiles_skipped", skipped},
+                        {"skip_fraction", total ? double(skipped) / double(total) : 0.0},
+                        {"saved_plus_scratch_bytes",
+                         4.0 * double(attn->act_floats(B, T) + attn->scratch_floats(B, T))}};
+            if (o.print) std::cout << out.dump() << std::endl;
+            if (records) records->push_back(out);
           }
-          DeviceArray<float> proj(ops, N * W, "bench proj"), dy(ops, N * C, "bench dy");
-          upload_normals(proj);
-          upload_normals(dy);
-          DeviceArray<float> cosv = filled(
-              size_t(T) * D / 2, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 1.f); });
-          DeviceArray<float> sinv = filled(
-              size_t(T) * D / 2, [](std::vector<float>& h) { std::fill(h.begin(), h.end(), 0.f); });
-          DeviceArray<float> y(ops, N * C, "bench y"), dproj(ops, N * W, "bench dproj"),
-              act(ops, attn->act_floats(B, T), "attention activations"),
-              scratch(ops, attn->scratch_floats(B, T), "attention scratch");
-          AttnContext ctx{ops, B, T, 0, 1, 1000, cosv.data(), sinv.data(), 0};
-          const std::string impl = ops.set_attention_impl(
-              {o.impl, false, kind, attn->math(), asked.rows, det, "none", asked.keys});
-          std::unique_ptr<DeviceTimer> tf = gpu.timer(), tb = gpu.timer();
-          std::vector<double> lf, lb, kf, kb;
-          // The counted first forward runs on our kernels (a vendor counts no tiles); another
-          // untimed rep then holds the vendor's self-check and graph builds.
-          const int untimed = o.warmup + (o.impl == "own" ? 0 : 1);
-          for (int rep = 0; rep < untimed + o.reps; ++rep) {
-            if (rep == 0) ops.count_next_forward();
-            tf->start();
-            attn->forward(ctx, proj.data(), y.data(), act.data(), extra);
-            tf->stop();
-            tb->start();
-            attn->backward(ctx, proj.data(), dy.data(), dproj.data(), act.data(), extra, dextra,
-                           scratch.data());
-            tb->stop();
-            double f = 0, b = 0;
-            ops.take(&f, &b);
-            if (rep < untimed) continue;
-            lf.push_back(tf->ms());
-            lb.push_back(tb->ms());
-            kf.push_back(f);
-            kb.push_back(b);
-          }
-          gpu.synchronize();
-          long long skipped = 0, total = 0;
-          ops.tiles(&skipped, &total);
-          // Dense causal softmax attention at this shape (FlashAttention's convention): forward
-          // 4 B H T^2 D / 2, backward 2.5 times that.
-          const double sm_fwd = 4.0 * B * o.heads * double(T) * T * 64 / 2;
-          json out = {{"bench", "attention"},
-                      {"device", "cuda"},
-                      {"mode", "time"},
-                      {"kind", kind},
-                      {"attention_impl", o.impl},
-                      {"attention_impl_line", impl},
-                      {"fwd_shape", asked.rows || asked.keys ? fwd_shape_name(asked) : "0"},
-                      {"fwd_shape_ran", fwd_shape_name(ran)},
-                      {"deterministic", det},
-                      {"bwd_atomic_ran", !det && ops.served_atomic()},
-                      {"T", T},
-                      {"B", B},
-                      {"heads", o.heads},
-                      {"head_dim", 64},
-                      {"head_dims", {ops.head_dims().first, ops.head_dims().second}},
-                      {"arch", arch},
-                      {"timer", timer},
-                      {"device_name", device},
-                      {"reps", o.reps},
-                      {"warmup", o.warmup},
-                      {"layer_fwd_ms", median(lf)},
-                      {"layer_bwd_ms", median(lb)},
-                      {"kernel_fwd_ms", median(kf)},
-                      {"kernel_bwd_ms", median(kb)},
-                      {"softmax_fwd_gflop", sm_fwd / 1e9},
-                      {"softmax_bwd_gflop", 2.5 * sm_fwd / 1e9},
-                      {"tiles_total", total},
-                      {"tiles_skipped", skipped},
-                      {"skip_fraction", total ? double(skipped) / double(total) : 0.0},
-                      {"saved_plus_scratch_bytes",
-                       4.0 * double(attn->act_floats(B, T) + attn->scratch_floats(B, T))}};
-          if (o.print) std::cout << out.dump() << std::endl;
-          if (records) records->push_back(out);
-        }
   }
   return 0;
 }

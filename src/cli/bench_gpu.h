@@ -28,6 +28,11 @@ struct GpuAttnBench {
   // where attn_backward_atomic serves the kind's calls (bwd_atomic_ran says whether it did).
   // With both values and several forward shapes, false is timed at the first shape only.
   std::vector<bool> deterministic = {true};
+  // attention.bwd_stages of the timed calls, one line each (0: the default, 1); a kind whose calls
+  // cannot take 2 (attn_backward_stages) says so in bwd_stages_ran, or, when the list has more
+  // than one value, gets no line for it. With several forward shapes, a value other than the
+  // first is timed at the first shape only.
+  std::vector<int> bwd_stages = {0};
   bool print = true;  // each line to stdout
 };
 

@@ -1,7 +1,7 @@
 // tda tune: the tuning table of our CUDA attention kernels (backend/attention_tuning.h). On a GPU
 // it times every built shape of every kind (tda bench attention's timing: forward at 64 x 64,
-// 128 x 64 and 64 x 128 blocks, backward as two kernels and as one with dq by atomics) and keeps
-// the fastest per
+// 128 x 64 and 64 x 128 blocks, backward as two kernels and as one with dq by atomics, each with
+// one and two query tiles in flight) and keeps the fastest per
 // (kind, head dims, T, pass); with --from it reads those timings from JSON lines instead (the GPU
 // kit's tda_attention.jsonl, so the kit's table costs no second timing). It writes the table and
 // prints it, each choice beside the fixed default it replaces.
@@ -29,8 +29,9 @@ namespace {
 // The fastest shape of each (kind, head dims, T, pass) among `lines` (tda bench attention
 // --device cuda --mode time; other lines are skipped). Forward: the deterministic lines, keyed by
 // the block shape that ran; backward: the lines of the default forward shape, split
-// (deterministic) or atomic (where the single kernel ran). `what` names the source in messages.
-// Lines from before the forward's key tiles (fwd_block_rows_ran, no fwd_shape_ran) ran R x 64.
+// (deterministic) or atomic (where the single kernel ran), with the stages that ran. `what` names
+// the source in messages. Lines from before the forward's key tiles (fwd_block_rows_ran, no
+// fwd_shape_ran) ran R x 64; lines from before the stages (no bwd_stages_ran) ran 1.
 AttentionTuning tuning_from_timings(const std::vector<json>& lines, const std::string& what) {
   AttentionTuning t;
   using Key = std::tuple<std::string, int, int, int, std::string>;  // kind, Dqk, Dv, T, pass
@@ -62,7 +63,7 @@ AttentionTuning tuning_from_timings(const std::vector<json>& lines, const std::s
     }
     if (ran == "64x64" && (det || r.value("bwd_atomic_ran", false))) {
       json& b = ms[Key{kind, Dqk, Dv, T, "backward"}];
-      const std::string shape = det ? "split" : "atomic";
+      const std::string shape = bwd_shape_name({!det, r.value("bwd_stages_ran", 1)});
       if (!b.contains(shape)) b[shape] = r.at("kernel_bwd_ms");
     }
   }
@@ -140,7 +141,8 @@ int cmd_tune(int argc, char** argv) {
       "warmup", "untimed repetitions first", cxxopts::value<int>()->default_value("2"))(
       "from",
       "read the timings from this file of tda bench attention --device cuda --mode time lines "
-      "(with --fwd-shapes 64x64,128x64,64x128 --deterministic 1,0) instead of timing",
+      "(with --fwd-shapes 64x64,128x64,64x128 --deterministic 1,0 --bwd-stages 1,2) instead of "
+      "timing",
       cxxopts::value<std::string>())(
       "out",
       "the table to write (default tuning-<arch>.json; kernels/tuning/<arch>.json is the "
@@ -172,13 +174,17 @@ int cmd_tune(int argc, char** argv) {
     o.warmup = r["warmup"].as<int>();
     o.print = false;
     std::vector<json> lines;
-    // forward at every block shape (backward split); then the backward's single kernel
+    // forward at every block shape (backward split, one stage); then the backward's other shapes
     o.fwd_shapes.clear();
     for (const auto& s : tuning_shapes("forward")) o.fwd_shapes.push_back(parse_fwd_shape(s));
     o.deterministic = {true};
     bench_attention_gpu(*cuda, kinds, Ts, o, &lines);
     o.fwd_shapes = {{64, 64}};
     o.deterministic = {false};
+    bench_attention_gpu(*cuda, kinds, Ts, o, &lines);
+    o.deterministic = {true, false};
+    // a call that cannot take 2 stages (attn_backward_stages) times 1 again: kept once
+    o.bwd_stages = {2};
     bench_attention_gpu(*cuda, kinds, Ts, o, &lines);
     t = tuning_from_timings(lines, "tune");
   }

@@ -77,14 +77,19 @@ void check_fwd_block_shape(int rows, int keys) {
             "not built (128 x 64 or 64 x 128; docs/cuda.md)");
 }
 
+void check_bwd_stages(int stages) {
+  TDA_CHECK(stages >= 0 && stages <= 2, "config: attention.bwd_stages " + std::to_string(stages) +
+                                            " must be 0 (default), 1 or 2");
+}
+
 void check_attention_tuning(const std::string& tuning) {
   TDA_CHECK(!tuning.empty(),
             "config: attention.tuning must be auto, none or a tuning table's path (tda tune)");
 }
 
 const std::vector<std::string>& attention_code_keys() {
-  static const std::vector<std::string> keys = {"impl", "fwd_block_rows", "fwd_block_keys",
-                                                "deterministic", "tuning"};
+  static const std::vector<std::string> keys = {"impl",       "fwd_block_rows", "fwd_block_keys",
+                                                "bwd_stages", "deterministic",  "tuning"};
   return keys;
 }
 
@@ -95,7 +100,7 @@ const json& config_defaults() {
               "vocab_size": 50304, "real_vocab_size": 50257,
               "rope_theta": 10000.0, "rope_ntk_factor": 1.0, "norm_eps": 1e-5},
     "attention": {"kind": "softmax", "impl": "auto", "fwd_block_rows": 0, "fwd_block_keys": 0,
-                  "deterministic": true, "tuning": "auto"},
+                  "bwd_stages": 0, "deterministic": true, "tuning": "auto"},
     "data": {"train": "data/tinyshakespeare/tiny_shakespeare_train.bin",
              "val": "data/tinyshakespeare/tiny_shakespeare_val.bin", "shuffle": true,
              "synthetic": {"task": "", "vocab": 256, "pairs": 8, "queries": 0,
@@ -263,6 +268,8 @@ Config config_from_json(const json& user, const std::string& origin) {
   a.fwd_block_rows = get<int>(r, "attention", "fwd_block_rows");
   a.fwd_block_keys = get<int>(r, "attention", "fwd_block_keys");
   check_fwd_block_shape(a.fwd_block_rows, a.fwd_block_keys);
+  a.bwd_stages = get<int>(r, "attention", "bwd_stages");
+  check_bwd_stages(a.bwd_stages);
   a.deterministic = get<bool>(r, "attention", "deterministic");
   a.tuning = get<std::string>(r, "attention", "tuning");
   check_attention_tuning(a.tuning);

@@ -49,10 +49,13 @@ void check_attention_impl(const std::string& impl);
 // Throws tda::Error naming attention.fwd_block_rows or fwd_block_keys unless each is 0
 // (default), 64 or 128, and not both 128 (that shape is not built: backend/ops.h).
 void check_fwd_block_shape(int rows, int keys);
+// Throws tda::Error naming attention.bwd_stages unless it is 0 (default), 1 or 2.
+void check_bwd_stages(int stages);
 // Throws tda::Error naming attention.tuning unless it is auto, none or a path.
 void check_attention_tuning(const std::string& tuning);
 // The attention keys that choose the code computing a kind, not the model: impl, fwd_block_rows,
-// fwd_block_keys, deterministic, tuning. No kind declares them, and a resume may change them.
+// fwd_block_keys, bwd_stages, deterministic, tuning. No kind declares them, and a resume may change
+// them.
 const std::vector<std::string>& attention_code_keys();
 void declare_attention_check(const std::string& kind, AttentionCheck check);
 
@@ -67,6 +70,9 @@ struct AttentionConfig {
   // 64 or 128 each, not both 128 (128 rows: one-view kinds; 128 keys: all but diff_softmax; head
   // dims <= 64; docs/cuda.md). Code, not model, like impl.
   int fwd_block_rows = 0, fwd_block_keys = 0;
+  // Query tiles in flight in our CUDA backward's dk/dv kernel: 0 (default: 1), 1 or 2 (head dims
+  // <= 64; backend/ops.h attn_backward_stages). Code, like impl.
+  int bwd_stages = 0;
   // false: our CUDA attention backward may sum dq by atomics (FlashAttention-2's single kernel;
   // bits then vary from run to run, so a resume is no longer bit-exact on a GPU). Code, like impl.
   bool deterministic = true;

@@ -34,7 +34,8 @@ LoadedModel load_model_for_eval(const std::string& dir, const EvalDevice& dev,
   // another machine, or tuned for another GPU.
   ops.set_attention_impl({lm.cfg.attention.impl, false, lm.cfg.attention.kind,
                           lm.model->attention().math(), lm.cfg.attention.fwd_block_rows,
-                          lm.cfg.attention.deterministic, "auto", lm.cfg.attention.fwd_block_keys});
+                          lm.cfg.attention.deterministic, "auto", lm.cfg.attention.fwd_block_keys,
+                          lm.cfg.attention.bwd_stages});
   load_checkpoint(dir, *lm.model);
   lm.model->set_step(st.step);
   return lm;

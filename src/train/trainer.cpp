@@ -152,7 +152,7 @@ Trainer::Trainer(const Config& cfg, TrainOptions opt) : cfg_(cfg), opt_(std::mov
   attention_impl_line_ = ops_->set_attention_impl(
       {cfg_.attention.impl, opt_.strict, cfg_.attention.kind, model_->attention().math(),
        cfg_.attention.fwd_block_rows, cfg_.attention.deterministic, cfg_.attention.tuning,
-       cfg_.attention.fwd_block_keys});
+       cfg_.attention.fwd_block_keys, cfg_.attention.bwd_stages});
   if (comm_->rank() == 0) spdlog::info("{}", attention_impl_line_);
   if (opt_.init_weights) model_->init_weights(t.seed, t.init_scheme);
   model_->set_recompute(t.recompute);

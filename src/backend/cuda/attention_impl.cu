@@ -230,6 +230,7 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
   shapes_.clear();
   const std::string kind = r.kind.empty() ? attn_math_name(r.math) : r.kind;
   check_fwd_block_shape(r.fwd_block_rows, r.fwd_block_keys);
+  check_bwd_stages(r.bwd_stages);
   check_attention_tuning(r.tuning);
   tuning_ = AttentionTuning();
   const std::string arch = gpu_device().arch();
@@ -244,6 +245,7 @@ std::string AttentionImpl::set(const AttentionImplRequest& r) {
   if (r.fwd_block_rows || r.fwd_block_keys)
     shape = "; our forward: " + std::to_string(r.fwd_block_rows ? r.fwd_block_rows : 64) + " x " +
             std::to_string(r.fwd_block_keys ? r.fwd_block_keys : 64) + " blocks";
+  if (r.bwd_stages == 2) shape += "; our backward: two query tiles in flight (head dims <= 64)";
   if (!r.deterministic)
     shape += std::string("; our backward: one kernel, dq by atomics, where it serves the calls ") +
              (tuning_.source.empty() ? "" : "and the tuning table prefers it ") +
@@ -274,8 +276,10 @@ AttnFwdShape AttentionImpl::fwd_shape(const AttnArgs& a) const {
   return tuning_.fwd_shape(req_.kind, a.Dqk, a.Dv, a.T);
 }
 
-bool AttentionImpl::atomic_dq(const AttnArgs& a) const {
-  return !req_.deterministic && tuning_.bwd_atomic(req_.kind, a.Dqk, a.Dv, a.T, true);
+AttnBwdShape AttentionImpl::bwd_shape(const AttnArgs& a) const {
+  AttnBwdShape s = tuning_.bwd_shape(req_.kind, a.Dqk, a.Dv, a.T, !req_.deterministic);
+  if (req_.bwd_stages) s.stages = req_.bwd_stages;
+  return s;
 }
 
 SdpaPrimitive* AttentionImpl::vendor_for(const AttnArgs& a, bool backward) {

@@ -62,10 +62,11 @@ class AttentionImpl {
   long long own_calls() const { return own_calls_; }
   // For a call our kernels take: the forward's block shape (rows and keys, each 0 for the
   // kernels' default), attention.fwd_block_rows and fwd_block_keys where either is set, else the
-  // tuning table's choice; and whether the backward adds dq by atomics: never when
-  // attention.deterministic, else the table's choice, atomic without one.
+  // tuning table's choice; and the backward's: dq by atomics never when attention.deterministic,
+  // else the table's choice, atomic without one; its stages attention.bwd_stages where set, else
+  // the table's, 1 without one.
   AttnFwdShape fwd_shape(const AttnArgs& a) const;
-  bool atomic_dq(const AttnArgs& a) const;
+  AttnBwdShape bwd_shape(const AttnArgs& a) const;
   const AttentionTuning& tuning() const { return tuning_; }
   const std::vector<std::string>& lines() const { return lines_; }
 

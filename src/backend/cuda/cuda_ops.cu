@@ -327,13 +327,12 @@ void CudaOps::attention_backward(const AttnArgs& a) {
                            "backward scratch (attention D_i)");
   uint16_t* ops = cuda::scratch(hscratch_, hscratch_n_, cuda::attention_operands_scratch(a, true),
                                 "attention operands (bf16 q, k, v, dO)");
-  if (!a.atomic_dq && attention_impl_.atomic_dq(a)) {
-    AttnArgs b = a;
-    b.atomic_dq = true;
-    cuda::attention_backward(b, s, ops);
-    return;
-  }
-  cuda::attention_backward(a, s, ops);
+  // The call's own shape (atomic_dq or bwd_stages set: a test's) wins over the backend's.
+  const AttnBwdShape shape = attention_impl_.bwd_shape(a);
+  AttnArgs b = a;
+  b.atomic_dq = a.atomic_dq || shape.atomic;
+  if (a.bwd_stages == 0) b.bwd_stages = shape.stages;
+  cuda::attention_backward(b, s, ops);
 }
 
 double CudaOps::sum_squares(const float* x, size_t n) {
